@@ -1,0 +1,50 @@
+"""`roofline` command line: the app's capabilities headless (scriptable, testable, used by benchmarks).
+
+Each sub-command lives in its own module under `app.commands` and exposes `register(subparsers)`;
+modules are discovered, so adding a command never touches this file. Heavy imports stay inside the
+command functions so that `roofline hw` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import app.commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="roofline",
+        description="Run GGUF models locally with llama.cpp and see prefill vs decode, measured.",
+    )
+    parser.add_argument("--version", action="version", version=f"roofline {app.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(app.commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"app.commands.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        # No sub-command: start the desktop app (what a double-click expects).
+        from app.commands.gui import run_gui
+
+        return run_gui(args)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `roofline ... | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Helpers shared by CLI commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_model_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-m", "--model", help="GGUF file (default: the embedded Gemma 3 270M Q4_K_M)")
+
+
+def resolve_model(arg: str | None) -> Path:
+    from app.core.default_model import default_model_path
+
+    if not arg:
+        return default_model_path()
+    path = Path(arg).expanduser()
+    if not path.exists():
+        raise SystemExit(f"roofline: model file not found: {path}")
+    return path
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def fail(message: str, code: int = 1) -> int:
+    print(f"roofline: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,234 @@
+"""Typed messages between the app and the engine process, sent as JSON lines.
+
+Commands go to the engine (load, generate, cancel, unload, bench, stats, shutdown); events come back
+(loaded, token, done, error, stats, bench_result, progress). Every message is a dataclass with a `type`
+tag; `encode`/`decode` turn them into one line of JSON. JSON (not pickle) keeps the stream inspectable
+and safe to parse even if the other side is broken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+# ---------------------------------------------------------------- commands (app -> engine)
+
+
+@dataclass
+class LoadConfig:
+    model_path: str
+    n_ctx: int = 4096
+    n_threads: int | None = None  # None: llama.cpp's default (physical cores)
+    n_threads_batch: int | None = None
+    n_gpu_layers: int = 0  # -1: all layers
+    n_batch: int = 512
+    n_ubatch: int = 512
+    type_k: str = "f16"  # f16 | q8_0 | q4_0
+    type_v: str = "f16"
+    flash_attn: bool | None = None  # None: llama.cpp decides (auto)
+    swa_full: bool = True  # llama-cpp-python's default: full-size sliding-window cache
+    seed: int = -1
+    chat_template: str | None = None  # override; None = GGUF's own or one chosen from the architecture
+    use_mmap: bool = True
+
+
+@dataclass
+class Sampling:
+    temperature: float = 0.8
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    max_tokens: int = 256
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Load:
+    type: ClassVar[str] = "load"
+    config: LoadConfig
+
+
+@dataclass
+class Generate:
+    """Either `messages` (chat, templated in the engine) or `prompt` (raw text continuation)."""
+
+    type: ClassVar[str] = "generate"
+    request_id: str
+    messages: list[dict[str, str]] | None = None
+    prompt: str | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    prompt_lookup: bool = False  # speculative prompt-lookup decoding
+
+
+@dataclass
+class Cancel:
+    type: ClassVar[str] = "cancel"
+    request_id: str
+
+
+@dataclass
+class Unload:
+    type: ClassVar[str] = "unload"
+
+
+@dataclass
+class GetStats:
+    type: ClassVar[str] = "get_stats"
+
+
+@dataclass
+class Bench:
+    """llama-bench style: pp (n_prompt random tokens, n_gen 0) or tg (n_gen single-token decodes)."""
+
+    type: ClassVar[str] = "bench"
+    request_id: str
+    n_prompt: int = 0
+    n_gen: int = 0
+    n_depth: int = 0
+    repetitions: int = 5
+    warmup: bool = True
+
+
+@dataclass
+class Shutdown:
+    type: ClassVar[str] = "shutdown"
+
+
+# ---------------------------------------------------------------- events (engine -> app)
+
+
+@dataclass
+class Ready:
+    """Sent once at start-up: the engine process runs and llama.cpp imported."""
+
+    type: ClassVar[str] = "ready"
+    pid: int
+    llama_cpp_version: str
+    system_info: str
+    gpu_offload: bool
+
+
+@dataclass
+class Progress:
+    type: ClassVar[str] = "progress"
+    stage: str
+    fraction: float
+
+
+@dataclass
+class Loaded:
+    type: ClassVar[str] = "loaded"
+    model_path: str
+    load_ms: float
+    n_ctx: int  # what llama.cpp actually allocated (it pads)
+    n_ctx_train: int
+    n_vocab: int
+    n_params: int
+    model_size: int  # bytes of tensors
+    architecture: str
+    model_desc: str
+    chat_template_name: str
+    chat_template_source: str  # "gguf" | "architecture" | "override" | "none"
+    n_gpu_layers: int
+    type_k: str
+    type_v: str
+    flash_attn: bool | None
+    swa_full: bool
+    buffers_mib: dict[str, float]  # from llama.cpp's own log lines: model, kv, compute (per device)
+    kv_bytes_allocated: int
+    kv_cells_allocated: int
+    n_threads: int
+    n_threads_batch: int
+    rss_bytes: int
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Token:
+    type: ClassVar[str] = "token"
+    request_id: str
+    text: str
+    index: int
+    t: float  # engine's monotonic time of this token (seconds)
+
+
+@dataclass
+class Done:
+    type: ClassVar[str] = "done"
+    request_id: str
+    text: str
+    finish_reason: str  # stop | length | cancelled | context_full
+    metrics: dict[str, Any]  # PhaseMetrics.to_dict()
+
+
+@dataclass
+class Error:
+    type: ClassVar[str] = "error"
+    request_id: str | None
+    kind: str  # engine_died | load_failed | bad_request | generation_failed | protocol | timeout
+    message: str
+    fatal: bool = False  # True: the engine process is gone; start a new one
+
+
+@dataclass
+class Stats:
+    type: ClassVar[str] = "stats"
+    rss_bytes: int
+    kv_cells_used: int
+    kv_cells_allocated: int
+    kv_bytes_used: int
+    kv_bytes_allocated: int
+    loaded: bool
+
+
+@dataclass
+class BenchResult:
+    type: ClassVar[str] = "bench_result"
+    request_id: str
+    n_prompt: int
+    n_gen: int
+    n_depth: int
+    samples_ns: list[int]
+    n_threads: int
+    model_info: dict[str, Any]
+
+
+Command = Load | Generate | Cancel | Unload | GetStats | Bench | Shutdown
+Event = Ready | Progress | Loaded | Token | Done | Error | Stats | BenchResult
+
+_TYPES: dict[str, type] = {
+    cls.type: cls  # type: ignore[attr-defined]
+    for cls in (Load, Generate, Cancel, Unload, GetStats, Bench, Shutdown,
+                Ready, Progress, Loaded, Token, Done, Error, Stats, BenchResult)
+}
+_NESTED: dict[tuple[str, str], type] = {("load", "config"): LoadConfig, ("generate", "sampling"): Sampling}
+
+
+class ProtocolError(ValueError):
+    """A line that is not a valid message."""
+
+
+def encode(msg: Any) -> str:
+    data = dataclasses.asdict(msg)
+    data["type"] = msg.type
+    return json.dumps(data, separators=(",", ":"))
+
+
+def decode(line: str | bytes) -> Any:
+    try:
+        data = json.loads(line)
+        tag = data.pop("type")
+        cls = _TYPES[tag]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ProtocolError(f"not a protocol message: {str(line)[:200]!r}") from exc
+    for (owner, name), nested in _NESTED.items():
+        if owner == tag and isinstance(data.get(name), dict):
+            data[name] = nested(**data[name])
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise ProtocolError(f"bad fields for {tag}: {exc}") from exc

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Shared, idempotent set-up for scripts/run and scripts/test.
+# Creates .venv, builds llama-cpp-python with the flags this machine needs (once, cached by flag hash),
+# installs the app and its dependencies, and assembles the embedded default model.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY="${ROOFLINE_PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+VENV="$ROOT/.venv"
+LLAMA_VERSION="0.3.36"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "roofline: creating virtual environment in .venv"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+fi
+VPY="$VENV/bin/python"
+
+# ---- llama-cpp-python: build with the flags we ask for, never a cached wheel built with other flags ----
+cmake_args="${CMAKE_ARGS:-}"
+case "$(uname -m)" in
+  x86_64|amd64)
+    # AMX tile instructions crash with SIGILL on these machines; only server Xeons have AMX anyway.
+    nf="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    cmake_args="$cmake_args -DCMAKE_C_FLAGS='$nf' -DCMAKE_CXX_FLAGS='$nf'";;
+esac
+if [ "$(uname -s)" = "Darwin" ]; then
+  cmake_args="$cmake_args -DGGML_METAL=on"
+elif command -v nvcc >/dev/null 2>&1 && { [ -e /dev/nvidia0 ] || [ "${ROOFLINE_CUDA:-0}" = "1" ]; }; then
+  # nvcc alone is not enough: a CUDA build takes far longer and is useless without a driver and a GPU.
+  cmake_args="$cmake_args -DGGML_CUDA=on"
+fi
+[ "${ROOFLINE_CUDA:-}" = "0" ] && cmake_args="${cmake_args// -DGGML_CUDA=on/}"
+build_id="$(printf '%s|%s|%s|%s' "$LLAMA_VERSION" "$cmake_args" "$("$VPY" -c 'import sys;print(sys.version_info[:2])')" "$(uname -m)" | sha256sum | cut -c1-16)"
+WHEEL_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/roofline-build/llama-cpp-python-$build_id"
+STAMP="$VENV/.llama-build-id"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$build_id" ]; then
+  if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    echo "roofline: building llama-cpp-python $LLAMA_VERSION from source (first time only; takes several minutes)"
+    echo "roofline: CMAKE_ARGS=$cmake_args"
+    mkdir -p "$WHEEL_DIR.tmp"
+    CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc 2>/dev/null || echo 2)" \
+      "$VPY" -m pip wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
+      -w "$WHEEL_DIR.tmp" "llama-cpp-python==$LLAMA_VERSION"
+    rm -rf "$WHEEL_DIR" && mv "$WHEEL_DIR.tmp" "$WHEEL_DIR"
+  fi
+  "$VPY" -m pip install -q --no-deps --force-reinstall "$WHEEL_DIR"/llama_cpp_python-*.whl
+  echo "$build_id" > "$STAMP"
+fi
+
+# ---- the app and its dependencies (llama-cpp-python is already satisfied, so pip will not rebuild it) ----
+EXTRAS="${1:-}"
+want="$(sha256sum pyproject.toml | cut -c1-16)$EXTRAS"
+if [ "$(cat "$VENV/.app-install-id" 2>/dev/null)" != "$want" ]; then
+  "$VPY" -m pip install -q -e ".${EXTRAS}"
+  echo "$want" > "$VENV/.app-install-id"
+fi
+
+# ---- the embedded default model, assembled once into the app data directory ----
+"$VPY" -m app.cli default-model --quiet
