@@ -1,0 +1,185 @@
+"""User settings: one JSON file in the config dir, validated by pydantic-settings, `ROOFLINE_*` env overrides.
+
+Loading never fails: a file that is not JSON, does not validate, or was written by a newer Roofline is
+moved aside as `settings.json.bak-<timestamp>` (nothing is lost) and the defaults are used, with a warning
+the UI shows. Environment variables (`ROOFLINE_N_CTX=8192`, nested: `ROOFLINE_SAMPLING__TEMPERATURE=0.2`)
+win over the file for this run but are never written back into it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from app.core import paths
+
+SETTINGS_VERSION = 1
+SETTINGS_FILENAME = "settings.json"
+
+KvType = Literal["f16", "q8_0", "q4_0"]
+
+
+class SamplingDefaults(BaseModel):
+    temperature: float = Field(0.8, ge=0.0, le=5.0)
+    top_p: float = Field(0.95, ge=0.0, le=1.0)
+    top_k: int = Field(40, ge=0)
+    min_p: float = Field(0.05, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(1.1, ge=0.0, le=5.0)
+    max_tokens: int = Field(512, ge=1, le=1_000_000)
+    seed: int | None = None  # None: random each time
+
+
+class WindowState(BaseModel):
+    geometry: str = ""  # base64 of QWidget.saveGeometry()
+    state: str = ""  # base64 of QMainWindow.saveState() (dock layout)
+    dashboard_visible: bool = True
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ROOFLINE_", env_nested_delimiter="__", extra="ignore", validate_assignment=True
+    )
+
+    version: int = SETTINGS_VERSION
+    models_dir: str | None = None  # None: paths.models_dir()
+    threads: int | None = Field(None, ge=1, le=1024)  # None: llama.cpp picks (physical cores)
+    n_ctx: int = Field(4096, ge=256, le=1 << 21)
+    n_gpu_layers: int | None = Field(None, ge=-1)  # None: auto (all layers when the build can offload)
+    kv_cache_type: KvType = "f16"
+    flash_attn: bool | None = None  # None: llama.cpp decides
+    n_batch: int = Field(512, ge=1, le=1 << 16)
+    n_ubatch: int = Field(512, ge=1, le=1 << 16)
+    last_model: str | None = None
+    system_prompt: str = ""
+    sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
+    window: WindowState = Field(default_factory=WindowState)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file's values arrive as init kwargs; env vars must win over them.
+        return (env_settings, init_settings)
+
+    def resolved_models_dir(self) -> Path:
+        return Path(self.models_dir).expanduser() if self.models_dir else paths.models_dir()
+
+
+class _FileOnly(Settings):
+    """The same schema without env vars: what the file itself says (used when saving)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+@dataclass
+class LoadResult:
+    settings: Settings
+    warning: str | None = None  # shown to the user when the file was unusable
+    backup: Path | None = None
+
+
+def settings_path() -> Path:
+    return paths.config_dir() / SETTINGS_FILENAME
+
+
+def _env_fields() -> set[str]:
+    """Top-level fields set by ROOFLINE_* env vars right now."""
+    prefix = "roofline_"
+    names: set[str] = set()
+    for key in os.environ:
+        low = key.lower()
+        if low.startswith(prefix):
+            names.add(low[len(prefix):].split("__", 1)[0])
+    return names & set(Settings.model_fields)
+
+
+def _move_aside(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backup = path.with_name(f"{path.name}.bak-{stamp}")
+    n = 1
+    while backup.exists():
+        backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+        n += 1
+    os.replace(path, backup)
+    return backup
+
+
+def _errors(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:3])
+
+
+def load_settings(path: Path | None = None) -> LoadResult:
+    path = path or settings_path()
+    if not path.exists():
+        try:
+            return LoadResult(Settings())
+        except ValidationError as exc:
+            return LoadResult(_FileOnly(), f"Ignored invalid ROOFLINE_* environment settings: {_errors(exc)}")
+    problem: str | None = None
+    data: Any = None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            problem = "it does not hold a JSON object"
+        elif int(data.get("version", 1)) > SETTINGS_VERSION:
+            problem = (f"it was written by a newer Roofline (settings version {data.get('version')}, "
+                       f"this one reads {SETTINGS_VERSION})")
+    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        problem = f"it is not valid JSON ({exc})"
+    if problem is None:
+        try:
+            file_only = _FileOnly(**data)
+        except ValidationError as exc:
+            problem = "it has invalid values: " + _errors(exc)
+        else:
+            try:
+                return LoadResult(Settings(**data))
+            except ValidationError as exc:
+                return LoadResult(file_only, f"Ignored invalid ROOFLINE_* environment settings: {_errors(exc)}")
+    backup = _move_aside(path)
+    warning = f"Settings file {path} could not be used ({problem}); defaults are in effect. " \
+              f"The old file was kept as {backup.name}."
+    return LoadResult(Settings(), warning, backup)
+
+
+def save_settings(settings: Settings, path: Path | None = None) -> Path:
+    """Write atomically; fields overridden by env vars keep the file's previous value."""
+    path = path or settings_path()
+    data = settings.model_dump(mode="json")
+    env = _env_fields()
+    if env:
+        previous: dict[str, Any] = {}
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            previous = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            pass
+        defaults = _FileOnly().model_dump(mode="json")
+        for name in env:
+            data[name] = previous.get(name, defaults[name])
+    data["version"] = SETTINGS_VERSION
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
