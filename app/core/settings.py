@@ -27,12 +27,12 @@ KvType = Literal["f16", "q8_0", "q4_0"]
 
 
 class SamplingDefaults(BaseModel):
-    temperature: float = Field(0.8, ge=0.0, le=5.0)
-    top_p: float = Field(0.95, ge=0.0, le=1.0)
-    top_k: int = Field(40, ge=0)
-    min_p: float = Field(0.05, ge=0.0, le=1.0)
-    repeat_penalty: float = Field(1.1, ge=0.0, le=5.0)
-    max_tokens: int = Field(512, ge=1, le=1_000_000)
+    temperature: float = Field(default=0.8, ge=0.0, le=5.0)
+    top_p: float = Field(default=0.95, ge=0.0, le=1.0)
+    top_k: int = Field(default=40, ge=0)
+    min_p: float = Field(default=0.05, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(default=1.1, ge=0.0, le=5.0)
+    max_tokens: int = Field(default=512, ge=1, le=1_000_000)
     seed: int | None = None  # None: random each time
 
 
@@ -49,13 +49,13 @@ class Settings(BaseSettings):
 
     version: int = SETTINGS_VERSION
     models_dir: str | None = None  # None: paths.models_dir()
-    threads: int | None = Field(None, ge=1, le=1024)  # None: llama.cpp picks (physical cores)
-    n_ctx: int = Field(4096, ge=256, le=1 << 21)
-    n_gpu_layers: int | None = Field(None, ge=-1)  # None: auto (all layers when the build can offload)
+    threads: int | None = Field(default=None, ge=1, le=1024)  # None: llama.cpp picks (physical cores)
+    n_ctx: int = Field(default=4096, ge=256, le=1 << 21)
+    n_gpu_layers: int | None = Field(default=None, ge=-1)  # None: auto (all layers when the build can offload)
     kv_cache_type: KvType = "f16"
     flash_attn: bool | None = None  # None: llama.cpp decides
-    n_batch: int = Field(512, ge=1, le=1 << 16)
-    n_ubatch: int = Field(512, ge=1, le=1 << 16)
+    n_batch: int = Field(default=512, ge=1, le=1 << 16)
+    n_ubatch: int = Field(default=512, ge=1, le=1 << 16)
     last_model: str | None = None
     system_prompt: str = ""
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
