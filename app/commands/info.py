@@ -1,0 +1,87 @@
+"""`roofline info [-m MODEL] [--json]`: what a GGUF file holds, read from its header (no loading)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from app.commands._common import add_model_arg, fail, print_json, resolve_model
+
+if TYPE_CHECKING:
+    from app.core.gguf_info import GGUFInfo
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="show a GGUF model's architecture, sizes, context and chat template")
+    add_model_arg(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--tensors", action="store_true", help="with --json: include the tensor table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.core.gguf_info import GGUFError, choose_chat_template, inspect_gguf
+
+    path = resolve_model(args.model)
+    try:
+        info = inspect_gguf(path)
+    except GGUFError as exc:
+        return fail(f"{path}: {exc}")
+    choice = choose_chat_template(info)
+    if args.json:
+        data = info.to_dict(tensors=args.tensors)
+        data["chat_template_choice"] = {"name": choice.name, "source": choice.source}
+        data["metadata"] = {k: v for k, v in data["metadata"].items() if v is not None}
+        print_json(data)
+        return 0
+    for label, value in describe(info, choice.name, choice.source):
+        print(f"{label:<22} {value}")
+    return 0
+
+
+def describe(info: GGUFInfo, template_name: str, template_source: str) -> list[tuple[str, str]]:
+    """Label/value lines for humans."""
+    from app.core.metrics import fmt_bytes
+
+    heads = _per_layer_text(info.n_head)
+    kv_heads = _per_layer_text(info.n_head_kv)
+    swa = "none"
+    if info.sliding_window:
+        swa = f"{info.sliding_window} tokens on {info.n_swa_layers} of {info.n_layers} layers"
+        if info.swa_pattern:
+            swa += f" ({info.swa_pattern} sliding:full)"
+    experts = f"{info.expert_used_count} of {info.expert_count} active" if info.is_moe else "dense (no experts)"
+    if template_source == "gguf":
+        template = f"in the file ({len(info.chat_template or '')} characters)"
+    elif template_source == "architecture":
+        template = f"none in the file; using built-in '{template_name}' (from the architecture)"
+    else:
+        template = f"none in the file; falling back to '{template_name}'"
+    output = "tied to token_embd (no output.weight)" if info.tied_output else "separate output.weight"
+    return [
+        ("file", str(info.path)),
+        ("name", info.name),
+        ("architecture", info.architecture),
+        ("quantization", f"{info.file_type} ({info.bits_per_weight:.2f} bits/weight)"),
+        ("parameters", f"{info.n_params:,} ({info.n_params / 1e6:.0f} M)"),
+        ("tensor data", f"{fmt_bytes(info.tensor_bytes)} (file {fmt_bytes(info.file_size or 0)})"),
+        ("layers", str(info.n_layers)),
+        ("embedding", str(info.n_embd)),
+        ("attention heads", heads),
+        ("KV heads", kv_heads),
+        ("head size (K/V)", f"{info.head_dim_k} / {info.head_dim_v}"),
+        ("sliding window", swa),
+        ("trained context", f"{info.n_ctx_train:,} tokens"),
+        ("vocabulary", f"{info.n_vocab:,} tokens"),
+        ("token embedding", fmt_bytes(info.token_embd_bytes)),
+        ("output matrix", output),
+        ("experts", experts),
+        ("chat template", template),
+    ]
+
+
+def _per_layer_text(values: list[int]) -> str:
+    uniq = sorted(set(values))
+    if len(uniq) <= 1:
+        return str(uniq[0] if uniq else 0)
+    return f"{min(values)}-{max(values)} (varies by layer)"
