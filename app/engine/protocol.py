@@ -44,6 +44,7 @@ class Sampling:
     max_tokens: int = 256
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
+    ignore_eos: bool = False  # benchmarks: always produce max_tokens
 
 
 @dataclass

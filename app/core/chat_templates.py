@@ -1,0 +1,135 @@
+"""Chat prompt formatting: the GGUF's own Jinja template when it has one, else a built-in format chosen
+from the architecture (Gemma turns for `gemma3`, ChatML for Qwen, ...).
+
+GGUF templates are untrusted input: they are rendered in Jinja's immutable sandbox, so a template cannot
+reach Python internals (attribute walks like `''.__class__.__mro__` raise SecurityError).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jinja2.exceptions import SecurityError, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+Message = dict[str, str]
+
+
+class ChatTemplateError(ValueError):
+    """The chat template could not be rendered (broken or hostile template)."""
+
+
+def _gemma(messages: list[Message], bos: str) -> str:
+    # Gemma has no system role: the system prompt is prepended to the first user turn.
+    out = [bos]
+    system = ""
+    for m in messages:
+        if m["role"] == "system":
+            system += m["content"] + "\n\n"
+            continue
+        role = "model" if m["role"] == "assistant" else "user"
+        content = m["content"]
+        if role == "user" and system:
+            content, system = system + content, ""
+        out.append(f"<start_of_turn>{role}\n{content.strip()}<end_of_turn>\n")
+    out.append("<start_of_turn>model\n")
+    return "".join(out)
+
+
+def _chatml(messages: list[Message], bos: str) -> str:
+    out = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages]
+    out.append("<|im_start|>assistant\n")
+    return "".join(out)
+
+
+def _llama3(messages: list[Message], bos: str) -> str:
+    out = [bos]
+    for m in messages:
+        out.append(f"<|start_header_id|>{m['role']}<|end_header_id|>\n\n{m['content'].strip()}<|eot_id|>")
+    out.append("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    return "".join(out)
+
+
+def _mistral(messages: list[Message], bos: str) -> str:
+    out = [bos]
+    system = ""
+    for m in messages:
+        if m["role"] == "system":
+            system += m["content"] + "\n\n"
+        elif m["role"] == "user":
+            out.append(f"[INST] {system}{m['content'].strip()} [/INST]")
+            system = ""
+        else:
+            out.append(f" {m['content'].strip()}</s>")
+    return "".join(out)
+
+
+def _phi3(messages: list[Message], bos: str) -> str:
+    out = [f"<|{m['role']}|>\n{m['content']}<|end|>\n" for m in messages]
+    out.append("<|assistant|>\n")
+    return "".join(out)
+
+
+BUILTIN = {"gemma": _gemma, "chatml": _chatml, "llama3": _llama3, "mistral": _mistral, "phi3": _phi3}
+
+# Architecture (general.architecture) -> built-in format, for GGUFs that carry no template.
+ARCH_TEMPLATES = {
+    "gemma": "gemma", "gemma2": "gemma", "gemma3": "gemma", "gemma3n": "gemma",
+    "qwen": "chatml", "qwen2": "chatml", "qwen2moe": "chatml", "qwen3": "chatml", "qwen3moe": "chatml",
+    "llama": "llama3", "mistral": "mistral", "mistral3": "mistral", "phi3": "phi3", "phi2": "chatml",
+}
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    name: str  # "gguf" for the file's own Jinja template, else a built-in name
+    source: str  # gguf | architecture | override | fallback
+    jinja: str | None = None
+
+    def describe(self) -> str:
+        if self.source == "gguf":
+            return "the model's own chat template (from the GGUF)"
+        if self.source == "architecture":
+            return f"built-in '{self.name}' format (the GGUF has no chat template; chosen from its architecture)"
+        if self.source == "override":
+            return f"'{self.name}' format (chosen in settings)"
+        return f"built-in '{self.name}' format (unknown architecture; the GGUF has no chat template)"
+
+
+def select_template(architecture: str, gguf_template: str | None, override: str | None = None) -> ChatTemplate:
+    if override:
+        if override in BUILTIN:
+            return ChatTemplate(override, "override")
+        return ChatTemplate("custom", "override", jinja=override)
+    if gguf_template:
+        return ChatTemplate("gguf", "gguf", jinja=gguf_template)
+    name = ARCH_TEMPLATES.get(architecture)
+    if name:
+        return ChatTemplate(name, "architecture")
+    return ChatTemplate("chatml", "fallback")
+
+
+_ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+
+def _raise_exception(message: str) -> None:
+    raise TemplateError(message)
+
+
+def render(template: ChatTemplate, messages: list[Message], bos_token: str = "", eos_token: str = "") -> str:
+    """The prompt text for `messages`, ending where the assistant's reply starts."""
+    for m in messages:
+        if m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
+            raise ChatTemplateError(f"bad message: {m!r}")
+    if template.jinja is None:
+        return BUILTIN[template.name](messages, bos_token)
+    try:
+        compiled = _ENV.from_string(template.jinja)
+        return compiled.render(
+            messages=messages, bos_token=bos_token, eos_token=eos_token,
+            add_generation_prompt=True, raise_exception=_raise_exception,
+        )
+    except SecurityError as exc:
+        raise ChatTemplateError(f"the chat template tried something unsafe and was stopped: {exc}") from exc
+    except (TemplateError, TypeError, ValueError) as exc:
+        raise ChatTemplateError(f"the chat template could not be rendered: {exc}") from exc

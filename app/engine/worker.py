@@ -1,0 +1,595 @@
+"""The engine process: owns llama.cpp (the only module that imports `llama_cpp`) and serves the protocol.
+
+Run as `python -m app.engine.worker`. Commands arrive as JSON lines on stdin, events leave as JSON lines on
+a private copy of stdout; file descriptor 1 itself is pointed at stderr so that anything native code prints
+can never corrupt the protocol stream. One thread reads stdin into a queue, so a `cancel` is seen between
+two tokens while the main thread generates. llama.cpp is not thread-safe: only the main thread touches it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import os
+import queue
+import random
+import re
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import IO, Any
+
+from app.core.chat_templates import ChatTemplate, ChatTemplateError, render, select_template
+from app.core.metrics import PhaseMetrics
+from app.engine import protocol as P
+
+# Output of one token per event is cheap (tens of bytes); flush each so the UI sees it at once.
+_out: IO[str]
+
+
+def _setup_streams() -> None:
+    global _out
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    _out = os.fdopen(proto_fd, "w", buffering=1, encoding="utf-8")
+    sys.stdout = sys.stderr
+
+
+_send_lock = threading.Lock()
+
+
+def send(event: Any) -> None:
+    line = P.encode(event) + "\n"
+    with _send_lock:
+        _out.write(line)
+        _out.flush()
+
+
+import llama_cpp  # noqa: E402  (after the helpers above; the only llama_cpp import in the app)
+
+_KV_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0,
+             "f32": llama_cpp.GGML_TYPE_F32}
+
+
+# ------------------------------------------------------------------------------------------ llama.cpp logs
+class LogCapture:
+    """Collects llama.cpp's log lines (the ground truth for buffer sizes) and keeps a tail for errors."""
+
+    BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output)\s+buffer size\s*=\s*([\d.]+)\s*MiB")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._partial = ""
+        self.tail: deque[str] = deque(maxlen=30)
+        self.echo = os.environ.get("ROOFLINE_ENGINE_LOG") == "1"
+        self.callback = llama_cpp.llama_log_callback(self._on_log)  # keep a reference: ctypes callback
+
+    def _on_log(self, level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        self._partial += text.decode("utf-8", errors="replace")
+        while "\n" in self._partial:
+            line, self._partial = self._partial.split("\n", 1)
+            self.lines.append(line)
+            self.tail.append(line)
+            if self.echo or level in (2, 3):  # warnings and errors always reach stderr (the client keeps a tail)
+                print(line, file=sys.stderr, flush=True)
+
+    def install(self) -> None:
+        llama_cpp.llama_log_set(self.callback, ctypes.c_void_p(0))
+
+    def mark(self) -> int:
+        return len(self.lines)
+
+    def buffers_since(self, mark: int) -> dict[str, float]:
+        """{'model:CPU_Mapped': 247.81, 'KV:CPU': 72.0, 'compute:CPU': 514.5, ...} summed per kind:device."""
+        out: dict[str, float] = {}
+        for line in self.lines[mark:]:
+            m = self.BUFFER_RE.search(line)
+            if m:
+                device, kind, mib = m.group(1), m.group(2), float(m.group(3))
+                key = f"{kind}:{device}"
+                out[key] = round(out.get(key, 0.0) + mib, 3)
+        return out
+
+
+def _rss() -> int:
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except Exception:  # noqa: BLE001 - psutil missing or restricted: report 0, never fail a generation
+        return 0
+
+
+# ------------------------------------------------------------------------------------------ the engine
+@dataclass
+class _Perf:
+    t_p_eval_ms: float
+    t_eval_ms: float
+    n_p_eval: int
+    n_eval: int
+
+
+class Engine:
+    def __init__(self, inbox: "queue.Queue[Any]") -> None:
+        self.inbox = inbox
+        self.pending: deque[Any] = deque()
+        self.log = LogCapture()
+        self.log.install()
+        self.llm: Any = None
+        self.loaded: P.Loaded | None = None
+        self.template: ChatTemplate | None = None
+        self.config: P.LoadConfig | None = None
+        self.shutdown = False
+        self._load_cancelled = False
+        self._flash_used = False
+        self._piece_buf = ctypes.create_string_buffer(256)
+
+    # --------------------------------------------------------------- command plumbing
+    def next_command(self) -> Any:
+        if self.pending:
+            return self.pending.popleft()
+        return self.inbox.get()
+
+    def poll_interrupt(self, request_id: str) -> bool:
+        """True when a Cancel for `request_id` (or a Shutdown) arrived; other commands wait their turn."""
+        stop = False
+        while True:
+            try:
+                cmd = self.inbox.get_nowait()
+            except queue.Empty:
+                return stop
+            if isinstance(cmd, P.Cancel):
+                if cmd.request_id == request_id:
+                    stop = True
+            elif isinstance(cmd, P.Shutdown):
+                self.shutdown = True
+                stop = True
+            else:
+                self.pending.append(cmd)
+
+    def serve(self) -> None:
+        while not self.shutdown:
+            cmd = self.next_command()
+            try:
+                self.dispatch(cmd)
+            except Exception as exc:  # noqa: BLE001 - report every failure as an event, keep serving
+                rid = getattr(cmd, "request_id", None)
+                send(P.Error(rid, "bad_request" if isinstance(exc, (ValueError, ChatTemplateError))
+                             else "generation_failed", f"{type(exc).__name__}: {exc}"))
+
+    def dispatch(self, cmd: Any) -> None:
+        if isinstance(cmd, P.Shutdown):
+            self.shutdown = True
+        elif isinstance(cmd, P.Load):
+            self.load(cmd.config)
+        elif isinstance(cmd, P.Generate):
+            self.generate(cmd)
+        elif isinstance(cmd, P.Bench):
+            self.bench(cmd)
+        elif isinstance(cmd, P.GetStats):
+            send(self.stats())
+        elif isinstance(cmd, P.Unload):
+            self.unload()
+            send(self.stats())
+        elif isinstance(cmd, P.Cancel):
+            pass  # nothing running: a late cancel is harmless
+        else:
+            send(P.Error(None, "bad_request", f"unknown command {cmd!r}"))
+
+    # --------------------------------------------------------------- load
+    def unload(self) -> None:
+        if self.llm is not None:
+            self.llm.close()
+            self.llm = None
+        self.loaded = None
+
+    def load(self, cfg: P.LoadConfig) -> None:
+        self.unload()
+        if not os.path.isfile(cfg.model_path):
+            send(P.Error(None, "load_failed", f"Model file not found: {cfg.model_path}"))
+            return
+        problem = _check_gguf_header(cfg.model_path)
+        if problem:
+            send(P.Error(None, "load_failed", problem))
+            return
+        for name in (cfg.type_k, cfg.type_v):
+            if name not in _KV_TYPES:
+                send(P.Error(None, "load_failed", f"Unknown KV cache type {name!r}; use one of {sorted(_KV_TYPES)}"))
+                return
+        mark = self.log.mark()
+        send(P.Progress("loading", 0.0))
+        t0 = time.perf_counter()
+        try:
+            self.llm = self._construct(cfg)
+        except Exception as exc:  # noqa: BLE001 - llama.cpp reports a bad file as a generic failure
+            reason = _explain_load_failure(self.log.lines[mark:], exc, self._load_cancelled)
+            self.llm = None
+            send(P.Error(None, "load_failed", reason))
+            return
+        load_ms = (time.perf_counter() - t0) * 1000.0
+        self.config = cfg
+        llm = self.llm
+        meta = {k: str(v) for k, v in llm.metadata.items() if len(str(v)) < 4096 or k == "tokenizer.chat_template"}
+        arch = meta.get("general.architecture", "unknown")
+        self.template = select_template(arch, meta.get("tokenizer.chat_template"), cfg.chat_template)
+        buffers = self.log.buffers_since(mark)
+        kv_bytes = int(sum(v for k, v in buffers.items() if k.startswith("KV:")) * 1024 * 1024)
+        ctx = llm._ctx.ctx
+        n_threads = llm.context_params.n_threads
+        self.loaded = P.Loaded(
+            model_path=cfg.model_path,
+            load_ms=load_ms,
+            n_ctx=llama_cpp.llama_n_ctx(ctx),
+            n_ctx_train=llm._model.n_ctx_train(),
+            n_vocab=llm.n_vocab(),
+            n_params=llm._model.n_params(),
+            model_size=llm._model.size(),
+            architecture=arch,
+            model_desc=llm._model.desc(),
+            chat_template_name=self.template.name,
+            chat_template_source=self.template.source,
+            n_gpu_layers=cfg.n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0,
+            type_k=cfg.type_k,
+            type_v=cfg.type_v,
+            flash_attn=self._flash_used,
+            swa_full=cfg.swa_full,
+            buffers_mib=buffers,
+            kv_bytes_allocated=kv_bytes,
+            kv_cells_allocated=llama_cpp.llama_n_ctx(ctx),
+            n_threads=n_threads,
+            n_threads_batch=llm.context_params.n_threads_batch,
+            rss_bytes=_rss(),
+            metadata={k: v for k, v in meta.items() if not k.startswith("tokenizer.ggml.")},
+        )
+        send(P.Progress("loading", 1.0))
+        send(self.loaded)
+
+    def _construct(self, cfg: P.LoadConfig) -> Any:
+        self._load_cancelled = False
+        last = [-1.0]
+
+        def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
+            if fraction - last[0] >= 0.02 or fraction >= 1.0:
+                last[0] = fraction
+                send(P.Progress("loading", float(fraction)))
+            if self.poll_interrupt("load"):
+                self._load_cancelled = True
+                return False  # llama.cpp aborts the load
+            return True
+
+        callback = llama_cpp.llama_progress_callback(on_progress)
+        original = llama_cpp.llama_model_default_params
+
+        def params_with_progress() -> Any:
+            params = original()
+            params.progress_callback = callback
+            return params
+
+        # Llama() offers no progress hook; it builds its params from this function, so wrap it for one call.
+        llama_cpp.llama_model_default_params = params_with_progress
+        try:
+            flash: Any = cfg.flash_attn
+            if cfg.type_v != "f16" and flash is None:
+                flash = True  # a quantized V cache needs flash attention in llama.cpp
+            llm = llama_cpp.Llama(
+                model_path=cfg.model_path,
+                n_ctx=cfg.n_ctx,
+                n_threads=cfg.n_threads,
+                n_threads_batch=cfg.n_threads_batch or cfg.n_threads,
+                n_gpu_layers=cfg.n_gpu_layers,
+                n_batch=cfg.n_batch,
+                n_ubatch=cfg.n_ubatch,
+                type_k=_KV_TYPES[cfg.type_k],
+                type_v=_KV_TYPES[cfg.type_v],
+                flash_attn=bool(flash),
+                swa_full=cfg.swa_full,
+                seed=cfg.seed if cfg.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
+                use_mmap=cfg.use_mmap,
+                verbose=False,
+            )
+        finally:
+            llama_cpp.llama_model_default_params = original
+        self._flash_used = bool(flash)
+        return llm
+
+    # --------------------------------------------------------------- state queries
+    def _perf(self) -> _Perf:
+        d = llama_cpp.llama_perf_context(self.llm._ctx.ctx)
+        # llama.cpp reports max(1, n) for both counts, so a count of 1 with no time spent is really 0.
+        n_p = d.n_p_eval if d.t_p_eval_ms > 0 else 0
+        n_e = d.n_eval if d.t_eval_ms > 0 else 0
+        return _Perf(d.t_p_eval_ms, d.t_eval_ms, n_p, n_e)
+
+    def _piece(self, token: int) -> bytes:
+        buf = self._piece_buf
+        n = llama_cpp.llama_token_to_piece(self.llm._model.vocab, token, buf, len(buf), 0, False)
+        if n < 0:  # buffer too small: llama.cpp tells the size it needs
+            self._piece_buf = buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.llm._model.vocab, token, buf, len(buf), 0, False)
+        return buf.raw[:n]
+
+    def kv_cells_used(self) -> int:
+        if self.llm is None:
+            return 0
+        mem = llama_cpp.llama_get_memory(self.llm._ctx.ctx)
+        if mem is None:
+            return 0
+        pos_max = llama_cpp.llama_memory_seq_pos_max(mem, 0)
+        return max(0, pos_max + 1)
+
+    def kv_bytes_used(self, cells: int) -> int:
+        """Bytes of KV actually holding tokens: proportional per cache (full and sliding-window caches)."""
+        if self.loaded is None or self.loaded.kv_cells_allocated == 0:
+            return 0
+        alloc = self.loaded.kv_bytes_allocated
+        n_ctx = self.loaded.kv_cells_allocated
+        if self.loaded.swa_full:
+            return int(alloc * min(cells, n_ctx) / n_ctx)
+        # Sliding-window caches are smaller than n_ctx and fill up first; treat each buffer by its own size.
+        return int(alloc * min(cells, n_ctx) / n_ctx)
+
+    def stats(self) -> P.Stats:
+        cells = self.kv_cells_used()
+        return P.Stats(
+            rss_bytes=_rss(),
+            kv_cells_used=cells,
+            kv_cells_allocated=self.loaded.kv_cells_allocated if self.loaded else 0,
+            kv_bytes_used=self.kv_bytes_used(cells),
+            kv_bytes_allocated=self.loaded.kv_bytes_allocated if self.loaded else 0,
+            loaded=self.loaded is not None,
+        )
+
+    # --------------------------------------------------------------- generation
+    def _prompt_tokens(self, req: P.Generate) -> tuple[list[int], int]:
+        """Tokens of the request; drops the oldest chat turns when the prompt would overflow the context.
+
+        Returns (tokens, number of messages dropped)."""
+        llm = self.llm
+        n_ctx = llama_cpp.llama_n_ctx(llm._ctx.ctx)
+        room = n_ctx - max(1, min(req.sampling.max_tokens, n_ctx // 2))
+        if req.messages is None:
+            text = req.prompt or ""
+            tokens = llm.tokenize(text.encode("utf-8"), add_bos=llm._model.add_bos_token(), special=False)
+            if len(tokens) >= n_ctx:
+                raise ValueError(f"The prompt is {len(tokens)} tokens but the context holds {n_ctx}. "
+                                 "Shorten the prompt or load the model with a larger context.")
+            return tokens, 0
+        assert self.template is not None
+        messages = list(req.messages)
+        dropped = 0
+        while True:
+            bos = llm._model.token_get_text(llm.token_bos()) if llm.token_bos() >= 0 else ""
+            eos = llm._model.token_get_text(llm.token_eos()) if llm.token_eos() >= 0 else ""
+            text = render(self.template, messages, bos_token=bos, eos_token=eos)
+            add_bos = llm._model.add_bos_token() and not (bos and text.startswith(bos))
+            tokens = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+            if len(tokens) <= room:
+                return tokens, dropped
+            # Keep the system prompt and the newest user turn; drop the oldest other turn.
+            droppable = [i for i, m in enumerate(messages[:-1]) if m["role"] != "system"]
+            if not droppable:
+                if len(tokens) >= n_ctx:
+                    raise ValueError(f"The message is {len(tokens)} tokens but the context holds {n_ctx}. "
+                                     "Shorten it or load the model with a larger context.")
+                return tokens, dropped
+            del messages[droppable[0]]
+            dropped += 1
+
+    def generate(self, req: P.Generate) -> None:
+        if self.llm is None:
+            send(P.Error(req.request_id, "bad_request", "No model is loaded."))
+            return
+        t_request = time.monotonic()
+        llm = self.llm
+        s = req.sampling
+        tokens, dropped = self._prompt_tokens(req)
+        n_ctx = llama_cpp.llama_n_ctx(llm._ctx.ctx)
+        max_tokens = min(s.max_tokens, n_ctx - len(tokens))
+        llm.set_seed(s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1))
+        vocab = llm._model.vocab
+        metrics = PhaseMetrics(prompt_tokens=len(tokens), load_ms=self.loaded.load_ms if self.loaded else 0.0)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text_parts: list[str] = []
+        held = ""  # text held back while it could still be the start of a stop string
+        stop_len = max((len(x) for x in s.stop), default=0)
+        finish = "length"
+        times: list[float] = []
+        # Counters accumulate across calls; start each generation from zero (and still take deltas).
+        llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
+        perf0 = self._perf()
+        perf_first: _Perf | None = None
+        generated = 0
+        emitted = 0
+        gen = llm.generate(tokens, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, temp=s.temperature,
+                           repeat_penalty=s.repeat_penalty, reset=True)
+        try:
+            for token in gen:
+                now = time.monotonic()
+                generated += 1
+                if perf_first is None:
+                    perf_first = self._perf()
+                    metrics.ttft_ms = (now - t_request) * 1000.0
+                if llama_cpp.llama_vocab_is_eog(vocab, token) and not s.ignore_eos:
+                    finish = "stop"
+                    break
+                piece = decoder.decode(self._piece(token))
+                times.append(now)
+                if piece:
+                    held += piece
+                    hit = _find_stop(held, s.stop)
+                    if hit is not None:
+                        held = held[:hit]
+                        finish = "stop"
+                    cut = len(held) if finish == "stop" else max(0, len(held) - (stop_len - 1 if stop_len else 0))
+                    out, held = held[:cut], held[cut:]
+                    if out:
+                        text_parts.append(out)
+                        send(P.Token(req.request_id, out, emitted, now))
+                        emitted += 1
+                    if finish == "stop":
+                        break
+                if generated >= max_tokens:
+                    finish = "length" if generated >= s.max_tokens else "context_full"
+                    break
+                if self.poll_interrupt(req.request_id):
+                    finish = "cancelled"
+                    break
+        finally:
+            gen.close()
+        if held and finish != "stop":
+            text_parts.append(held)
+            send(P.Token(req.request_id, held, emitted, time.monotonic()))
+        t_end = time.monotonic()
+        perf1 = self._perf()
+        first = perf_first or perf1
+        # Phases split at the first token: everything evaluated before it was prompt (even a lone
+        # last prompt token that llama.cpp counts as a "generation" call), everything after is decode.
+        metrics.prefill_tokens = (first.n_p_eval - perf0.n_p_eval) + (first.n_eval - perf0.n_eval)
+        metrics.prefill_ms = (first.t_p_eval_ms - perf0.t_p_eval_ms) + (first.t_eval_ms - perf0.t_eval_ms)
+        metrics.reused_tokens = max(0, len(tokens) - metrics.prefill_tokens)
+        metrics.decode_tokens = perf1.n_eval - first.n_eval
+        metrics.decode_ms = perf1.t_eval_ms - first.t_eval_ms
+        metrics.generated_tokens = generated
+        metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:])]
+        metrics.decode_wall_ms = (times[-1] - times[0]) * 1000.0 if len(times) > 1 else 0.0
+        metrics.total_ms = (t_end - t_request) * 1000.0
+        st = self.stats()
+        metrics.kv_cells_used = st.kv_cells_used
+        metrics.kv_cells_allocated = st.kv_cells_allocated
+        metrics.kv_bytes_used = st.kv_bytes_used
+        metrics.kv_bytes_allocated = st.kv_bytes_allocated
+        metrics.rss_bytes = st.rss_bytes
+        data = metrics.to_dict()
+        data["messages_dropped"] = dropped
+        data["chat_template"] = self.template.name if self.template and req.messages is not None else "none"
+        data["token_times"] = times
+        send(P.Done(req.request_id, "".join(text_parts), finish, data))
+
+    # --------------------------------------------------------------- llama-bench style measurement
+    def bench(self, req: P.Bench) -> None:
+        if self.llm is None:
+            send(P.Error(req.request_id, "bad_request", "No model is loaded."))
+            return
+        llm = self.llm
+        ctx = llm._ctx.ctx
+        n_vocab = llm.n_vocab()
+        n_batch = llm.n_batch
+        rng = random.Random(1234)
+        mem = llama_cpp.llama_get_memory(ctx)
+
+        def clear() -> None:
+            llama_cpp.llama_memory_clear(mem, True)
+
+        def decode_batch(toks: list[int], pos: int) -> None:
+            for i in range(0, len(toks), n_batch):
+                chunk = toks[i:i + n_batch]
+                llm._batch.set_batch(batch=chunk, n_past=pos + i, logits_all=False)
+                if llama_cpp.llama_decode(ctx, llm._batch.batch) != 0:
+                    raise RuntimeError("llama_decode failed (context too small for this test?)")
+            llama_cpp.llama_synchronize(ctx)
+
+        def one_run() -> int:
+            clear()
+            if req.n_depth:
+                decode_batch([rng.randrange(n_vocab) for _ in range(req.n_depth)], 0)
+            t0 = time.perf_counter_ns()
+            if req.n_prompt:
+                decode_batch([rng.randrange(n_vocab) for _ in range(req.n_prompt)], req.n_depth)
+            if req.n_gen:
+                pos = req.n_depth + req.n_prompt
+                tok = llm.token_bos() if llm._model.add_bos_token() else rng.randrange(n_vocab)
+                for i in range(req.n_gen):
+                    llm._batch.set_batch(batch=[tok], n_past=pos + i, logits_all=False)
+                    if llama_cpp.llama_decode(ctx, llm._batch.batch) != 0:
+                        raise RuntimeError("llama_decode failed during generation test")
+                    llama_cpp.llama_synchronize(ctx)
+                    tok = rng.randrange(n_vocab)
+            return time.perf_counter_ns() - t0
+
+        samples: list[int] = []
+        try:
+            if req.warmup:
+                one_run()
+            for _ in range(req.repetitions):
+                if self.poll_interrupt(req.request_id):
+                    send(P.Error(req.request_id, "cancelled", "Benchmark cancelled."))
+                    return
+                samples.append(one_run())
+        finally:
+            clear()
+            llm.n_tokens = 0  # the chat's cached prefix is gone
+        assert self.loaded is not None
+        send(P.BenchResult(
+            request_id=req.request_id, n_prompt=req.n_prompt, n_gen=req.n_gen, n_depth=req.n_depth,
+            samples_ns=samples, n_threads=self.loaded.n_threads,
+            model_info={
+                "model_filename": self.loaded.model_path, "model_type": self.loaded.model_desc,
+                "model_size": self.loaded.model_size, "model_n_params": self.loaded.n_params,
+                "n_batch": llm.n_batch, "n_ubatch": llm.context_params.n_ubatch,
+                "type_k": self.loaded.type_k, "type_v": self.loaded.type_v,
+                "n_gpu_layers": self.loaded.n_gpu_layers, "flash_attn": bool(self.loaded.flash_attn),
+                "n_threads": self.loaded.n_threads,
+            },
+        ))
+
+
+def _find_stop(text: str, stops: list[str]) -> int | None:
+    hits = [text.find(s) for s in stops if s and s in text]
+    return min(hits) if hits else None
+
+
+def _check_gguf_header(path: str) -> str | None:
+    """Cheap pre-flight: catch files that are obviously not GGUF before handing them to native code."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(24)
+        size = os.path.getsize(path)
+    except OSError as exc:
+        return f"Cannot read the model file: {exc}"
+    if len(head) < 24 or head[:4] != b"GGUF":
+        return f"Not a GGUF model file (bad magic {head[:4]!r}): {os.path.basename(path)}"
+    version = int.from_bytes(head[4:8], "little")
+    if version not in (2, 3):
+        return f"Unsupported GGUF version {version} in {os.path.basename(path)}"
+    n_tensors = int.from_bytes(head[8:16], "little")
+    n_kv = int.from_bytes(head[16:24], "little")
+    # Every tensor and key needs several bytes of header; absurd counts mean a corrupt file.
+    if n_tensors > size // 24 or n_kv > size // 8 or n_tensors > 1_000_000:
+        return f"Corrupt GGUF header ({n_tensors} tensors, {n_kv} keys in a {size}-byte file)"
+    return None
+
+
+def _explain_load_failure(log_lines: list[str], exc: Exception, cancelled: bool) -> str:
+    if cancelled:
+        return "Loading was cancelled."
+    errors = [ln.strip() for ln in log_lines if re.search(r"error|failed|invalid|corrupt|truncat", ln, re.I)]
+    detail = "; ".join(errors[-3:]) if errors else str(exc)
+    return f"llama.cpp could not load this model: {detail}"
+
+
+def _stdin_reader(inbox: "queue.Queue[Any]") -> None:
+    for raw in sys.stdin.buffer:
+        try:
+            inbox.put(P.decode(raw))
+        except P.ProtocolError as exc:
+            send(P.Error(None, "protocol", str(exc)))
+    inbox.put(P.Shutdown())  # the app closed our stdin (or died): stop instead of lingering as an orphan
+
+
+def main() -> int:
+    _setup_streams()
+    inbox: queue.Queue[Any] = queue.Queue()
+    engine = Engine(inbox)
+    threading.Thread(target=_stdin_reader, args=(inbox,), name="stdin", daemon=True).start()
+    send(P.Ready(pid=os.getpid(), llama_cpp_version=llama_cpp.__version__,
+                 system_info=llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+                 gpu_offload=bool(llama_cpp.llama_supports_gpu_offload())))
+    engine.serve()
+    engine.unload()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
