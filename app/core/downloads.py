@@ -1,0 +1,513 @@
+"""Model downloads: resumable, verified, queued.
+
+A file downloads into `<name>.part` beside a small JSON sidecar `<name>.part.json` that records what it is
+(repo, revision, expected size and sha256). Stopping for any reason — pause, Ctrl-C, a dropped connection, the
+app or machine going down — leaves both behind, and the next attempt asks the server for the rest with an HTTP
+Range request. The bytes are hashed and compared with the hub's LFS sha256 before the file is moved (atomically,
+same directory) to its final name: a model in the library is never a partial or corrupt one. A mismatch deletes
+the download and says so.
+
+`download_variant` is the blocking core (used by the CLI); `DownloadManager` runs it on one worker thread
+with a queue, pause/resume/cancel and progress callbacks (used by the GUI).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from app.core import hub
+
+CHUNK = 1 << 20
+DISK_MARGIN = 64 << 20  # keep this much free beyond the download itself
+SIDECAR_SUFFIX = ".part.json"
+PROVENANCE_SUFFIX = ".roofline.json"
+
+
+class DownloadError(Exception):
+    """A download failed; `str(err)` is a message for the user."""
+
+
+class UnsafeFilename(DownloadError):
+    pass
+
+
+class InsufficientDisk(DownloadError):
+    pass
+
+
+class ChecksumMismatch(DownloadError):
+    pass
+
+
+class DownloadStopped(DownloadError):
+    """Paused or cancelled on request (not a failure)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason  # "paused" | "cancelled"
+
+
+# ---------------------------------------------------------------- file names
+
+
+_BAD_CHARS = re.compile(r"[\x00-\x1f\\:*?\"<>|]")
+
+
+def safe_relpath(name: str) -> PurePosixPath:
+    """A hub file path we can place under our models directory, or `UnsafeFilename`.
+
+    Refuses `..`, absolute paths, backslashes, drive letters and control characters rather than "cleaning"
+    them: a hub that sends such a name is not one to trust with a guess.
+    """
+    if not name or name.startswith("/") or _BAD_CHARS.search(name):
+        raise UnsafeFilename(f"refusing unsafe file name from the hub: {name!r}")
+    parts = PurePosixPath(name).parts
+    if not parts or any(p in ("..", ".", "") or p.startswith(".") for p in parts) or len(parts) > 8:
+        raise UnsafeFilename(f"refusing unsafe file name from the hub: {name!r}")
+    return PurePosixPath(*parts)
+
+
+def destination(models_dir: Path, repo_id: str, path_in_repo: str) -> Path:
+    """models/<owner>/<repo>/<path in repo>, checked to stay inside models/."""
+    owner, _, name = repo_id.partition("/")
+    rel = safe_relpath(owner) / safe_relpath(name) / safe_relpath(path_in_repo)
+    dest = (models_dir / rel).resolve()
+    root = models_dir.resolve()
+    if root not in dest.parents:
+        raise UnsafeFilename(f"refusing a download outside the models directory: {path_in_repo!r}")
+    return dest
+
+
+def part_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".part")
+
+
+def sidecar_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + SIDECAR_SUFFIX)
+
+
+def provenance_path(model: Path) -> Path:
+    return model.with_name(model.name + PROVENANCE_SUFFIX)
+
+
+def write_provenance(model: Path, data: dict[str, Any]) -> None:
+    tmp = provenance_path(model).with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, provenance_path(model))
+
+
+# ---------------------------------------------------------------- progress
+
+
+@dataclass
+class Progress:
+    done: int = 0  # bytes on disk for the whole variant
+    total: int = 0
+    speed: float = 0.0  # bytes/s, smoothed
+    file: str = ""
+    state: str = "queued"  # queued | downloading | verifying | done | paused | cancelled | failed
+    message: str = ""
+    resumed_from: int = 0  # bytes already on disk when this run started
+
+    @property
+    def eta_s(self) -> float | None:
+        if self.speed <= 0 or self.total <= 0:
+            return None
+        return max(0.0, (self.total - self.done) / self.speed)
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 0.0
+
+
+class _Speed:
+    """Bytes/s over a sliding window of a few seconds: steady enough to read, quick to follow changes."""
+
+    def __init__(self, window: float = 3.0):
+        self.window = window
+        self.samples: list[tuple[float, int]] = []
+
+    def add(self, total_bytes: int) -> float:
+        now = time.monotonic()
+        self.samples.append((now, total_bytes))
+        while len(self.samples) > 2 and now - self.samples[0][0] > self.window:
+            self.samples.pop(0)
+        t0, b0 = self.samples[0]
+        return (total_bytes - b0) / (now - t0) if now > t0 else 0.0
+
+
+# ---------------------------------------------------------------- the download itself
+
+
+@dataclass
+class FileTask:
+    repo_id: str
+    path: str  # in repo
+    revision: str
+    size: int
+    sha256: str | None
+    dest: Path
+
+
+@dataclass
+class VariantTask:
+    repo_id: str
+    quant: str
+    revision: str
+    files: list[FileTask]
+    id: str = ""
+
+    @property
+    def total(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def dest(self) -> Path:
+        """The file to load (the first part of a split model)."""
+        return self.files[0].dest
+
+
+def plan(variant: hub.Variant, repo_id: str, revision: str, models_dir: Path) -> VariantTask:
+    files = [FileTask(repo_id, f.path, revision, f.size, f.sha256, destination(models_dir, repo_id, f.path))
+             for f in variant.files]
+    return VariantTask(repo_id=repo_id, quant=variant.quant, revision=revision, files=files,
+                       id=f"{repo_id}:{variant.first.path}")
+
+
+def _client() -> Any:
+    import httpx2
+
+    def guard(request: httpx2.Request) -> None:
+        # Every request, redirects included: https only (loopback excepted), nothing when offline.
+        hub.ensure_online()
+        hub.check_url_allowed(str(request.url))
+
+    return httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(60.0, connect=10.0),
+                         event_hooks={"request": [guard]})
+
+
+def check_disk(directory: Path, needed: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(directory).free
+    if free < needed + DISK_MARGIN:
+        from app.core.metrics import fmt_bytes
+
+        raise InsufficientDisk(
+            f"not enough disk space in {directory}: the download needs {fmt_bytes(needed)} "
+            f"(+{fmt_bytes(DISK_MARGIN)} margin), {fmt_bytes(free)} is free")
+
+
+def _existing_part(task: FileTask) -> int:
+    """Bytes of a previous attempt we can continue from (0 when there is none or it is for another file)."""
+    part, side = part_path(task.dest), sidecar_path(task.dest)
+    if not part.exists() or not side.exists():
+        return 0
+    try:
+        meta = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return 0
+    same = (meta.get("repo_id") == task.repo_id and meta.get("path") == task.path
+            and meta.get("size") == task.size and meta.get("sha256") == task.sha256)
+    size = part.stat().st_size
+    return size if same and size <= task.size else 0
+
+
+def _hash_prefix(path: Path, nbytes: int, stop: threading.Event | None) -> "hashlib._Hash":
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        left = nbytes
+        while left > 0:
+            block = fh.read(min(CHUNK * 8, left))
+            if not block:
+                break
+            digest.update(block)
+            left -= len(block)
+    return digest
+
+
+def download_file(task: FileTask, *, base_done: int, progress: Progress,
+                  on_progress: Callable[[Progress], None] | None = None,
+                  control: "Control | None" = None) -> None:
+    """Download one file into place (resuming a .part when there is one), verify it, move it in."""
+    import httpx2
+
+    control = control or Control()
+    dest = task.dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists() and dest.stat().st_size == task.size:
+        progress.done = base_done + task.size
+        return  # already here (a split part finished in an earlier run)
+    part, side = part_path(dest), sidecar_path(dest)
+    have = _existing_part(task)
+    if have == 0:
+        part.unlink(missing_ok=True)
+        side.write_text(json.dumps({
+            "repo_id": task.repo_id, "path": task.path, "revision": task.revision, "size": task.size,
+            "sha256": task.sha256, "dest": str(dest), "started": datetime.now(timezone.utc).isoformat(),
+        }, indent=2))
+    check_disk(dest.parent, task.size - have)
+    progress.file = task.path
+    progress.resumed_from += have
+    digest = _hash_prefix(part, have, control.stop) if have else hashlib.sha256()
+    url = hub.resolve_url(task.repo_id, task.path, task.revision)
+    from huggingface_hub.utils import build_hf_headers
+
+    headers = build_hf_headers(token=hub.token(), library_name="roofline")
+    headers["Accept-Encoding"] = "identity"
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    speed = _Speed()
+    progress.state = "downloading"
+    got = have
+    try:
+        with _client() as client, client.stream("GET", url, headers=headers) as resp:
+            if resp.status_code == 416 and have == task.size:
+                pass  # complete already; fall through to verification
+            elif resp.status_code == 200 and have:
+                # The server ignored our Range: start over rather than append the wrong bytes.
+                have = got = 0
+                digest = hashlib.sha256()
+            elif resp.status_code not in (200, 206):
+                raise DownloadError(f"the hub answered HTTP {resp.status_code} for {task.path}")
+            if resp.status_code in (200, 206):
+                if resp.status_code == 206 and not resp.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
+                    raise DownloadError(f"the hub sent the wrong byte range for {task.path}")
+                with part.open("ab" if have else "wb") as fh:
+                    for chunk in resp.iter_bytes():  # as they arrive: nothing received is lost on a drop
+                        fh.write(chunk)
+                        digest.update(chunk)
+                        got += len(chunk)
+                        progress.done = base_done + got
+                        progress.speed = speed.add(progress.done)
+                        if on_progress:
+                            on_progress(progress)
+                        if control.stop.is_set():
+                            break
+    except httpx2.HTTPError as exc:
+        raise hub.HubUnreachable(
+            f"the download of {task.path} was interrupted ({type(exc).__name__}: {exc}); "
+            f"{got} of {task.size} bytes are kept and the next attempt resumes from there") from exc
+    if control.stop.is_set() and got < task.size:
+        if control.reason == "cancelled":
+            part.unlink(missing_ok=True)
+            side.unlink(missing_ok=True)
+        raise DownloadStopped(control.reason or "paused")
+    if got != task.size:
+        raise DownloadError(f"the download of {task.path} ended early ({got} of {task.size} bytes); "
+                            "run it again to resume")
+    progress.state = "verifying"
+    if on_progress:
+        on_progress(progress)
+    actual = digest.hexdigest()
+    if task.sha256 and actual != task.sha256.lower():
+        part.unlink(missing_ok=True)
+        side.unlink(missing_ok=True)
+        raise ChecksumMismatch(
+            f"{task.path}: the downloaded file's sha256 {actual[:16]}… does not match the hub's "
+            f"{task.sha256[:16]}…; the file was deleted. Try again; if it repeats, the hub copy is broken.")
+    os.replace(part, dest)
+    side.unlink(missing_ok=True)
+
+
+class Control:
+    """Pause / cancel flag for a running download (checked between chunks)."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.reason: str | None = None
+
+    def request(self, reason: str) -> None:
+        self.reason = reason
+        self.stop.set()
+
+
+def download_variant(task: VariantTask, on_progress: Callable[[Progress], None] | None = None,
+                     control: Control | None = None, progress: Progress | None = None) -> Path:
+    """Download every file of a variant, verify each, record provenance; return the path to load."""
+    progress = progress or Progress()
+    progress.total = task.total
+    remaining = sum(f.size - (f.dest.stat().st_size if f.dest.exists() else _existing_part(f)) for f in task.files)
+    check_disk(task.dest.parent, max(0, remaining))
+    done = 0
+    for f in task.files:
+        download_file(f, base_done=done, progress=progress, on_progress=on_progress, control=control)
+        done += f.size
+    progress.done = task.total
+    progress.state = "done"
+    write_provenance(task.dest, {
+        "source": "hub", "repo_id": task.repo_id, "revision": task.revision, "quant": task.quant,
+        "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in task.files],
+        "endpoint": hub.endpoint(), "downloaded": datetime.now(timezone.utc).isoformat(),
+    })
+    if on_progress:
+        on_progress(progress)
+    return task.dest
+
+
+def pending_downloads(models_dir: Path) -> list[dict[str, Any]]:
+    """Unfinished downloads left by an earlier run (their sidecars), with the bytes already on disk."""
+    out = []
+    for side in sorted(models_dir.rglob("*" + SIDECAR_SUFFIX)):
+        try:
+            meta = json.loads(side.read_text())
+        except (OSError, ValueError):
+            continue
+        part = side.with_name(side.name[: -len(".json")])
+        meta["have"] = part.stat().st_size if part.exists() else 0
+        meta["sidecar"] = str(side)
+        out.append(meta)
+    return out
+
+
+# ---------------------------------------------------------------- queue for the GUI
+
+
+@dataclass
+class Job:
+    task: VariantTask
+    progress: Progress = field(default_factory=Progress)
+    control: Control = field(default_factory=Control)
+    result: Path | None = None
+
+    @property
+    def id(self) -> str:
+        return self.task.id
+
+    def snapshot(self) -> dict[str, Any]:
+        p = asdict(self.progress)
+        p["eta_s"] = self.progress.eta_s
+        return {"id": self.id, "repo_id": self.task.repo_id, "quant": self.task.quant, **p}
+
+
+class DownloadManager:
+    """Runs queued downloads one at a time on a worker thread.
+
+    `on_update(job)` is called from the worker thread on every change; the GUI turns it into a signal.
+    """
+
+    def __init__(self, on_update: Callable[[Job], None] | None = None,
+                 on_finished: Callable[[Job], None] | None = None):
+        self.on_update = on_update or (lambda job: None)
+        self.on_finished = on_finished or (lambda job: None)
+        self.jobs: list[Job] = []
+        self._lock = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._last_emit = 0.0
+
+    def add(self, task: VariantTask) -> Job:
+        with self._lock:
+            for job in self.jobs:
+                if job.id == task.id and job.progress.state in ("queued", "downloading", "verifying"):
+                    return job
+            job = Job(task)
+            job.progress.total = task.total
+            self.jobs.append(job)
+            self._ensure_thread()
+            self._lock.notify_all()
+        self.on_update(job)
+        return job
+
+    def pause(self, job: Job) -> None:
+        with self._lock:
+            if job.progress.state == "queued":
+                job.progress.state = "paused"
+            elif job.progress.state in ("downloading", "verifying"):
+                job.control.request("paused")
+        self.on_update(job)
+
+    def resume(self, job: Job) -> None:
+        with self._lock:
+            if job.progress.state in ("paused", "failed"):
+                job.control = Control()
+                job.progress.state = "queued"
+                job.progress.message = ""
+                self._ensure_thread()
+                self._lock.notify_all()
+        self.on_update(job)
+
+    def cancel(self, job: Job) -> None:
+        with self._lock:
+            state = job.progress.state
+            if state in ("downloading", "verifying"):
+                job.control.request("cancelled")
+            elif state in ("queued", "paused", "failed"):
+                job.progress.state = "cancelled"
+                for f in job.task.files:
+                    part_path(f.dest).unlink(missing_ok=True)
+                    sidecar_path(f.dest).unlink(missing_ok=True)
+        self.on_update(job)
+
+    def close(self) -> None:
+        """Stop the worker; a running download pauses (resumable later)."""
+        with self._lock:
+            self._closing = True
+            for job in self.jobs:
+                if job.progress.state == "downloading":
+                    job.control.request("paused")
+            self._lock.notify_all()
+        if self._thread:
+            self._thread.join(10)
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self._lock:
+                if not any(j.progress.state in ("queued", "downloading", "verifying") for j in self.jobs):
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._closing = False
+            self._thread = threading.Thread(target=self._run, name="downloads", daemon=True)
+            self._thread.start()
+
+    def _next(self) -> Job | None:
+        with self._lock:
+            while not self._closing:
+                for job in self.jobs:
+                    if job.progress.state == "queued":
+                        job.progress.state = "downloading"
+                        return job
+                self._lock.wait(0.5)
+            return None
+
+    def _emit(self, job: Job) -> None:
+        now = time.monotonic()
+        if now - self._last_emit >= 0.1 or job.progress.state != "downloading":
+            self._last_emit = now
+            self.on_update(job)
+
+    def _run(self) -> None:
+        while (job := self._next()) is not None:
+            job.progress.resumed_from = 0
+            try:
+                job.result = download_variant(job.task, on_progress=lambda _p, j=job: self._emit(j),
+                                              control=job.control, progress=job.progress)
+                job.progress.state = "done"
+            except DownloadStopped as stop:
+                job.progress.state = stop.reason
+                job.progress.speed = 0.0
+            except (DownloadError, hub.HubError) as exc:
+                job.progress.state = "failed"
+                job.progress.message = str(exc)
+                job.progress.speed = 0.0
+            except Exception as exc:  # noqa: BLE001 - the queue must survive anything one job does
+                job.progress.state = "failed"
+                job.progress.message = f"{type(exc).__name__}: {exc}"
+            self.on_update(job)
+            if job.progress.state == "done":
+                self.on_finished(job)

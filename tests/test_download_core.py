@@ -1,0 +1,132 @@
+"""Downloads from the local hub: verified, resumable after a dropped connection, refused when unsafe."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hubserver import HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
+from synth_gguf import write_synthetic_gguf
+
+from app.core import downloads, hub, paths
+
+
+@pytest.fixture
+def tiny_repo(hub_server: HubServer, tmp_path: Path) -> Path:
+    src = write_synthetic_gguf(tmp_path / "src.gguf", tensor_type="F32", n_layers=3)  # ~7 MB
+    hub_server.state.add_repo("acme/Tiny-GGUF", {"Tiny-F32.gguf": src, "sub/Tiny-Q8_0.gguf": src})
+    return src
+
+
+def _task(quant: str = "F32") -> downloads.VariantTask:
+    rv = hub.list_variants("acme/Tiny-GGUF")
+    variant = next(v for v in rv.variants if v.quant == quant)
+    return downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
+
+
+def test_download_verifies_and_moves_into_place(hub_server: HubServer, tiny_repo: Path) -> None:
+    task = _task()
+    seen: list[float] = []
+    out = downloads.download_variant(task, on_progress=lambda p: seen.append(p.fraction))
+    assert out == paths.models_dir() / "acme" / "Tiny-GGUF" / "Tiny-F32.gguf"
+    assert sha256_of(out) == sha256_of(tiny_repo)
+    assert not downloads.part_path(out).exists() and not downloads.sidecar_path(out).exists()
+    assert seen and seen[-1] == 1.0 and seen == sorted(seen)
+    prov = json.loads(downloads.provenance_path(out).read_text())
+    assert prov["repo_id"] == "acme/Tiny-GGUF" and prov["quant"] == "F32" and prov["files"][0]["sha256"]
+    assert hub_server.state.served("Tiny-F32.gguf") == tiny_repo.stat().st_size
+
+
+def test_interrupted_download_resumes_with_the_remainder_only(hub_server: HubServer, tiny_repo: Path) -> None:
+    size = tiny_repo.stat().st_size
+    cut = size // 3 + 12345
+    hub_server.state.drop_after["Tiny-F32.gguf"] = cut
+    task = _task()
+    with pytest.raises(hub.HubError, match="resumes"):
+        downloads.download_variant(task)
+    part = downloads.part_path(task.dest)
+    assert part.stat().st_size == cut and downloads.sidecar_path(task.dest).exists()
+    assert not task.dest.exists()
+    assert downloads.pending_downloads(paths.models_dir())[0]["have"] == cut
+
+    progress = downloads.Progress()
+    out = downloads.download_variant(_task(), progress=progress)
+    assert sha256_of(out) == sha256_of(tiny_repo)
+    assert progress.resumed_from == cut
+    # The server sent the first third once and then only the rest.
+    assert hub_server.state.served("Tiny-F32.gguf") == size
+    ranges = [r for m, p, r in hub_server.state.requests if p.endswith("Tiny-F32.gguf") and m == "GET"]
+    assert ranges == [None, f"bytes={cut}-"]
+
+
+def test_checksum_mismatch_deletes_and_says_so(hub_server: HubServer, tiny_repo: Path) -> None:
+    hub_server.state.lie_sha.add("Tiny-F32.gguf")
+    task = _task()
+    with pytest.raises(downloads.ChecksumMismatch, match="does not match.*deleted"):
+        downloads.download_variant(task)
+    assert not task.dest.exists()
+    assert not downloads.part_path(task.dest).exists() and not downloads.sidecar_path(task.dest).exists()
+
+
+def test_refuses_when_the_disk_is_too_full(hub_server: HubServer, tiny_repo: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    real = shutil.disk_usage
+
+    def tiny_disk(path: object) -> object:
+        u = real(path)  # type: ignore[arg-type]
+        return type(u)(u.total, u.total - 1000, 1000)
+
+    monkeypatch.setattr(shutil, "disk_usage", tiny_disk)
+    task = _task()
+    with pytest.raises(downloads.InsufficientDisk, match="not enough disk space"):
+        downloads.download_variant(task)
+    assert hub_server.state.served("Tiny-F32.gguf") == 0  # refused before any transfer
+
+
+@pytest.mark.parametrize("bad", ["../evil.gguf", "a/../../evil.gguf", "/etc/passwd", "a\\b.gguf",
+                                 ".hidden.gguf", "x\x00.gguf", "C:evil.gguf"])
+def test_unsafe_hub_filenames_are_refused(bad: str, tmp_path: Path) -> None:
+    with pytest.raises(downloads.UnsafeFilename):
+        downloads.destination(tmp_path, "acme/repo", bad)
+    with pytest.raises(downloads.UnsafeFilename):
+        downloads.destination(tmp_path, "../x", "ok.gguf")
+
+
+def test_unsafe_name_from_server_never_written(hub_server: HubServer, tmp_path: Path) -> None:
+    src = write_synthetic_gguf(tmp_path / "s.gguf", n_layers=1)
+    hub_server.state.add_repo("acme/Evil-GGUF", {"../../Evil-Q8_0.gguf": src})
+    rv = hub.list_variants("acme/Evil-GGUF")
+    with pytest.raises(downloads.UnsafeFilename):
+        downloads.plan(rv.variants[0], rv.repo_id, rv.revision, paths.models_dir())
+    assert hub_server.state.served("../../Evil-Q8_0.gguf") == 0
+
+
+def test_manager_queues_pauses_resumes_and_cancels(hub_server: HubServer, tiny_repo: Path) -> None:
+    hub_server.state.throttle_bps = 8 << 20  # ~1 s per file: time to pause
+    updates: list[str] = []
+    mgr = downloads.DownloadManager(on_update=lambda j: updates.append(j.progress.state))
+    a = mgr.add(_task("F32"))
+    b = mgr.add(_task("Q8_0"))
+    assert b.progress.state == "queued"  # one at a time
+    import time
+
+    deadline = time.monotonic() + 10
+    while a.progress.done < (1 << 20) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    mgr.pause(a)
+    deadline = time.monotonic() + 10
+    while a.progress.state != "paused" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert a.progress.state == "paused"
+    kept = downloads.part_path(a.task.dest).stat().st_size
+    assert 0 < kept < tiny_repo.stat().st_size
+    mgr.cancel(b)  # b may be queued or running: either way it ends cancelled, nothing left behind
+    mgr.resume(a)
+    assert mgr.wait_idle(30)
+    mgr.close()
+    assert a.progress.state == "done" and a.result is not None and sha256_of(a.result) == sha256_of(tiny_repo)
+    assert a.progress.resumed_from == kept
+    assert b.progress.state == "cancelled"
+    assert not b.task.dest.exists() and not downloads.part_path(b.task.dest).exists()
