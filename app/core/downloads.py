@@ -495,8 +495,11 @@ class DownloadManager:
         while (job := self._next()) is not None:
             job.progress.resumed_from = 0
             try:
-                job.result = download_variant(job.task, on_progress=lambda _p, j=job: self._emit(j),
-                                              control=job.control, progress=job.progress)
+                def on_progress(_p: Progress, j: Job = job) -> None:
+                    self._emit(j)
+
+                job.result = download_variant(job.task, on_progress=on_progress, control=job.control,
+                                              progress=job.progress)
                 job.progress.state = "done"
             except DownloadStopped as stop:
                 job.progress.state = stop.reason
