@@ -276,8 +276,8 @@ class Engine:
             llm = llama_cpp.Llama(
                 model_path=cfg.model_path,
                 n_ctx=cfg.n_ctx,
-                n_threads=cfg.n_threads,
-                n_threads_batch=cfg.n_threads_batch or cfg.n_threads,
+                n_threads=cfg.n_threads or default_threads(),
+                n_threads_batch=cfg.n_threads_batch or cfg.n_threads or default_threads(logical=True),
                 n_gpu_layers=cfg.n_gpu_layers,
                 n_batch=cfg.n_batch,
                 n_ubatch=cfg.n_ubatch,
@@ -535,29 +535,35 @@ class Engine:
         ))
 
 
+def default_threads(logical: bool = False) -> int:
+    """llama.cpp's own default: physical cores for decode, all cores for batches.
+
+    (llama-cpp-python would use cpu_count // 2, which is 1 on a 2-core laptop VM.)"""
+    try:
+        import psutil
+
+        n = psutil.cpu_count(logical=logical)
+    except Exception:  # noqa: BLE001
+        n = None
+    return max(1, n or os.cpu_count() or 1)
+
+
 def _find_stop(text: str, stops: list[str]) -> int | None:
     hits = [text.find(s) for s in stops if s and s in text]
     return min(hits) if hits else None
 
 
 def _check_gguf_header(path: str) -> str | None:
-    """Cheap pre-flight: catch files that are obviously not GGUF before handing them to native code."""
+    """Pre-flight in Python before native code sees the file: bad magic, a header cut short, absurd
+    counts, tensors past the end of the file (a truncated download) all get a plain-words reason."""
+    from app.core.gguf_info import GGUFError, inspect_gguf
+
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(24)
-        size = os.path.getsize(path)
+        inspect_gguf(path)
+    except GGUFError as exc:
+        return f"{os.path.basename(path)} is not a usable GGUF model: {exc}"
     except OSError as exc:
         return f"Cannot read the model file: {exc}"
-    if len(head) < 24 or head[:4] != b"GGUF":
-        return f"Not a GGUF model file (bad magic {head[:4]!r}): {os.path.basename(path)}"
-    version = int.from_bytes(head[4:8], "little")
-    if version not in (2, 3):
-        return f"Unsupported GGUF version {version} in {os.path.basename(path)}"
-    n_tensors = int.from_bytes(head[8:16], "little")
-    n_kv = int.from_bytes(head[16:24], "little")
-    # Every tensor and key needs several bytes of header; absurd counts mean a corrupt file.
-    if n_tensors > size // 24 or n_kv > size // 8 or n_tensors > 1_000_000:
-        return f"Corrupt GGUF header ({n_tensors} tensors, {n_kv} keys in a {size}-byte file)"
     return None
 
 

@@ -1,0 +1,70 @@
+"""`roofline bench`: llama-bench style pp/tg measurement through the engine, with llama-bench's JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.commands._common import add_model_arg, print_json, resolve_model
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="measure prompt processing (pp) and generation (tg) like llama-bench")
+    add_model_arg(p)
+    p.add_argument("-p", "--n-prompt", type=_ints, default=[512], help="prompt sizes, comma-separated (0: none)")
+    p.add_argument("-n", "--n-gen", type=_ints, default=[128], help="generation sizes, comma-separated (0: none)")
+    p.add_argument("-d", "--n-depth", type=_ints, default=[0], help="KV cache depth filled before each test")
+    p.add_argument("-r", "--repetitions", type=int, default=5)
+    p.add_argument("-t", "--threads", type=int, default=None, help="threads (default: llama.cpp's choice)")
+    p.add_argument("-b", "--batch-size", type=int, default=2048)
+    p.add_argument("-ub", "--ubatch-size", type=int, default=512)
+    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
+    p.add_argument("-ctk", "--cache-type-k", default="f16", choices=["f16", "q8_0", "q4_0"])
+    p.add_argument("-ctv", "--cache-type-v", default="f16", choices=["f16", "q8_0", "q4_0"])
+    p.add_argument("-fa", "--flash-attn", type=int, default=0, choices=[0, 1])
+    p.add_argument("--json", action="store_true", help="print llama-bench's JSON (a list of rows)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.core.benchfmt import bench_row, markdown_table
+    from app.engine import protocol as P
+    from app.engine.client import EngineClient, EngineError
+
+    model = resolve_model(args.model)
+    tests = [(p, 0, d) for d in args.n_depth for p in args.n_prompt if p > 0] + \
+            [(0, n, d) for d in args.n_depth for n in args.n_gen if n > 0]
+    if not tests:
+        print("roofline: nothing to measure (all sizes are 0)", file=sys.stderr)
+        return 2
+    need = max(p + n + d for p, n, d in tests)
+    n_ctx = max(256, -(-need // 256) * 256)
+    cfg = P.LoadConfig(model_path=str(model), n_ctx=n_ctx, n_threads=args.threads, n_batch=args.batch_size,
+                       n_ubatch=args.ubatch_size, n_gpu_layers=args.n_gpu_layers, type_k=args.cache_type_k,
+                       type_v=args.cache_type_v, flash_attn=bool(args.flash_attn))
+    rows = []
+    with EngineClient() as engine:
+        try:
+            loaded = engine.load(cfg)
+            backend = "GPU" if engine.ready and engine.ready.gpu_offload and args.n_gpu_layers else "CPU"
+            for n_prompt, n_gen, depth in tests:
+                if not args.json:
+                    print(f"running pp{n_prompt} tg{n_gen} d{depth} ...", file=sys.stderr)
+                res = engine.bench(P.Bench(request_id=engine.new_request_id("b"), n_prompt=n_prompt,
+                                           n_gen=n_gen, n_depth=depth, repetitions=args.repetitions))
+                rows.append(bench_row(n_prompt=n_prompt, n_gen=n_gen, n_depth=depth, samples_ns=res.samples_ns,
+                                      model_info=res.model_info, backend=backend,
+                                      build=f"llama-cpp-python {engine.ready.llama_cpp_version if engine.ready else '?'}"))
+        except EngineError as exc:
+            print(f"roofline: {exc}", file=sys.stderr)
+            return 1
+    if args.json:
+        print_json(rows)
+    else:
+        print(markdown_table(rows))
+        print(f"\nmodel: {loaded.model_path}  n_ctx {loaded.n_ctx}  threads {loaded.n_threads}")
+    return 0

@@ -1,0 +1,98 @@
+"""`roofline chat`: one prompt through the engine, streamed, then a phase summary (prefill vs decode)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.commands._common import add_model_arg, print_json, resolve_model
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("chat", help="send one prompt, stream the reply, print prefill/decode metrics")
+    add_model_arg(p)
+    p.add_argument("prompt", help="the user message (or text to continue with --raw)")
+    p.add_argument("--system", default=None, help="system prompt")
+    p.add_argument("--raw", action="store_true", help="continue the text as-is, without a chat template")
+    p.add_argument("-n", "--max-tokens", type=int, default=128)
+    p.add_argument("--temp", type=float, default=0.8)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--repeat-penalty", type=float, default=1.1)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("-c", "--ctx", type=int, default=4096, help="context size (tokens)")
+    p.add_argument("-t", "--threads", type=int, default=None)
+    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
+    p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"])
+    p.add_argument("--prompt-lookup", action="store_true", help="speculative prompt-lookup decoding")
+    p.add_argument("--remote", default=None, help="OpenAI-compatible server URL instead of the local engine")
+    p.add_argument("--api-key", default=None, help="API key for --remote")
+    p.add_argument("--model-name", "--remote-model", dest="remote_model", default=None,
+                   help="model name on the --remote server")
+    p.add_argument("--json", action="store_true", help="print the reply and metrics as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.core.metrics import PhaseMetrics
+    from app.engine import protocol as P
+    from app.engine.client import EngineError
+
+    messages = None
+    if not args.raw:
+        messages = ([{"role": "system", "content": args.system}] if args.system else []) + \
+            [{"role": "user", "content": args.prompt}]
+    sampling = P.Sampling(temperature=args.temp, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
+                          repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, seed=args.seed)
+    if args.remote:
+        from app.engine.remote import RemoteClient  # written for the remote-backend feature
+
+        engine = RemoteClient(args.remote, api_key=args.api_key, model=args.remote_model)
+        cfg = None
+    else:
+        from app.engine.client import EngineClient
+
+        engine = EngineClient()
+        cfg = P.LoadConfig(model_path=str(resolve_model(args.model)), n_ctx=args.ctx, n_threads=args.threads,
+                           n_gpu_layers=args.n_gpu_layers, type_k=args.kv_type, type_v=args.kv_type)
+    quiet = args.json
+    try:
+        with engine:
+            loaded = engine.load(cfg) if cfg is not None else engine.connect()
+            if not quiet:
+                if args.raw:
+                    template = "none (--raw: plain text continuation)"
+                else:
+                    from app.core.chat_templates import ChatTemplate
+
+                    template = ChatTemplate(loaded.chat_template_name, loaded.chat_template_source).describe()
+                print(f"model: {loaded.model_desc}  ({loaded.model_path})", file=sys.stderr)
+                print(f"chat template: {template}", file=sys.stderr)
+                print(file=sys.stderr)
+            req = P.Generate(request_id=engine.new_request_id("c"), messages=messages,
+                             prompt=args.prompt if args.raw else None, sampling=sampling,
+                             prompt_lookup=args.prompt_lookup)
+            done = None
+            for event in engine.generate(req):
+                if isinstance(event, P.Token) and not quiet:
+                    sys.stdout.write(event.text)
+                    sys.stdout.flush()
+                elif isinstance(event, P.Done):
+                    done = event
+    except EngineError as exc:
+        print(f"\nroofline: {exc}", file=sys.stderr)
+        return 1
+    assert done is not None
+    metrics = PhaseMetrics.from_dict(done.metrics)
+    if quiet:
+        print_json({"text": done.text, "finish_reason": done.finish_reason, "metrics": done.metrics})
+        return 0
+    print("\n")
+    print(f"-- finished: {done.finish_reason}; {metrics.source}")
+    for line in metrics.summary_lines():
+        print(line)
+    dropped = done.metrics.get("messages_dropped", 0)
+    if dropped:
+        print(f"note    : {dropped} oldest message(s) left out to fit the context")
+    return 0
