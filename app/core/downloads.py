@@ -185,7 +185,9 @@ def plan(variant: hub.Variant, repo_id: str, revision: str, models_dir: Path) ->
                        id=f"{repo_id}:{variant.first.path}")
 
 
-def _client() -> Any:
+def http_client() -> Any:
+    """An httpx client for hub file traffic: timeouts, redirects followed, each request (redirects too)
+    checked for https-or-loopback and for offline mode."""
     import httpx2
 
     def guard(request: httpx2.Request) -> None:
@@ -271,7 +273,7 @@ def download_file(task: FileTask, *, base_done: int, progress: Progress,
     progress.state = "downloading"
     got = have
     try:
-        with _client() as client, client.stream("GET", url, headers=headers) as resp:
+        with http_client() as client, client.stream("GET", url, headers=headers) as resp:
             if resp.status_code == 416 and have == task.size:
                 pass  # complete already; fall through to verification
             elif resp.status_code == 200 and have:

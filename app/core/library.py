@@ -23,7 +23,7 @@ from typing import Any
 
 from app.core import paths
 from app.core.downloads import PROVENANCE_SUFFIX, provenance_path
-from app.core.gguf_info import GGUFError, GGUFInfo, inspect_gguf
+from app.core.gguf_info import GGUFError, GGUFInfo, TensorInfo, inspect_gguf, parse_header, read_header_bytes
 
 _SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 IMPORT_DIR = "imported"
@@ -182,15 +182,29 @@ def describe(path: Path, source: str, used: dict[str, str] | None = None) -> Loc
     model.n_ctx_train = info.n_ctx_train
     model.has_chat_template = info.has_chat_template
     if len(parts) > 1 and not missing:
-        # The first part's tensor table only covers its own tensors; count all parts' parameters.
-        total = 0
-        for p in parts:
+        # Each part has its own tensor table and only the first has model metadata: merge them.
+        from app.core.remote_gguf import merge_split
+
+        others = []
+        for p in parts[1:]:
             try:
-                total += inspect_gguf(p).n_params
-            except GGUFError as exc:
+                others.append(_part_tensors(p))
+            except (GGUFError, OSError) as exc:
                 model.broken = f"part {p.name}: {exc}"
-        model.n_params = total
+        if model.broken is None:
+            model.info = merge_split(info, others)
+            model.n_params = model.info.n_params
     return model
+
+
+def _part_tensors(path: Path) -> list[TensorInfo]:
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        def read_at(n: int) -> bytes:
+            fh.seek(0)
+            return fh.read(n)
+
+        return parse_header(read_header_bytes(read_at, size), size).tensors
 
 
 def _default_model_path() -> Path | None:

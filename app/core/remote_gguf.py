@@ -1,0 +1,190 @@
+"""Read GGUF headers on the hub with HTTP range requests: fit and speed before downloading gigabytes.
+
+The header (metadata + tensor table) is at the start of the file: we fetch the first megabyte and, when the
+parser says the header goes on, only the missing bytes after it (`gguf_info.read_header_bytes`). Headers are
+cached by the file's sha256 (or repo/revision/path) in cache_dir()/remote-headers, so reopening a repo costs
+nothing. A split model's parts each carry their own tensor table: all parts' headers are read and merged.
+
+`assess_repo` runs the recommender on every variant of a repo and returns what the picker shows: verdict,
+max context, predicted prefill/decode speed, quality cost, and which variant is recommended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from app.core import hub, paths
+from app.core.gguf_info import (_LAYER, GGUFError, GGUFInfo, TensorInfo, inspect_gguf_bytes, parse_header,
+                                read_header_bytes)
+
+FIRST_READ = 1 << 20  # most headers are 1-8 MB (the vocabulary); grow from here only as needed
+
+
+@dataclass
+class RemoteHeader:
+    info: GGUFInfo | None  # None for a split model's later parts (no model metadata there)
+    tensors: list[TensorInfo]
+    bytes_fetched: int  # over the network this time (0 when cached)
+    cached: bool
+
+
+def _cache_path(repo_id: str, revision: str, f: hub.HubFile) -> Path:
+    key = f.sha256 or hashlib.sha256(f"{repo_id}@{revision}/{f.path}".encode()).hexdigest()
+    d = paths.cache_dir() / "remote-headers"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{key}.bin"
+
+
+def fetch_header(repo_id: str, revision: str, f: hub.HubFile, client: Any = None,
+                 first: int = FIRST_READ) -> RemoteHeader:
+    """The GGUF facts of one hub file from its first bytes. Raises `hub.HubError` or `GGUFError`."""
+    cache = _cache_path(repo_id, revision, f)
+    if cache.exists():
+        try:
+            return _header(cache.read_bytes(), f, 0, True)
+        except GGUFError:
+            cache.unlink(missing_ok=True)  # stale or damaged: fetch again
+    from app.core.downloads import http_client
+
+    import httpx2
+
+    own = client is None
+    client = client or http_client()
+    url = hub.resolve_url(repo_id, f.path, revision)
+    from huggingface_hub.utils import build_hf_headers
+
+    headers = build_hf_headers(token=hub.token(), library_name="roofline")
+    headers["Accept-Encoding"] = "identity"
+    buf = bytearray()
+    fetched = 0
+
+    def read_at(n: int) -> bytes:
+        """The first n bytes, asking the server only for what we do not have yet."""
+        nonlocal fetched
+        if n > len(buf):
+            h = dict(headers, Range=f"bytes={len(buf)}-{n - 1}")
+            with client.stream("GET", url, headers=h) as resp:
+                if resp.status_code not in (200, 206):
+                    raise hub.HubError(f"the hub answered HTTP {resp.status_code} for {f.path}")
+                if resp.status_code == 200 and buf:
+                    buf.clear()  # server ignored Range and sent the file from its start
+                for chunk in resp.iter_bytes():
+                    need = n - len(buf)
+                    buf.extend(chunk[:need])
+                    fetched += len(chunk)
+                    if len(buf) >= n:
+                        break  # a server that ignored Range would send the whole file: stop reading
+        return bytes(buf[:n])
+
+    try:
+        data = read_header_bytes(read_at, f.size, first=first)
+    except httpx2.HTTPError as exc:
+        raise hub.HubUnreachable(f"could not read the header of {f.path}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if own:
+            client.close()
+    result = _header(data, f, fetched, False)
+    tmp = cache.with_suffix(".tmp")
+    tmp.write_bytes(data[: parse_header(data, f.size).header_size])
+    tmp.replace(cache)
+    return result
+
+
+def _header(data: bytes, f: hub.HubFile, fetched: int, cached: bool) -> RemoteHeader:
+    split = hub.split_info(f.path)
+    if split and split[0] > 1:
+        return RemoteHeader(None, parse_header(data, f.size).tensors, fetched, cached)
+    info = inspect_gguf_bytes(data, f.size, path=f.path)
+    return RemoteHeader(info, info.tensors, fetched, cached)
+
+
+def merge_split(first: GGUFInfo, others: list[list[TensorInfo]]) -> GGUFInfo:
+    """One GGUFInfo for a split model: metadata from part 1, tensors and byte counts from every part.
+
+    Parts after the first carry only `split.*` metadata and their own tensor table (llama.cpp's gguf-split).
+    """
+    if not others:
+        return first
+    extra = [t for part in others for t in part]
+    tensors = list(first.tensors) + extra
+    layer = list(first.layer_bytes)
+    expert = list(first.expert_bytes)
+    other = first.other_bytes
+    for t in extra:
+        m = _LAYER.match(t.name)
+        if m and int(m.group(1)) < len(layer):
+            layer[int(m.group(1))] += t.n_bytes
+            if "_exps." in t.name:
+                expert[int(m.group(1))] += t.n_bytes
+        elif t.name not in ("token_embd.weight", "output.weight"):
+            other += t.n_bytes
+    embd = sum(t.n_bytes for t in tensors if t.name == "token_embd.weight")
+    out = [t.n_bytes for t in tensors if t.name == "output.weight"]
+    return replace(
+        first,
+        n_params=sum(t.n_elements for t in tensors),
+        tensor_bytes=sum(t.n_bytes for t in tensors),
+        layer_bytes=layer,
+        expert_bytes=expert,
+        token_embd_bytes=embd,
+        output_bytes=sum(out) if out else embd,
+        tied_output=not out,
+        other_bytes=other,
+        tensors=tensors,
+    )
+
+
+@dataclass
+class VariantHeader:
+    variant: hub.Variant
+    info: GGUFInfo | None
+    error: str | None = None
+    bytes_fetched: int = 0
+
+
+def fetch_variant_headers(rv: hub.RepoVariants, max_workers: int = 4) -> list[VariantHeader]:
+    """Headers of every variant (all parts of split ones), a few in parallel; failures are per variant."""
+    from app.core.downloads import http_client
+
+    client = http_client()
+
+    def one(v: hub.Variant) -> VariantHeader:
+        try:
+            parts = [fetch_header(rv.repo_id, rv.revision, f, client) for f in v.files]
+        except (hub.HubError, GGUFError) as exc:
+            return VariantHeader(v, None, str(exc))
+        first = parts[0].info
+        if first is None:
+            return VariantHeader(v, None, "the first part has no model metadata")
+        merged = merge_split(first, [p.tensors for p in parts[1:]])
+        return VariantHeader(v, merged, None, sum(p.bytes_fetched for p in parts))
+
+    try:
+        with ThreadPoolExecutor(max_workers=max_workers) as pool:
+            return list(pool.map(one, rv.variants))
+    finally:
+        client.close()
+
+
+# ---------------------------------------------------------------- what the picker shows
+
+
+@dataclass
+class VariantAssessment:
+    quant: str
+    size: int
+    files: list[str]
+    verdict: str = "unknown"  # "full GPU" | "partial" | "CPU" | "won't fit" | "unknown"
+    max_context: int | None = None
+    prefill_tps: float | None = None
+    decode_tps: float | None = None
+    quality_kld: float | None = None  # mean KL divergence vs F16 (a guide)
+    bits_per_weight: float | None = None
+    recommended: bool = False
+    error: str | None = None
+    note: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
