@@ -21,6 +21,9 @@ from typing import Any
 from app.core.downloads import check_disk, write_provenance
 
 PARTIAL_SUFFIX = ".partial"  # the child's temporary output name (app.engine.quantize.PARTIAL_SUFFIX)
+# Kept in step with app.engine.quantize.QUANT_TYPES (not imported: that module is the llama_cpp side).
+QUANT_CHOICES = ["Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_1", "Q5_0", "Q4_K_M", "Q4_K_S", "Q4_1", "Q4_0",
+                 "IQ4_NL", "IQ4_XS", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q2_K", "F16", "BF16"]
 
 
 class QuantizeError(Exception):

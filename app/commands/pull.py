@@ -1,0 +1,114 @@
+"""`roofline pull OWNER/REPO[:QUANT]`: download a model from the hub, verified, into the library.
+
+Without :QUANT the recommended quantization for this machine is chosen (from the files' headers). Ctrl-C
+stops and keeps a resumable .part: run the same command again to continue where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("pull", help="download a GGUF model from the hub (resumable, sha256-verified)")
+    p.add_argument("spec", metavar="REPO[:QUANT]", help="e.g. bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.commands._common import fail, print_json
+    from app.core import downloads, hub, paths
+
+    try:
+        repo, quant = hub.parse_repo_spec(args.spec)
+    except ValueError as exc:
+        return fail(str(exc))
+    try:
+        rv = hub.list_variants(repo)
+        if not rv.variants:
+            return fail(f"{repo} has no GGUF model files")
+        variant = _choose(rv, quant)
+        if variant is None:
+            have = ", ".join(v.quant for v in rv.variants)
+            return fail(f"{repo} has no {quant} file; it has: {have}")
+        task = downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
+        if not args.quiet:
+            _say(f"pulling {repo}:{variant.quant} ({_fmt(variant.size)}) -> {task.dest}")
+        progress = downloads.Progress()
+        show = _Printer(args.quiet)
+        try:
+            path = downloads.download_variant(task, on_progress=show, progress=progress)
+        except KeyboardInterrupt:
+            show.end()
+            _say(f"stopped: {_fmt(progress.done)} of {_fmt(progress.total)} kept; run the same command to resume")
+            return 130
+        show.end()
+    except (hub.HubError, downloads.DownloadError) as exc:
+        return fail(str(exc))
+    if progress.resumed_from and not args.quiet:
+        _say(f"resumed from {_fmt(progress.resumed_from)}")
+    if args.json:
+        print_json({"path": str(path), "repo_id": repo, "quant": variant.quant, "size": variant.size,
+                    "resumed_from": progress.resumed_from, "revision": rv.revision})
+    else:
+        print(path)
+    return 0
+
+
+def _choose(rv, quant):  # type: ignore[no-untyped-def]
+    if quant:
+        return next((v for v in rv.variants if v.quant.upper() == quant.upper()), None)
+    from app.core import remote_gguf
+
+    rows = remote_gguf.assess_repo(rv)
+    best = next((r for r in rows if r.recommended), None)
+    if best is not None:
+        _say(f"recommended for this machine: {best.quant} ({best.verdict}"
+             + (f", ~{best.decode_tps:.1f} tok/s decode" if best.decode_tps else "") + ")")
+        return next(v for v in rv.variants if v.quant == best.quant and v.first.path == best.files[0])
+    return rv.variants[-1]
+
+
+def _fmt(n: float) -> str:
+    from app.core.metrics import fmt_bytes
+
+    return fmt_bytes(n)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class _Printer:
+    """One self-overwriting progress line on stderr (a plain line per 10 % when not a terminal)."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.last_decile = -1
+        self.dirty = False
+
+    def __call__(self, p) -> None:  # type: ignore[no-untyped-def]
+        if self.quiet:
+            return
+        eta = p.eta_s
+        eta_s = f"{int(eta // 60)}:{int(eta % 60):02d}" if eta is not None else "--:--"
+        line = (f"{p.state:<11} {p.fraction * 100:5.1f}%  {_fmt(p.done)} / {_fmt(p.total)}  "
+                f"{_fmt(p.speed)}/s  ETA {eta_s}")
+        if self.tty:
+            sys.stderr.write("\r" + line + "   ")
+            sys.stderr.flush()
+            self.dirty = True
+        else:
+            decile = int(p.fraction * 10)
+            if decile != self.last_decile or p.state != "downloading":
+                self.last_decile = decile
+                _say(line)
+
+    def end(self) -> None:
+        if self.dirty:
+            sys.stderr.write("\n")
+            self.dirty = False

@@ -1,0 +1,70 @@
+"""`roofline search TEXT`: find GGUF models on the Hugging Face Hub; `roofline search OWNER/REPO` shows
+that repo's quantizations with the fit verdict and predicted speed on this machine."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="search GGUF models on the hub, or show a repo's quantizations")
+    p.add_argument("text", help="words to search for, or OWNER/REPO to list its quantizations")
+    p.add_argument("--sort", choices=["downloads", "likes", "updated"], default="downloads")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.commands._common import fail, print_json
+    from app.core import hub
+
+    try:
+        if "/" in args.text and " " not in args.text.strip():
+            return _variants(args)
+        results = hub.search(args.text, sort=args.sort, limit=args.limit)
+    except hub.HubError as exc:
+        return fail(str(exc))
+    if args.json:
+        print_json([r.__dict__ for r in results])
+        return 0
+    if not results:
+        print(f"no GGUF models match {args.text!r}")
+        return 0
+    width = max(len(r.repo_id) for r in results)
+    print(f"{'REPO'.ljust(width)}  {'DOWNLOADS':>10}  {'LIKES':>6}  UPDATED")
+    for r in results:
+        updated = r.last_modified.strftime("%Y-%m-%d") if r.last_modified else "-"
+        print(f"{r.repo_id.ljust(width)}  {r.downloads:>10}  {r.likes:>6}  {updated}")
+    print("\n`roofline search OWNER/REPO` shows its quantizations; `roofline pull OWNER/REPO[:QUANT]` downloads.")
+    return 0
+
+
+def _variants(args: argparse.Namespace) -> int:
+    from app.commands._common import print_json
+    from app.core import hub, remote_gguf
+    from app.core.metrics import fmt_bytes
+
+    repo, _ = hub.parse_repo_spec(args.text)
+    rv = hub.list_variants(repo)
+    if not rv.variants:
+        print(f"{repo} has no GGUF model files")
+        return 1
+    rows = remote_gguf.assess_repo(rv)
+    if args.json:
+        print_json([r.__dict__ for r in rows])
+        return 0
+    print(f"{repo} @ {rv.revision[:10]}  (predictions for this machine, from each file's header)")
+    print(f"  {'QUANT':<11} {'SIZE':>10}  {'VERDICT':<10} {'MAX CTX':>8} {'PREFILL':>9} {'DECODE':>9}  QUALITY")
+    for r in rows:
+        mark = "*" if r.recommended else " "
+        if r.error:
+            print(f"{mark} {r.quant:<11} {fmt_bytes(r.size):>10}  unreadable header: {r.error}")
+            continue
+        pp = f"{r.prefill_tps:.0f} t/s" if r.prefill_tps else "-"
+        tg = f"{r.decode_tps:.1f} t/s" if r.decode_tps else "-"
+        q = f"KLD {r.quality_kld:g}" if r.quality_kld is not None else "-"
+        ctx = f"{r.max_context}" if r.max_context else "-"
+        print(f"{mark} {r.quant:<11} {fmt_bytes(r.size):>10}  {r.verdict:<10} {ctx:>8} {pp:>9} {tg:>9}  {q}")
+    print("* recommended")
+    return 0
