@@ -46,6 +46,16 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$build_id" ]; then
     rm -rf "$WHEEL_DIR" && mv "$WHEEL_DIR.tmp" "$WHEEL_DIR"
   fi
   "$VPY" -m pip install -q --no-deps --force-reinstall "$WHEEL_DIR"/llama_cpp_python-*.whl
+  # Prove the installed build is the one we asked for before trusting it.
+  info="$("$VPY" -c 'import llama_cpp; print(llama_cpp.llama_print_system_info().decode())')"
+  if [[ "$cmake_args" == *mno-amx-tile* && "$info" == *"AMX_INT8 = 1"* ]]; then
+    echo "roofline: the installed llama.cpp was built with AMX despite -mno-amx-*; refusing to use it" >&2
+    exit 1
+  fi
+  if [[ "$cmake_args" == *GGML_CUDA=on* ]] && ! "$VPY" -c 'import llama_cpp,sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)'; then
+    echo "roofline: asked for a CUDA build of llama.cpp but the installed one cannot offload" >&2
+    exit 1
+  fi
   echo "$build_id" > "$STAMP"
 fi
 
@@ -53,7 +63,12 @@ fi
 EXTRAS="${1:-}"
 want="$(sha256sum pyproject.toml | cut -c1-16)$EXTRAS"
 if [ "$(cat "$VENV/.app-install-id" 2>/dev/null)" != "$want" ]; then
-  "$VPY" -m pip install -q -e ".${EXTRAS}"
+  echo "roofline: installing the app and its dependencies into .venv"
+  if ! "$VPY" -m pip install -q -e ".${EXTRAS}" >"$VENV/.pip-install.log" 2>&1; then
+    cat "$VENV/.pip-install.log" >&2
+    echo "roofline: dependency installation failed (log above)" >&2
+    exit 1
+  fi
   echo "$want" > "$VENV/.app-install-id"
 fi
 
