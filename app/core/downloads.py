@@ -380,7 +380,11 @@ class Job:
     task: VariantTask
     progress: Progress = field(default_factory=Progress)
     control: Control = field(default_factory=Control)
-    result: Path | None = None
+
+    @property
+    def result(self) -> Path | None:
+        """The model file once it is downloaded and verified."""
+        return self.task.dest if self.progress.state == "done" else None
 
     @property
     def id(self) -> str:
@@ -500,9 +504,7 @@ class DownloadManager:
                 def on_progress(_p: Progress, j: Job = job) -> None:
                     self._emit(j)
 
-                job.result = download_variant(job.task, on_progress=on_progress, control=job.control,
-                                              progress=job.progress)
-                job.progress.state = "done"
+                download_variant(job.task, on_progress=on_progress, control=job.control, progress=job.progress)
             except DownloadStopped as stop:
                 job.progress.state = stop.reason
                 job.progress.speed = 0.0

@@ -188,3 +188,46 @@ class VariantAssessment:
     error: str | None = None
     note: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+
+
+def assess_repo(rv: hub.RepoVariants, headers: list[VariantHeader] | None = None) -> list[VariantAssessment]:
+    """What the picker shows for each variant of a repo, predicted for this machine."""
+    headers = headers if headers is not None else fetch_variant_headers(rv)
+    rows = []
+    for h in headers:
+        v = h.variant
+        rows.append(VariantAssessment(
+            quant=v.quant, size=v.size, files=[f.path for f in v.files], error=h.error,
+            quality_kld=hub.quality_cost(v.quant),
+            bits_per_weight=(8 * h.info.tensor_bytes / h.info.n_params) if h.info and h.info.n_params else None,
+            detail={"bytes_fetched": h.bytes_fetched},
+        ))
+    _predict(rows, headers)
+    return rows
+
+
+def _predict(rows: list[VariantAssessment], headers: list[VariantHeader]) -> None:
+    """Fill verdicts and speeds from the recommender; mark the recommended row."""
+    try:
+        from app.core import recommend  # written by another helper; absent in early builds
+    except ImportError:
+        recommend = None  # type: ignore[assignment]
+    if recommend is None:
+        for r in rows:
+            r.note = "no recommender available: sizes only"
+        _fallback_pick(rows)
+        return
+    _apply_recommender(recommend, rows, headers)
+
+
+def _fallback_pick(rows: list[VariantAssessment]) -> None:
+    usable = [r for r in rows if not r.error]
+    if not usable:
+        return
+    target = 4.9  # Q4_K_M's bits per weight: the usual size/quality balance
+    best = min(usable, key=lambda r: abs((hub.bits_per_weight(r.quant) or 99) - target))
+    best.recommended = True
+
+
+def _apply_recommender(recommend: Any, rows: list[VariantAssessment], headers: list[VariantHeader]) -> None:
+    raise NotImplementedError  # replaced once app.core.recommend's API is known
