@@ -1,0 +1,162 @@
+"""Conversation list: a list model over the chat store and the side panel (new, search, rename, delete)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QLineEdit,
+    QListView,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.chat_store import ChatStore, Conversation
+
+ConversationIdRole = Qt.ItemDataRole.UserRole + 1
+Index = QModelIndex | QPersistentModelIndex
+
+
+class ConversationListModel(QAbstractListModel):
+    """Conversations, newest activity first, filtered by a search string. Titles are editable (rename)."""
+
+    def __init__(self, store: ChatStore, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.store = store
+        self._items: list[Conversation] = []
+        self._search = ""
+        self.reload()
+
+    def reload(self) -> None:
+        self.beginResetModel()
+        self._items = self.store.list_conversations(self._search)
+        self.endResetModel()
+
+    def set_search(self, text: str) -> None:
+        self._search = text
+        self.reload()
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008 (Qt signature)
+        return 0 if parent.isValid() else len(self._items)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._items):
+            return None
+        conv = self._items[index.row()]
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
+            return conv.title
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return f"{conv.title}\nlast activity {time.strftime('%Y-%m-%d %H:%M', time.localtime(conv.updated))}"
+        if role == ConversationIdRole:
+            return conv.id
+        return None
+
+    def setData(self, index: Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+        if role != Qt.ItemDataRole.EditRole or not index.isValid() or not isinstance(value, str):
+            return False
+        conv = self._items[index.row()]
+        self.store.rename_conversation(conv.id, value)
+        conv.title = value.strip() or "Untitled"
+        self.dataChanged.emit(index, index, [Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole])
+        return True
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEditable
+
+    def row_of(self, conversation_id: int) -> int:
+        for i, c in enumerate(self._items):
+            if c.id == conversation_id:
+                return i
+        return -1
+
+
+class ConversationPanel(QWidget):
+    open_requested = Signal(int)
+    new_requested = Signal()
+    deleted = Signal(int)
+
+    def __init__(self, store: ChatStore, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.store = store
+        self.model = ConversationListModel(store, self)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        self.new_button = QPushButton("New chat")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button.clicked.connect(self.new_requested)
+        lay.addWidget(self.new_button)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search chats…")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.model.set_search)
+        lay.addWidget(self.search)
+        self.view = QListView()
+        self.view.setModel(self.model)
+        self.view.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._menu)
+        self.view.clicked.connect(self._clicked)
+        self.view.activated.connect(self._clicked)
+        lay.addWidget(self.view, 1)
+        rename = QAction("Rename", self.view)
+        rename.setShortcut(QKeySequence(Qt.Key.Key_F2))
+        rename.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        rename.triggered.connect(self.rename_current)
+        delete = QAction("Delete", self.view)
+        delete.setShortcut(QKeySequence(QKeySequence.StandardKey.Delete))
+        delete.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        delete.triggered.connect(self.delete_current)
+        self.view.addActions([rename, delete])
+        self._rename_action, self._delete_action = rename, delete
+        self.confirm_delete = True  # tests turn the question off
+
+    def _clicked(self, index: QModelIndex) -> None:
+        cid = index.data(ConversationIdRole)
+        if cid is not None:
+            self.open_requested.emit(int(cid))
+
+    def _menu(self, pos: Any) -> None:
+        if not self.view.indexAt(pos).isValid():
+            return
+        self.view.setCurrentIndex(self.view.indexAt(pos))
+        menu = QMenu(self)
+        menu.addAction(self._rename_action)
+        menu.addAction(self._delete_action)
+        menu.exec(self.view.viewport().mapToGlobal(pos))
+
+    def rename_current(self) -> None:
+        index = self.view.currentIndex()
+        if index.isValid():
+            self.view.edit(index)
+
+    def delete_current(self) -> None:
+        index = self.view.currentIndex()
+        if not index.isValid():
+            return
+        cid = int(index.data(ConversationIdRole))
+        if self.confirm_delete:
+            answer = QMessageBox.question(self, "Delete chat", f"Delete “{index.data()}” and all its messages?")
+            if answer != QMessageBox.StandardButton.Yes:
+                return
+        self.store.delete_conversation(cid)
+        self.model.reload()
+        self.deleted.emit(cid)
+
+    def select(self, conversation_id: int) -> None:
+        row = self.model.row_of(conversation_id)
+        if row >= 0:
+            self.view.setCurrentIndex(self.model.index(row))
+
+    def reload(self, keep: int | None = None) -> None:
+        self.model.reload()
+        if keep is not None:
+            self.select(keep)

@@ -1,0 +1,494 @@
+"""Live performance dashboard (a dock): prefill and decode kept apart, in one colour each, everywhere.
+
+Per message: TTFT, prefill tok/s, decode tok/s, ITL percentiles, prompt tokens new vs reused. Across the
+conversation: prefill tok/s and decode tok/s on two separate plots, TTFT vs prompt length. The current
+reply's inter-token-latency histogram updates while it streams. Memory: KV cache used/allocated, headroom,
+engine RSS (VRAM via NVML where there is one), system RAM. Roofline: measured bandwidth and compute roofs
+with the prefill and decode operating points.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import psutil
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFrame,
+    QGridLayout,
+    QGroupBox,
+    QLabel,
+    QProgressBar,
+    QScrollArea,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.metrics import PhaseMetrics, fmt_bytes, percentile
+from app.engine import protocol as P
+from app.ui import roofline_model, theme
+from app.ui.engine_qt import EngineQt
+
+PLOT_HEIGHT = 150
+
+
+def _fmt(v: float, digits: int = 0, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and (math.isnan(v) or v <= 0)):
+        return "—"
+    return f"{v:.{digits}f}{unit}"
+
+
+def _si(v: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.1f} {unit}"
+    return f"{v:.0f} "
+
+
+class Card(QFrame):
+    """A titled number: the at-a-glance part of the dashboard."""
+
+    def __init__(self, title: str, color: str | None = None, tip: str = ""):
+        super().__init__()
+        self.setObjectName("card")
+        self.color = color
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        lay.setSpacing(0)
+        self.title = QLabel(title)
+        self.value = QLabel("—")
+        self.detail = QLabel("")
+        font = self.value.font()
+        font.setPointSizeF(font.pointSizeF() * 1.45)
+        font.setBold(True)
+        self.value.setFont(font)
+        for w in (self.title, self.value, self.detail):
+            # Let the dock be narrow: labels may be cut rather than force a horizontal scroll bar.
+            w.setMinimumWidth(1)
+            w.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+            lay.addWidget(w)
+        self.setToolTip(tip)
+        self.restyle()
+
+    def restyle(self) -> None:
+        c = theme.colors()
+        self.setStyleSheet(f"QFrame#card {{ border: 1px solid {c.border}; border-radius: 6px; }}")
+        self.title.setStyleSheet(f"color: {c.muted};")
+        self.detail.setStyleSheet(f"color: {c.muted};")
+        self.value.setStyleSheet(f"color: {self.color or c.text};")
+
+    def set(self, value: str, detail: str = "") -> None:
+        self.value.setText(value)
+        self.detail.setText(detail)
+
+
+def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
+    w = pg.PlotWidget()
+    w.setMinimumHeight(PLOT_HEIGHT)
+    w.setMaximumHeight(PLOT_HEIGHT + 40)
+    w.setTitle(title, size="9pt")
+    w.setLabel("left", left)
+    w.setLabel("bottom", bottom)
+    w.showGrid(x=True, y=True, alpha=0.25)
+    w.setMenuEnabled(False)
+    w.setMouseEnabled(x=False, y=False)
+    w.hideButtons()
+    return w
+
+
+def _empty_label(plot: pg.PlotWidget, text: str) -> QLabel:
+    """A centred hint over an empty plot (hidden once it has data)."""
+    label = QLabel(text, plot)
+    label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+    label.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+    label.setStyleSheet("color: #80868b; background: transparent;")
+    lay = QVBoxLayout(plot)
+    lay.addWidget(label)
+    return label
+
+
+class Dashboard(QWidget):
+    """The dashboard's content; `DashboardDock` puts it in a dock with a scroll area."""
+
+    def __init__(self, engine: EngineQt, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.engine = engine
+        self.loaded: P.Loaded | None = None
+        self.history: list[PhaseMetrics] = []
+        self.bandwidth: float | None = None
+        self.bandwidth_note = "not measured yet"
+        self.calibrated_peak: float | None = None
+        self.n_ubatch = 512
+        self._live_times: list[float] = []
+        self._reply_started: float | None = None
+        self._last_stats: P.Stats | None = None
+        self._nvml: Any = None
+        self._nvml_tried = False
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.setSpacing(8)
+
+        # --- per message cards
+        grid = QGridLayout()
+        grid.setSpacing(6)
+        self.card_ttft = Card("TTFT", None, "Time to first token (wall clock): what the user waits for")
+        self.card_prefill = Card("Prefill", theme.PREFILL,
+                                 "Prompt processing rate: compute-bound, sets the time to first token")
+        self.card_decode = Card("Decode", theme.DECODE,
+                                "Generation rate: one token at a time, memory-bandwidth-bound")
+        self.card_itl = Card("Inter-token latency", None, "Gap between consecutive tokens (wall clock)")
+        self.card_prompt = Card("Prompt tokens", None, "New tokens were evaluated; reused ones came from the KV cache")
+        self.card_kv = Card("KV cache", None, "Tokens held in the KV cache and the room left")
+        self.cards = [self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt,
+                      self.card_kv]
+        for i, card in enumerate(self.cards):
+            grid.addWidget(card, i // 3, i % 3)
+        lay.addLayout(grid)
+
+        # --- time series: prefill and decode never blended, each on its own plot
+        self.plot_prefill = _plot("Prefill tok/s per reply", "tok/s", "reply #")
+        self.plot_decode = _plot("Decode tok/s per reply", "tok/s", "reply #")
+        self.curve_prefill = self.plot_prefill.plot([], [], pen=pg.mkPen(theme.PREFILL, width=2), symbol="o",
+                                                    symbolBrush=theme.PREFILL, symbolPen=None, symbolSize=7)
+        self.curve_decode = self.plot_decode.plot([], [], pen=pg.mkPen(theme.DECODE, width=2), symbol="o",
+                                                  symbolBrush=theme.DECODE, symbolPen=None, symbolSize=7)
+        self.plot_ttft = _plot("TTFT vs prompt length", "TTFT (ms)", "prompt tokens")
+        self.scatter_ttft = pg.ScatterPlotItem(size=8, brush=pg.mkBrush(theme.PREFILL), pen=None)
+        self.plot_ttft.addItem(self.scatter_ttft)
+        self.plot_itl = _plot("Inter-token latency, current reply", "tokens", "ms")
+        self.itl_bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=theme.DECODE, pen=None)
+        self.plot_itl.addItem(self.itl_bars)
+        self.itl_lines: list[pg.InfiniteLine] = []
+        self.empty_labels = {w: _empty_label(w, "no replies yet") for w in
+                             (self.plot_prefill, self.plot_decode, self.plot_ttft)}
+        self.empty_labels[self.plot_itl] = _empty_label(self.plot_itl, "tokens appear here while a reply streams")
+        for group, widgets in (("Speed across the conversation", [self.plot_prefill, self.plot_decode]),
+                               ("Latency", [self.plot_ttft, self.plot_itl])):
+            box = QGroupBox(group)
+            bl = QVBoxLayout(box)
+            bl.setContentsMargins(4, 4, 4, 4)
+            for w in widgets:
+                bl.addWidget(w)
+            lay.addWidget(box)
+
+        # --- memory
+        mem = QGroupBox("Memory")
+        ml = QGridLayout(mem)
+        self.kv_bar = QProgressBar()
+        self.kv_label = QLabel("—")
+        self.kv_label.setWordWrap(True)
+        self.swa_label = QLabel("")
+        self.swa_label.setWordWrap(True)
+        self.engine_label = QLabel("—")
+        self.vram_label = QLabel("")
+        self.ram_bar = QProgressBar()
+        self.ram_label = QLabel("—")
+        ml.addWidget(QLabel("KV cache"), 0, 0)
+        ml.addWidget(self.kv_bar, 0, 1)
+        ml.addWidget(self.kv_label, 1, 0, 1, 2)
+        ml.addWidget(self.swa_label, 2, 0, 1, 2)
+        ml.addWidget(QLabel("System RAM"), 3, 0)
+        ml.addWidget(self.ram_bar, 3, 1)
+        ml.addWidget(self.ram_label, 4, 0, 1, 2)
+        ml.addWidget(self.engine_label, 5, 0, 1, 2)
+        ml.addWidget(self.vram_label, 6, 0, 1, 2)
+        lay.addWidget(mem)
+
+        # --- roofline
+        roof = QGroupBox("Roofline")
+        rl = QVBoxLayout(roof)
+        rl.setContentsMargins(4, 4, 4, 4)
+        self.plot_roof = _plot("", "FLOP/s", "arithmetic intensity (FLOPs/byte)")
+        self.plot_roof.setMinimumHeight(PLOT_HEIGHT + 40)
+        self.plot_roof.setMaximumHeight(PLOT_HEIGHT + 80)
+        self.plot_roof.setLogMode(x=True, y=True)
+        self.plot_roof.showGrid(x=True, y=True, alpha=0.2)
+        self.roof_curve = self.plot_roof.plot([], [], pen=pg.mkPen(theme.ROOF, width=2))
+        for axis in ("left", "bottom"):
+            self.plot_roof.getAxis(axis).enableAutoSIPrefix(False)
+        legend = self.plot_roof.addLegend(offset=(-5, -5), labelTextSize="8pt")
+        # PlotDataItems (not bare scatter items): only they follow the plot's log mode.
+        self.roof_prefill = self.plot_roof.plot([], [], pen=None, symbol="o", symbolSize=12, name="prefill",
+                                                symbolBrush=theme.PREFILL, symbolPen=None)
+        self.roof_decode = self.plot_roof.plot([], [], pen=None, symbol="s", symbolSize=11, name="decode",
+                                               symbolBrush=theme.DECODE, symbolPen=None)
+        legend.addItem(self.roof_curve, "roof")
+        self.roof_empty = _empty_label(self.plot_roof, "send a message to place prefill and decode")
+        rl.addWidget(self.plot_roof)
+        self.roof_label = QLabel("")
+        self.roof_label.setWordWrap(True)
+        rl.addWidget(self.roof_label)
+        self.roof_explain = QLabel(
+            "Decode reads every weight for each token, so it sits on the bandwidth slope; prefill reuses each "
+            "weight for a whole batch of prompt tokens, so it climbs toward the compute roof.")
+        self.roof_explain.setWordWrap(True)
+        rl.addWidget(self.roof_explain)
+        lay.addWidget(roof)
+        lay.addStretch(1)
+
+        self._poll = QTimer(self)
+        self._poll.setInterval(1000)
+        self._poll.timeout.connect(self.poll)
+        self._poll.start()
+        engine.stats.connect(self.on_stats)
+        engine.loaded.connect(self.set_loaded)
+        self.restyle()
+        self.poll()
+        self._update_roofline()
+
+    # ------------------------------------------------------------------ inputs
+    def set_loaded(self, loaded: P.Loaded) -> None:
+        self.loaded = loaded
+        self._update_kv(None)
+        self._update_roofline()
+
+    def set_bandwidth(self, bytes_per_s: float | None, note: str = "") -> None:
+        self.bandwidth = bytes_per_s
+        self.bandwidth_note = note or ("measured" if bytes_per_s else "not measured yet")
+        self._update_roofline()
+
+    def set_history(self, metrics: list[PhaseMetrics]) -> None:
+        self.history = list(metrics)
+        self._live_times = []
+        self._update_series()
+        self._show_message(self.history[-1] if self.history else None)
+        self._set_itl([m for m in (self.history[-1].itl_ms if self.history else [])])
+
+    def add_metrics(self, m: PhaseMetrics) -> None:
+        self.history.append(m)
+        self._live_times = []
+        self._update_series()
+        self._show_message(m)
+        self._set_itl(m.itl_ms)
+        self._update_kv(None)
+
+    def start_reply(self) -> None:
+        self._reply_started = time.monotonic()
+        self._live_times = []
+        self._set_itl([])
+        for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
+            card.set("…", "waiting for the first token")
+
+    def on_tokens(self, times: list[float]) -> None:
+        """Live update while streaming, from the engine's token timestamps."""
+        first = not self._live_times
+        self._live_times.extend(times)
+        t = self._live_times
+        if first and t and self._reply_started is not None:
+            # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.
+            self.card_ttft.set(f"{1000 * (t[0] - self._reply_started):.0f} ms", "live; final at the end")
+            for card in (self.card_prefill, self.card_prompt):
+                card.set("…", "counted when the reply ends")
+        gaps = [1000.0 * (b - a) for a, b in zip(t, t[1:])]
+        self._set_itl(gaps)
+        if len(t) >= 2 and t[-1] > t[0]:
+            rate = (len(t) - 1) / (t[-1] - t[0])
+            self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
+            self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
+                              f"p95 {percentile(gaps, 95):.1f} · p99 {percentile(gaps, 99):.1f} (live)")
+
+    def on_stats(self, stats: P.Stats) -> None:
+        self._last_stats = stats
+        self._update_kv(stats)
+        self.engine_label.setText(f"Engine process: {fmt_bytes(stats.rss_bytes)} resident")
+
+    # ------------------------------------------------------------------ rendering
+    def _show_message(self, m: PhaseMetrics | None) -> None:
+        if m is None:
+            for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
+                card.set("—", "")
+            return
+        self.card_ttft.set(_fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
+        self.card_prefill.set(_fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
+        self.card_decode.set(_fmt(m.decode_tps, 1, " tok/s"), f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms")
+        self.card_itl.set(_fmt(m.itl_p50, 1, " ms"), f"p95 {_fmt(m.itl_p95, 1)} · p99 {_fmt(m.itl_p99, 1)} ms")
+        new = m.prompt_tokens - m.reused_tokens
+        self.card_prompt.set(f"{m.prompt_tokens}", f"{new} new · {m.reused_tokens} reused")
+
+    def _update_series(self) -> None:
+        xs = list(range(1, len(self.history) + 1))
+        self.curve_prefill.setData(xs, [m.prefill_tps for m in self.history])
+        self.curve_decode.setData(xs, [m.decode_tps for m in self.history])
+        self.scatter_ttft.setData([m.prompt_tokens for m in self.history], [m.ttft_ms for m in self.history])
+        for plot in (self.plot_prefill, self.plot_decode):
+            plot.setXRange(0.5, max(len(xs), 3) + 0.5, padding=0)
+            plot.enableAutoRange(axis="y")
+        for plot in (self.plot_prefill, self.plot_decode, self.plot_ttft):
+            self.empty_labels[plot].setVisible(not xs)
+        self._update_roofline()
+
+    def _set_itl(self, gaps_ms: list[float]) -> None:
+        for line in self.itl_lines:
+            self.plot_itl.removeItem(line)
+        self.itl_lines = []
+        self.empty_labels[self.plot_itl].setVisible(not gaps_ms)
+        if not gaps_ms:
+            self.itl_bars.setOpts(x0=[], x1=[], height=[])
+            return
+        arr = np.asarray(gaps_ms, dtype=float)
+        # A few stalls (another process took the CPU) must not squash the bulk into one bar:
+        # the range ends at 3× the median (or the max if smaller); slower gaps pile up in the last bin.
+        hi = max(min(float(arr.max()) * 1.05, 3.0 * float(np.median(arr))), 1.0)
+        counts, edges = np.histogram(np.clip(arr, 0, hi), bins=30, range=(0, hi))
+        self.itl_bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
+        self.plot_itl.setXRange(0, hi, padding=0.02)
+        c = theme.colors()
+        for q, style, where in ((50, Qt.PenStyle.SolidLine, 0.9), (99, Qt.PenStyle.DashLine, 0.7)):
+            v = percentile(gaps_ms, q)
+            line = pg.InfiniteLine(pos=min(v, hi), angle=90, pen=pg.mkPen(c.text, width=1, style=style),
+                                   label=f"p{q} {v:.0f} ms", labelOpts={"position": where, "color": c.text,
+                                                                       "anchors": [(1, 0.5), (1, 0.5)]})
+            self.plot_itl.addItem(line)
+            self.itl_lines.append(line)
+
+    def _update_kv(self, stats: P.Stats | None) -> None:
+        stats = stats or self._last_stats
+        loaded = self.loaded
+        if loaded is None:
+            self.kv_label.setText("No model loaded.")
+            self.kv_bar.setValue(0)
+            self.swa_label.setText("")
+            self.card_kv.set("—", "")
+            return
+        cells_alloc = stats.kv_cells_allocated if stats and stats.loaded else loaded.kv_cells_allocated
+        bytes_alloc = stats.kv_bytes_allocated if stats and stats.loaded else loaded.kv_bytes_allocated
+        cells_used = stats.kv_cells_used if stats and stats.loaded else 0
+        bytes_used = stats.kv_bytes_used if stats and stats.loaded else 0
+        if self.history and (stats is None or not stats.loaded):
+            cells_used, bytes_used = self.history[-1].kv_cells_used, self.history[-1].kv_bytes_used
+        n_ctx = loaded.n_ctx
+        headroom = max(n_ctx - cells_used, 0)
+        self.kv_bar.setRange(0, max(cells_alloc, 1))
+        self.kv_bar.setValue(min(cells_used, max(cells_alloc, 1)))
+        self.kv_bar.setFormat(f"{cells_used} / {cells_alloc} cells")
+        self.kv_label.setText(
+            f"{fmt_bytes(bytes_used)} used of {fmt_bytes(bytes_alloc)} allocated "
+            f"({loaded.type_k}/{loaded.type_v}) · headroom {headroom} tokens of {n_ctx}")
+        self.card_kv.set(f"{cells_used} tok", f"{headroom} tokens free")
+        self.swa_label.setText(self._swa_note(loaded))
+
+    @staticmethod
+    def _swa_note(loaded: P.Loaded) -> str:
+        window = None
+        for key, value in loaded.metadata.items():
+            if key.endswith("attention.sliding_window"):
+                try:
+                    window = int(value)
+                except ValueError:
+                    pass
+        if not window:
+            return ""
+        kind = "full-size cache (every layer keeps all n_ctx cells)" if loaded.swa_full else \
+            "sliding layers keep only the window"
+        return (f"Sliding-window attention: most layers only look back {window} tokens; "
+                f"{kind}.")
+
+    def poll(self) -> None:
+        """1 Hz: system RAM (psutil), engine RSS (psutil on its pid), VRAM (NVML), KV stats (engine)."""
+        vm = psutil.virtual_memory()
+        self.ram_bar.setRange(0, 1000)
+        self.ram_bar.setValue(int(1000 * (vm.total - vm.available) / max(vm.total, 1)))
+        self.ram_bar.setFormat(f"{100 * (vm.total - vm.available) / max(vm.total, 1):.0f} %")
+        self.ram_label.setText(f"{fmt_bytes(vm.total - vm.available)} used of {fmt_bytes(vm.total)}, "
+                               f"{fmt_bytes(vm.available)} available")
+        pid = self.engine.pid
+        if pid is None:
+            self.engine_label.setText("Engine process: not running")
+        else:
+            try:
+                rss = psutil.Process(pid).memory_info().rss
+                self.engine_label.setText(f"Engine process (pid {pid}): {fmt_bytes(rss)} resident")
+            except psutil.Error:
+                pass
+            self.engine.request_stats()
+        self.vram_label.setText(self._vram_text(pid))
+
+    def _vram_text(self, pid: int | None) -> str:
+        if not self._nvml_tried:
+            self._nvml_tried = True
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                self._nvml = pynvml
+            except Exception:  # no NVIDIA driver: the common case on CPU machines
+                self._nvml = None
+        if self._nvml is None:
+            return "VRAM: no NVIDIA GPU (NVML unavailable)"
+        nv = self._nvml
+        try:
+            parts = []
+            for i in range(nv.nvmlDeviceGetCount()):
+                h = nv.nvmlDeviceGetHandleByIndex(i)
+                info = nv.nvmlDeviceGetMemoryInfo(h)
+                mine = sum(p.usedGpuMemory or 0 for p in nv.nvmlDeviceGetComputeRunningProcesses(h)
+                           if pid is not None and p.pid == pid)
+                parts.append(f"GPU{i}: engine {fmt_bytes(mine)}, {fmt_bytes(info.used)} / {fmt_bytes(info.total)}")
+            return "VRAM: " + "; ".join(parts) if parts else "VRAM: no GPU"
+        except Exception as exc:  # NVML errors must not break the dashboard
+            return f"VRAM: unavailable ({exc})"
+
+    def _update_roofline(self) -> None:
+        loaded = self.loaded
+        if loaded is None:
+            self.roof_label.setText("Load a model to see where prefill and decode sit.")
+            return
+        r = roofline_model.build(self.history, loaded.n_params, loaded.model_size, self.bandwidth,
+                                 self.calibrated_peak, self.n_ubatch)
+        pts = [p for p in (r.prefill, r.decode) if p is not None]
+        lo = min([p.intensity for p in pts] + [0.5]) / 3
+        hi = max([p.intensity for p in pts] + [(r.ridge or 1) * 4, 50.0]) * 3
+        xs = np.logspace(math.log10(lo), math.log10(hi), 80)
+        ys = [r.roof(x) for x in xs]
+        if all(y is not None and math.isfinite(y) for y in ys):
+            self.roof_curve.setData(xs, ys)
+        else:
+            self.roof_curve.setData([], [])
+        self.roof_prefill.setData([r.prefill.intensity] if r.prefill else [],
+                                  [r.prefill.flops] if r.prefill else [])
+        self.roof_decode.setData([r.decode.intensity] if r.decode else [],
+                                 [r.decode.flops] if r.decode else [])
+        self.roof_empty.setVisible(not pts)
+        bw = f"{self.bandwidth / 1e9:.1f} GB/s ({self.bandwidth_note})" if self.bandwidth else \
+            f"{self.bandwidth_note}"
+        peak = f"{_si(r.peak_flops)}FLOP/s ({r.peak_source})" if r.peak_flops else r.peak_source
+        text = f"Bandwidth roof: {bw} · compute roof: {peak}"
+        if r.decode and self.bandwidth:
+            used = r.decode.flops / r.decode.intensity
+            text += f" · decode moves {used / 1e9:.1f} GB/s = {100 * used / self.bandwidth:.0f} % of the roof"
+        self.roof_label.setText(text)
+
+    def restyle(self) -> None:
+        c = theme.colors()
+        for card in self.cards:
+            card.restyle()
+        for plot in (self.plot_prefill, self.plot_decode, self.plot_ttft, self.plot_itl, self.plot_roof):
+            plot.setBackground(c.base)
+            for axis in ("left", "bottom"):
+                ax = plot.getAxis(axis)
+                ax.setPen(pg.mkPen(c.muted))
+                ax.setTextPen(pg.mkPen(c.text))
+            plot.getPlotItem().titleLabel.setText(plot.getPlotItem().titleLabel.text, color=c.text)
+        for label in (self.roof_explain, self.swa_label):
+            label.setStyleSheet(f"color: {c.muted};")
+
+
+class DashboardDock(QDockWidget):
+    def __init__(self, engine: EngineQt, parent: QWidget | None = None):
+        super().__init__("Performance", parent)
+        self.setObjectName("dashboard")
+        self.dashboard = Dashboard(engine)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self.dashboard)
+        self.setWidget(scroll)
+        self.setMinimumWidth(470)

@@ -1,0 +1,236 @@
+"""The GUI's one handle on the engine process: `EngineClient` events re-emitted as Qt signals.
+
+Events arrive on the client's reader thread. Tokens are parked in a deque and delivered in batches by a
+16 ms QTimer (at most ~60 view updates per second, however fast the model decodes); every other event is
+re-emitted through a signal, which Qt queues onto the GUI thread. Nothing here ever waits on the engine:
+sending is a short pipe write, and a dead engine becomes one `error` signal (kind `engine_died`).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.engine import protocol as P
+from app.engine.client import EngineClient, EngineError
+
+# Engine states shown in the status bar.
+STOPPED, STARTING, IDLE, LOADING, GENERATING, BENCHING, DEAD = (
+    "stopped", "starting", "idle", "loading", "generating", "benchmarking", "dead")
+
+TOKEN_BATCH_MS = 16  # ≤ 60 view updates per second
+
+
+class EngineQt(QObject):
+    ready = Signal(object)  # P.Ready
+    progress = Signal(str, float)  # stage, fraction 0..1
+    loaded = Signal(object)  # P.Loaded
+    tokens = Signal(str, str, list)  # request_id, text of the batch, engine timestamps `t` of its tokens
+    done = Signal(object)  # P.Done
+    error = Signal(object)  # P.Error
+    stats = Signal(object)  # P.Stats
+    bench_result = Signal(object)  # P.BenchResult
+    state_changed = Signal(str)
+
+    _event = Signal(object)  # reader thread -> GUI thread (queued: emitted from a foreign thread)
+
+    def __init__(self, parent: QObject | None = None,
+                 client_factory: Callable[..., EngineClient] = EngineClient):
+        super().__init__(parent)
+        self._client = client_factory(on_event=self._on_reader_event)
+        self._pending: collections.deque[P.Token] = collections.deque()
+        self._batch = QTimer(self)
+        self._batch.setInterval(TOKEN_BATCH_MS)
+        self._batch.timeout.connect(self.drain_tokens)
+        self._event.connect(self._dispatch)
+        self._state = STOPPED
+        self._last_config: P.LoadConfig | None = None
+        self._stats_sent_at: float | None = None
+        self._active_request: str | None = None
+        self.loaded_info: P.Loaded | None = None
+        self.ready_info: P.Ready | None = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def state(self) -> str:
+        return self._state
+
+    def _set_state(self, state: str) -> None:
+        if state != self._state:
+            self._state = state
+            self.state_changed.emit(state)
+
+    @property
+    def alive(self) -> bool:
+        return self._client.alive
+
+    @property
+    def pid(self) -> int | None:
+        return self._client.pid if self._client.alive else None
+
+    @property
+    def client(self) -> EngineClient:
+        return self._client
+
+    @property
+    def active_request(self) -> str | None:
+        return self._active_request
+
+    # ------------------------------------------------------------------ commands (never block)
+    def start(self) -> None:
+        if self._client.alive:
+            return
+        self._pending.clear()
+        self._stats_sent_at = None
+        self.loaded_info = None
+        try:
+            self._client.start()
+        except OSError as exc:
+            self._fail(P.Error(None, "engine_died", f"could not start the engine: {exc}", fatal=True))
+            return
+        self._set_state(STARTING)
+
+    def load(self, config: P.LoadConfig) -> None:
+        self._last_config = config
+        self.start()
+        if self._send(P.Load(config)):
+            self._set_state(LOADING)
+
+    def generate(self, request: P.Generate) -> None:
+        self._pending.clear()
+        if self._send(request):
+            self._active_request = request.request_id
+            self._set_state(GENERATING)
+            self._batch.start()
+
+    def cancel(self, request_id: str | None = None) -> None:
+        rid = request_id or self._active_request
+        if rid and self._client.alive:
+            self._send(P.Cancel(rid))
+
+    def bench(self, request: P.Bench) -> None:
+        if self._send(request):
+            self._set_state(BENCHING)
+
+    def request_stats(self) -> bool:
+        """Ask for KV/RSS stats unless a request is already outstanding (no backlog while busy)."""
+        now = time.monotonic()
+        if not self._client.alive or (self._stats_sent_at is not None and now - self._stats_sent_at < 5.0):
+            return False
+        if self._send(P.GetStats(), report=False):
+            self._stats_sent_at = now
+            return True
+        return False
+
+    def restart(self) -> None:
+        """Kill whatever is left of the engine, start a fresh one and reload the last model."""
+        self._batch.stop()
+        self._pending.clear()
+        self._active_request = None
+        self._client.kill()
+        self._set_state(STOPPED)
+        self.start()
+        if self._last_config is not None:
+            self.load(self._last_config)
+
+    def kill(self) -> None:
+        """SIGKILL the engine (tests; the user's last resort)."""
+        self._client.kill()
+
+    def new_request_id(self) -> str:
+        return self._client.new_request_id("chat")
+
+    def shutdown(self, timeout: float = 2.0) -> None:
+        """At application exit only: ask the engine to stop, kill it after `timeout`."""
+        self._batch.stop()
+        self._client.close(timeout)
+        self._set_state(STOPPED)
+
+    def _send(self, command: Any, report: bool = True) -> bool:
+        try:
+            self._client.send(command)
+            return True
+        except EngineError as exc:
+            if report:
+                # Deliver later, not from inside the caller's slot: no re-entrancy surprises.
+                err = exc.error
+                QTimer.singleShot(0, self, lambda: self._fail(err))
+            return False
+
+    # ------------------------------------------------------------------ events
+    def _on_reader_event(self, event: Any) -> None:
+        """Reader thread. Tokens are parked for the batch timer; the rest hop to the GUI thread."""
+        if isinstance(event, P.Token):
+            self._pending.append(event)
+            return
+        try:
+            self._event.emit(event)
+        except RuntimeError:  # the QObject is gone (app shutting down)
+            pass
+
+    def drain_tokens(self) -> None:
+        """Deliver parked tokens as one batch per request (GUI thread)."""
+        if not self._pending:
+            return
+        rid: str | None = None
+        texts: list[str] = []
+        times: list[float] = []
+        while self._pending:
+            tok = self._pending.popleft()
+            if rid is not None and tok.request_id != rid:
+                self.tokens.emit(rid, "".join(texts), times)
+                texts, times = [], []
+            rid = tok.request_id
+            texts.append(tok.text)
+            times.append(tok.t)
+        if rid is not None:
+            self.tokens.emit(rid, "".join(texts), times)
+
+    def _dispatch(self, event: Any) -> None:
+        if isinstance(event, P.Ready):
+            self.ready_info = event
+            if self._state == STARTING:
+                self._set_state(IDLE)
+            self.ready.emit(event)
+        elif isinstance(event, P.Progress):
+            self.progress.emit(event.stage, float(event.fraction))
+        elif isinstance(event, P.Loaded):
+            self.loaded_info = event
+            self._set_state(IDLE)
+            self.loaded.emit(event)
+        elif isinstance(event, P.Done):
+            self.drain_tokens()  # every token of this request precedes its Done
+            if event.request_id == self._active_request:
+                self._finish_request()
+            self.done.emit(event)
+        elif isinstance(event, P.Stats):
+            self._stats_sent_at = None
+            self.stats.emit(event)
+        elif isinstance(event, P.BenchResult):
+            self._set_state(IDLE)
+            self.bench_result.emit(event)
+        elif isinstance(event, P.Error):
+            self.drain_tokens()
+            self._fail(event)
+
+    def _finish_request(self) -> None:
+        self._active_request = None
+        self._batch.stop()
+        self._set_state(IDLE)
+
+    def _fail(self, error: P.Error) -> None:
+        if error.fatal:
+            self._batch.stop()
+            self._active_request = None
+            self._stats_sent_at = None
+            self.loaded_info = None
+            self._set_state(DEAD)
+        elif error.request_id is not None and error.request_id == self._active_request:
+            self._finish_request()
+        elif self._state in (LOADING, BENCHING):
+            self._set_state(IDLE)
+        self.error.emit(error)

@@ -1,0 +1,257 @@
+"""The conversation view: one widget per message in a scroll area, so streaming re-renders only the reply
+being written (cheap at 60 updates/s however long the conversation is), plus the input box."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QTextOption
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QScrollArea,
+    QSizePolicy,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.chat_store import Message
+from app.core.metrics import PhaseMetrics
+from app.ui import theme
+from app.ui.markdown_render import markdown_to_html, plain_to_html, stylesheet
+
+STATE_LABELS = {"streaming": "writing…", "interrupted": "interrupted", "error": "error", "complete": ""}
+
+
+class AutoHeightBrowser(QTextBrowser):
+    """A QTextBrowser as tall as its document: the outer scroll area does the scrolling."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setOpenExternalLinks(True)
+        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.viewport().setAutoFillBackground(False)
+        self.setStyleSheet("QTextBrowser { background: transparent; }")
+        self.document().setDocumentMargin(2)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+
+    def _fit(self, *_: object) -> None:
+        h = math.ceil(self.document().size().height()) + 2 * self.frameWidth()
+        if h != self.height():
+            self.setFixedHeight(max(h, 18))
+
+    def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
+        super().resizeEvent(event)
+        self._fit()
+
+    def sizeHint(self) -> QSize:
+        return QSize(200, self.height())
+
+
+class MessageWidget(QFrame):
+    edit_requested = Signal(int)  # message id
+
+    def __init__(self, message: Message, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.message = message
+        self.text = message.content
+        self.setObjectName("message")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 6, 10, 6)
+        lay.setSpacing(2)
+        head = QHBoxLayout()
+        self.role_label = QLabel("You" if message.role == "user" else "Model")
+        font = self.role_label.font()
+        font.setBold(True)
+        self.role_label.setFont(font)
+        head.addWidget(self.role_label)
+        self.state_label = QLabel()
+        head.addWidget(self.state_label)
+        head.addStretch(1)
+        self.metrics_label = QLabel()
+        self.metrics_label.setTextFormat(Qt.TextFormat.RichText)
+        head.addWidget(self.metrics_label)
+        self.edit_button: QToolButton | None = None
+        if message.role == "user":
+            self.edit_button = QToolButton()
+            self.edit_button.setText("Edit")
+            self.edit_button.setToolTip("Edit this message and send it again (later messages are replaced)")
+            self.edit_button.setAutoRaise(True)
+            self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.message.id))
+            head.addWidget(self.edit_button)
+        lay.addLayout(head)
+        self.body = AutoHeightBrowser()
+        lay.addWidget(self.body)
+        self.restyle()
+        self.set_message(message)
+
+    def restyle(self) -> None:
+        c = theme.colors()
+        bg = c.user_bg if self.message.role == "user" else c.assistant_bg
+        self.setStyleSheet(f"QFrame#message {{ background: {bg}; border: 1px solid {c.border}; "
+                           f"border-radius: 8px; }}")
+        self.body.document().setDefaultStyleSheet(stylesheet(c))
+        self._render()
+
+    def set_message(self, message: Message) -> None:
+        self.message = message
+        self.text = message.content
+        self._render()
+        self._update_header()
+
+    def append(self, text: str) -> None:
+        self.text += text
+        self._render()
+
+    def _render(self) -> None:
+        if self.message.role == "user":
+            html = plain_to_html(self.text)
+        else:
+            html = markdown_to_html(self.text) if self.text else "<p>…</p>"
+        self.body.setHtml(html)
+
+    def _update_header(self) -> None:
+        m = self.message
+        c = theme.colors()
+        label = STATE_LABELS.get(m.state, m.state)
+        if m.state in ("interrupted", "error"):
+            self.state_label.setStyleSheet(f"color: {theme.WARN};")
+            tip = m.error or ("stopped" if m.finish_reason == "cancelled" else "")
+            self.state_label.setToolTip(tip)
+            if m.finish_reason == "cancelled":
+                label = "stopped"
+        else:
+            self.state_label.setStyleSheet(f"color: {c.muted};")
+        self.state_label.setText(label)
+        if m.metrics:
+            pm = PhaseMetrics.from_dict(m.metrics)
+            self.metrics_label.setText(
+                f"<span style='color:{c.muted}'>TTFT {pm.ttft_ms:.0f} ms</span> · "
+                f"<span style='color:{theme.PREFILL}'>prefill {pm.prefill_tps:.0f} tok/s</span> · "
+                f"<span style='color:{theme.DECODE}'>decode {pm.decode_tps:.1f} tok/s</span>")
+            self.metrics_label.setToolTip("\n".join(pm.summary_lines()))
+        else:
+            self.metrics_label.setText("")
+
+
+class MessageView(QScrollArea):
+    """Vertical list of MessageWidgets; keeps the bottom in view while streaming if it was in view."""
+
+    edit_requested = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self._inner = QWidget()
+        self._layout = QVBoxLayout(self._inner)
+        self._layout.setContentsMargins(12, 12, 12, 12)
+        self._layout.setSpacing(8)
+        self._placeholder = QLabel("Type a message below and press Enter.\n"
+                                   "The dashboard on the right shows prefill and decode as they happen.")
+        self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._placeholder.setStyleSheet(f"color: {theme.colors().muted};")
+        self._layout.addWidget(self._placeholder)
+        self._layout.addStretch(1)
+        self.setWidget(self._inner)
+        self._widgets: dict[int, MessageWidget] = {}
+        self._stick = True
+        self.verticalScrollBar().rangeChanged.connect(self._on_range)
+        self.verticalScrollBar().valueChanged.connect(self._on_scroll)
+
+    def _on_scroll(self, value: int) -> None:
+        self._stick = value >= self.verticalScrollBar().maximum() - 24
+
+    def _on_range(self, _lo: int, hi: int) -> None:
+        if self._stick:
+            self.verticalScrollBar().setValue(hi)
+
+    def clear(self) -> None:
+        for w in self._widgets.values():
+            w.setParent(None)
+            w.deleteLater()
+        self._widgets.clear()
+        self._placeholder.show()
+
+    def set_messages(self, messages: list[Message]) -> None:
+        self.clear()
+        for m in messages:
+            self.add_message(m)
+        self._stick = True
+        QTimer.singleShot(0, self, lambda: self.verticalScrollBar().setValue(self.verticalScrollBar().maximum()))
+
+    def add_message(self, message: Message) -> MessageWidget:
+        self._placeholder.hide()
+        w = MessageWidget(message)
+        w.edit_requested.connect(self.edit_requested)
+        self._layout.insertWidget(self._layout.count() - 1, w)
+        self._widgets[message.id] = w
+        self._stick = True
+        return w
+
+    def remove_from(self, message_id: int) -> None:
+        for mid in [m for m in self._widgets if m >= message_id]:
+            w = self._widgets.pop(mid)
+            w.setParent(None)
+            w.deleteLater()
+        if not self._widgets:
+            self._placeholder.show()
+
+    def append_text(self, message_id: int, text: str) -> None:
+        w = self._widgets.get(message_id)
+        if w is not None:
+            w.append(text)
+
+    def update_message(self, message: Message) -> None:
+        w = self._widgets.get(message.id)
+        if w is not None:
+            w.set_message(message)
+
+    def widget_for(self, message_id: int) -> MessageWidget | None:
+        return self._widgets.get(message_id)
+
+    def message_ids(self) -> list[int]:
+        return list(self._widgets)
+
+    def restyle(self) -> None:
+        self._placeholder.setStyleSheet(f"color: {theme.colors().muted};")
+        for w in self._widgets.values():
+            w.restyle()
+
+
+class InputBox(QPlainTextEdit):
+    """Enter sends, Shift+Enter inserts a newline, Esc stops (or leaves edit mode)."""
+
+    submitted = Signal()
+    escaped = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setPlaceholderText("Message (Enter to send, Shift+Enter for a new line, Esc to stop)")
+        self.setTabChangesFocus(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setFixedHeight(self.fontMetrics().lineSpacing() * 4 + 14)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key = event.key()
+        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                self.insertPlainText("\n")
+            else:
+                self.submitted.emit()
+            return
+        if key == Qt.Key.Key_Escape:
+            self.escaped.emit()
+            return
+        super().keyPressEvent(event)

@@ -1,0 +1,172 @@
+"""End-to-end chat window tests on the real engine and the real default model (offscreen, short replies).
+
+Each test starts its own engine process; replies are capped at a few tokens because the machine is small.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.core.chat_store import ChatStore
+from app.ui import engine_qt as E
+from app.ui.main_window import MainWindow
+
+# The offscreen platform cannot resize native windows and says so; that is not a bug of ours.
+OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+pytestmark = [pytest.mark.model, pytest.mark.gui, OFFSCREEN_NOISE]
+
+
+def _open(qtbot, max_tokens: int = 6) -> MainWindow:
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.show()
+    win.sampling_panel.max_tokens.setValue(max_tokens)
+    win.sampling_panel.seed_fixed.setChecked(True)
+    win.sampling_panel.seed.setValue(7)
+    win.sampling_overrides = {"ignore_eos": True}  # fixed-length replies whatever the base model says
+    win.load_default_model()
+    qtbot.waitUntil(lambda: win.engine.loaded_info is not None, timeout=90_000)
+    return win
+
+
+def _send(qtbot, win: MainWindow, text: str) -> None:
+    win.input.setPlainText(text)
+    qtbot.keyClick(win.input, Qt.Key.Key_Return)
+    assert win.session.busy
+    qtbot.waitUntil(lambda: not win.session.busy, timeout=60_000)
+
+
+def _messages(win: MainWindow):
+    assert win.session.conversation is not None
+    return win.store.messages(win.session.conversation.id)
+
+
+def test_send_stream_regenerate_edit_and_restart_persistence(qtbot, default_model, roofline_home):
+    win = _open(qtbot)
+    batches: list[tuple[float, str]] = []
+    win.engine.tokens.connect(lambda rid, text, times: batches.append((time.monotonic(), text)))
+    streamed: list[str] = []
+    win.session.stream_text.connect(lambda mid, text: streamed.append(text))
+
+    # Shift+Enter is a newline, not a send.
+    win.input.setPlainText("Roses are red,")
+    win.input.moveCursor(win.input.textCursor().MoveOperation.End)
+    qtbot.keyClick(win.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    assert not win.session.busy and win.input.toPlainText() == "Roses are red,\n"
+    win.input.setPlainText("Roses are red,")
+    _send(qtbot, win, "Roses are red,")
+
+    user, reply = _messages(win)
+    assert (user.role, user.content, user.state) == ("user", "Roses are red,", "complete")
+    assert reply.role == "assistant" and reply.state == "complete" and reply.finish_reason == "length"
+    assert reply.content and "".join(streamed) == reply.content  # the view got exactly the stored text
+    assert reply.metrics and reply.metrics["generated_tokens"] == 6
+    assert reply.metrics["prefill_tps"] > 0 and reply.metrics["decode_tps"] > 0
+    # Batching: at most one view update per 16 ms timer tick (≤ ~60/s), plus the final drain at Done.
+    span = batches[-1][0] - batches[0][0]
+    assert len(batches) <= span / 0.016 + 2, (len(batches), span)
+    widget = win.message_view.widget_for(reply.id)
+    assert widget is not None and widget.text == reply.content
+    assert len(win.dashboard.history) == 1
+    assert win.dashboard.card_decode.value.text().endswith("tok/s")
+    assert win.dashboard.curve_decode.getData()[1][0] == pytest.approx(reply.metrics["decode_tps"])
+
+    # Regenerate replaces the last reply.
+    assert win.regen_button.isEnabled()
+    qtbot.mouseClick(win.regen_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not win.session.busy, timeout=60_000)
+    user2, reply2 = _messages(win)
+    assert user2.id == user.id and reply2.id != reply.id and reply2.state == "complete"
+    assert win.message_view.message_ids() == [user.id, reply2.id]
+    assert len(win.dashboard.history) == 2
+
+    # Edit-and-resend replaces the user message and everything after it.
+    win.begin_edit(user.id)
+    assert win.input.toPlainText() == "Roses are red," and win.edit_label.isVisibleTo(win)
+    _send(qtbot, win, "Violets are blue,")
+    msgs = _messages(win)
+    assert [m.role for m in msgs] == ["user", "assistant"]
+    assert msgs[0].content == "Violets are blue," and msgs[1].state == "complete"
+    assert not win.edit_label.isVisibleTo(win)
+    conv_id = win.session.conversation.id  # type: ignore[union-attr]
+    expected = [(m.role, m.content, m.state) for m in msgs]
+    win.close()
+
+    # A new window on the same ROOFLINE_HOME shows the same conversation.
+    again = MainWindow()
+    qtbot.addWidget(again)
+    assert again.session.conversation is not None and again.session.conversation.id == conv_id
+    assert [(m.role, m.content, m.state) for m in _messages(again)] == expected
+    assert len(again.message_view.message_ids()) == 2
+    assert len(again.dashboard.history) == 1  # the metrics came back from the store
+    assert again.conversations.model.rowCount() == 1
+    again.close()
+
+
+def test_stop_with_escape_keeps_text_and_continue(qtbot, default_model):
+    win = _open(qtbot, max_tokens=400)
+    win.input.setPlainText("Once upon a time")
+    qtbot.keyClick(win.input, Qt.Key.Key_Return)
+    reply_id = win.session.streaming_message_id
+    assert reply_id is not None
+    qtbot.waitUntil(lambda: len(win.message_view.widget_for(reply_id).text) > 10, timeout=60_000)  # type: ignore[union-attr]
+    qtbot.keyClick(win.input, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not win.session.busy, timeout=30_000)
+    msg = win.store.message(reply_id)
+    assert msg is not None and msg.state == "interrupted" and msg.finish_reason == "cancelled"
+    assert msg.metrics is not None and 0 < msg.metrics["generated_tokens"] < 400
+    assert msg.content == win.message_view.widget_for(reply_id).text  # type: ignore[union-attr]
+    assert win.continue_button.isVisibleTo(win)
+    win.sampling_panel.max_tokens.setValue(4)
+    assert win.continue_reply()
+    qtbot.waitUntil(lambda: not win.session.busy, timeout=60_000)
+    cont = win.store.message(reply_id)
+    assert cont is not None and cont.state == "complete"
+    assert cont.content.startswith(msg.content) and len(cont.content) > len(msg.content)
+
+
+def test_engine_killed_mid_stream_then_restart(qtbot, default_model):
+    win = _open(qtbot, max_tokens=400)
+    win.input.setPlainText("The history of the city")
+    qtbot.keyClick(win.input, Qt.Key.Key_Return)
+    reply_id = win.session.streaming_message_id
+    assert reply_id is not None
+    qtbot.waitUntil(lambda: len(win.message_view.widget_for(reply_id).text) > 10, timeout=60_000)  # type: ignore[union-attr]
+    old_pid = win.engine.pid
+    win.engine.kill()
+    qtbot.waitUntil(lambda: win.engine.state == E.DEAD, timeout=10_000)
+    assert not win.session.busy
+    msg = win.store.message(reply_id)
+    assert msg is not None and msg.state == "interrupted" and msg.content
+    assert msg.content == win.message_view.widget_for(reply_id).text  # type: ignore[union-attr]
+    assert "SIGKILL" in (msg.error or "")
+    assert win.banner.isVisibleTo(win) and win.banner.restart_button.isVisibleTo(win)
+    assert "SIGKILL" in win.banner.label.text()
+    assert not win.regen_button.isEnabled()  # nothing to generate with until restarted
+    qtbot.mouseClick(win.banner.restart_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.engine.loaded_info is not None, timeout=90_000)
+    assert win.engine.pid != old_pid and not win.banner.isVisibleTo(win)
+    win.sampling_panel.max_tokens.setValue(4)
+    assert win.regenerate()
+    qtbot.waitUntil(lambda: not win.session.busy, timeout=60_000)
+    last = _messages(win)[-1]
+    assert last.role == "assistant" and last.state == "complete" and last.id != reply_id
+
+
+def test_window_crash_leaves_streaming_reply_recoverable(qtbot, roofline_home):
+    """A window that died mid-reply left a `streaming` row; the next window shows it as interrupted."""
+    store = ChatStore()
+    conv = store.create_conversation("crashed")
+    store.add_message(conv.id, "user", "hi")
+    reply = store.add_message(conv.id, "assistant", "partial text", state="streaming")
+    store.close()
+    win = MainWindow()
+    qtbot.addWidget(win)
+    msg = win.store.message(reply.id)
+    assert msg is not None and msg.state == "interrupted" and msg.content == "partial text"
+    widget = win.message_view.widget_for(reply.id)
+    assert widget is not None and widget.state_label.text() == "interrupted"
+    assert win.continue_button.isVisibleTo(win)
