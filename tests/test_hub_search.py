@@ -136,3 +136,23 @@ def test_parse_repo_spec() -> None:
     assert hub.parse_repo_spec("org/name") == ("org/name", None)
     with pytest.raises(ValueError):
         hub.parse_repo_spec("noslash")
+
+
+def test_cli_search_lists_repos(hub_server: HubServer, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    f = tmp_path / "x.gguf"
+    f.write_bytes(b"GGUF")
+    hub_server.state.add_repo("a/llama-small-GGUF", {"m-Q4_K_M.gguf": f}, downloads=10)
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "app.cli", "search", "llama", "--json"], cwd=root,
+                       env=os.environ.copy(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [x["repo_id"] for x in json.loads(r.stdout)] == ["a/llama-small-GGUF"]
+    env = dict(os.environ, HF_ENDPOINT=unused_loopback_url())
+    r = subprocess.run([sys.executable, "-m", "app.cli", "search", "llama"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "cannot reach the model hub" in r.stderr and "Traceback" not in r.stderr

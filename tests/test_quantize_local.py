@@ -91,3 +91,25 @@ def _catch(fn, errors: list[BaseException]) -> None:  # type: ignore[no-untyped-
         fn()
     except BaseException as exc:  # noqa: BLE001
         errors.append(exc)
+
+
+def test_quant_choices_match_the_engine_side() -> None:
+    from app.engine.quantize import QUANT_TYPES
+    from app.engine.quantize_client import QUANT_CHOICES
+
+    assert QUANT_CHOICES == QUANT_TYPES
+
+
+def test_cli_quantize_registers_in_the_library(f32_model: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "app.cli", "quantize", str(f32_model), "tiny-q4_0.gguf", "q4_0"],
+                       cwd=root, env=os.environ.copy(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = Path(r.stdout.strip())
+    assert out == paths.models_dir() / "tiny-q4_0.gguf" and "OK" in r.stderr
+    entry = library.find(out)
+    assert entry is not None and entry.quant == "Q4_0" and entry.provenance["source"] == "quantize"
