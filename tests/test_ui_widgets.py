@@ -1,0 +1,188 @@
+"""Widget-level tests without the engine: list models, conversation panel, input keys, Markdown escaping,
+settings dialog, broken settings file, the no-display message, roofline arithmetic."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.commands.gui import NO_DISPLAY_EXIT, display_problem
+from app.core import settings as S
+from app.core.chat_store import ChatStore
+from app.core.metrics import PhaseMetrics
+from app.ui import roofline_model
+from app.ui.conversation_list import ConversationIdRole, ConversationListModel, ConversationPanel
+from app.ui.markdown_render import markdown_to_html, plain_to_html
+from app.ui.message_view import InputBox
+
+OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+pytestmark = [pytest.mark.gui]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _store_with(titles: list[str]) -> ChatStore:
+    store = ChatStore()
+    for t in titles:
+        conv = store.create_conversation(t)
+        store.add_message(conv.id, "user", f"about {t.lower()}")
+    return store
+
+
+def test_conversation_model_passes_modeltester(qtmodeltester):
+    store = _store_with(["Alpha", "Beta", "Gamma"])
+    model = ConversationListModel(store)
+    qtmodeltester.check(model, force_py=True)  # stays connected: the changes below are checked too
+    assert [model.index(r).data() for r in range(model.rowCount())] == ["Gamma", "Beta", "Alpha"]
+    model.set_search("beta")
+    assert model.rowCount() == 1
+    assert model.setData(model.index(0), "Renamed")
+    assert store.conversation(model.index(0).data(ConversationIdRole)).title == "Renamed"  # type: ignore[union-attr]
+    model.set_search("")
+    assert model.rowCount() == 3
+
+
+def test_panel_search_rename_delete(qtbot):
+    store = _store_with(["Alpha", "Beta"])
+    panel = ConversationPanel(store)
+    qtbot.addWidget(panel)
+    panel.confirm_delete = False
+    opened: list[int] = []
+    panel.open_requested.connect(opened.append)
+    qtbot.keyClicks(panel.search, "alph")
+    assert panel.model.rowCount() == 1
+    panel.search.clear()
+    assert panel.model.rowCount() == 2
+    index = panel.model.index(1)
+    qtbot.mouseClick(panel.view.viewport(), Qt.MouseButton.LeftButton, pos=panel.view.visualRect(index).center())
+    assert opened == [index.data(ConversationIdRole)]
+    with qtbot.waitSignal(panel.deleted) as blocker:
+        panel.delete_current()
+    assert blocker.args == [opened[0]]
+    assert [c.title for c in store.list_conversations()] == ["Beta"]
+
+
+def test_input_box_keys(qtbot):
+    box = InputBox()
+    qtbot.addWidget(box)
+    box.setPlainText("line")
+    box.moveCursor(box.textCursor().MoveOperation.End)
+    with qtbot.assertNotEmitted(box.submitted):
+        qtbot.keyClick(box, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    assert box.toPlainText() == "line\n"
+    with qtbot.waitSignal(box.submitted, timeout=100):
+        qtbot.keyClick(box, Qt.Key.Key_Return)
+    with qtbot.waitSignal(box.escaped, timeout=100):
+        qtbot.keyClick(box, Qt.Key.Key_Escape)
+
+
+def test_markdown_escapes_html_and_renders_code():
+    out = markdown_to_html("Hi <script>alert(1)</script> **bold**\n\n```python\nx = 1 < 2\n```\n")
+    assert "<script>" not in out and "&lt;script&gt;" in out
+    assert "<strong>bold</strong>" in out and "<pre><code" in out and "1 &lt; 2" in out
+    assert plain_to_html("a <b>\n**c**") == "<p>a &lt;b&gt;<br>**c**</p>"
+
+
+@OFFSCREEN_NOISE
+def test_settings_dialog_round_trip(qtbot):
+    from app.ui.settings_dialog import AUTO, SettingsDialog
+
+    dlg = SettingsDialog(S.Settings())
+    qtbot.addWidget(dlg)
+    assert dlg.gpu_layers.value() == AUTO and dlg.threads.value() == 0
+    dlg.n_ctx.setValue(8192)
+    dlg.threads.setValue(2)
+    dlg.kv_type.setCurrentIndex(dlg.kv_type.findData("q8_0"))
+    dlg.flash.setCurrentIndex(dlg.flash.findData(True))
+    dlg.sampling.temperature.setValue(0.3)
+    dlg.sampling.seed_fixed.setChecked(True)
+    dlg.sampling.seed.setValue(42)
+    result = dlg.result_settings()
+    S.save_settings(result)
+    loaded = S.load_settings().settings
+    assert (loaded.n_ctx, loaded.threads, loaded.kv_cache_type, loaded.flash_attn) == (8192, 2, "q8_0", True)
+    assert loaded.n_gpu_layers is None
+    assert (loaded.sampling.temperature, loaded.sampling.seed) == (0.3, 42)
+    # A quantized cache with flash attention off is refused with a visible reason.
+    dlg.flash.setCurrentIndex(dlg.flash.findData(False))
+    dlg._accept()
+    assert "flash attention" in dlg.warning.text() and dlg.result() == 0
+
+
+@OFFSCREEN_NOISE
+def test_broken_settings_file_warns_in_window(qtbot, roofline_home):
+    from app.ui.main_window import MainWindow
+
+    S.settings_path().write_text("{\"n_ctx\": ")
+    win = MainWindow()
+    qtbot.addWidget(win)
+    assert win.banner.isVisibleTo(win) and "could not be used" in win.banner.label.text()
+    assert not win.banner.restart_button.isVisibleTo(win)
+    backups = list((roofline_home / "config").glob("settings.json.bak-*"))
+    assert len(backups) == 1 and backups[0].read_text() == "{\"n_ctx\": "
+    assert win.settings.n_ctx == 4096
+    win.sampling_panel.max_tokens.setValue(77)
+    win.close()
+    saved = json.loads(S.settings_path().read_text())
+    assert saved["sampling"]["max_tokens"] == 77 and saved["window"]["geometry"]
+
+
+@OFFSCREEN_NOISE
+def test_window_list_models(qtbot, qtmodeltester):
+    from app.ui.main_window import MainWindow
+
+    _store_with(["One", "Two"]).close()
+    win = MainWindow()
+    qtbot.addWidget(win)
+    qtmodeltester.check(win.conversations.model, force_py=True)
+    qtmodeltester.check(win.model_combo.model(), force_py=True)
+    assert win.model_combo.count() >= 2  # the default model and "Open GGUF file…"
+    assert win.pages.count() == 1
+    from PySide6.QtWidgets import QLabel
+
+    win.add_page("Models", QLabel("models"))
+    assert win.pages.count() == 2 and win.pages.tabText(1) == "Models"
+
+
+def test_display_problem():
+    assert display_problem({}, "linux") is not None
+    assert display_problem({"DISPLAY": ":0"}, "linux") is None
+    assert display_problem({"WAYLAND_DISPLAY": "wayland-0"}, "linux") is None
+    assert display_problem({"QT_QPA_PLATFORM": "offscreen"}, "linux") is None
+    assert display_problem({"QT_QPA_PLATFORM": "xcb", "WAYLAND_DISPLAY": "w"}, "linux") is not None
+    assert display_problem({}, "darwin") is None and display_problem({}, "win32") is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="display variables are a Linux/X11 thing")
+def test_no_display_one_line_and_exit_code_2(roofline_home):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    proc = subprocess.run([str(Path(sys.executable).parent / "roofline")], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == NO_DISPLAY_EXIT
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "display" in lines[0] and "roofline --help" in lines[0], proc.stderr
+    assert "Aborted" not in proc.stderr and "qt.qpa" not in proc.stderr
+
+
+def test_roofline_points_sit_where_physics_says():
+    n_params, model_bytes = 268_000_000, 250_000_000
+    m = PhaseMetrics(prefill_tokens=256, prefill_ms=800.0, decode_tokens=100, decode_ms=2500.0, kv_bytes_used=0)
+    prefill, decode = roofline_model.operating_points(m, n_params, model_bytes, n_ubatch=512)
+    assert decode is not None and prefill is not None
+    assert decode.intensity == pytest.approx(2 * n_params / model_bytes)
+    assert prefill.intensity == pytest.approx(256 * decode.intensity)
+    assert decode.flops == pytest.approx(40.0 * 2 * n_params)  # 40 tok/s
+    # Intensity stops growing at the micro-batch: weights are re-read for every ubatch.
+    p_small_ubatch, _ = roofline_model.operating_points(m, n_params, model_bytes, n_ubatch=64)
+    assert p_small_ubatch is not None and p_small_ubatch.intensity == pytest.approx(64 * decode.intensity)
+    r = roofline_model.build([m], n_params, model_bytes, bandwidth=13e9)
+    assert r.peak_flops == pytest.approx(prefill.flops) and r.peak_source.startswith("best prefill")
+    assert r.roof(decode.intensity) == pytest.approx(13e9 * decode.intensity)  # decode: under the slope
+    assert decode.flops < r.roof(decode.intensity)  # type: ignore[operator]
+    assert r.ridge is not None and decode.intensity < r.ridge
+    assert roofline_model.build([], n_params, model_bytes, None).roof(1.0) is None
