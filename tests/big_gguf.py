@@ -31,7 +31,6 @@ def write_header_only(path: str | Path, quant: str, *, n_layers: int = 32, n_emb
     """A llama-architecture GGUF whose tensor data is a sparse hole of the right size."""
     qname, ftype = QUANTS[quant]
     qtype = gguf.GGMLQuantizationType[qname]
-    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
     path = Path(path)
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(name)
@@ -47,12 +46,21 @@ def write_header_only(path: str | Path, quant: str, *, n_layers: int = 32, n_emb
     w.add_vocab_size(n_vocab)
     w.add_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}")
 
+    # llama.cpp's mixes keep sensitive tensors one step wider (output, attn_v, ffn_down): that is what makes
+    # Q4_K_M bigger than Q4_0 although both store 4.5-bit blocks.
+    wider = {"Q2_K": "Q3_K", "Q3_K": "Q4_K", "Q4_K": "Q6_K", "Q5_K": "Q6_K"}
+    mixed = quant.endswith("_M") or quant == "Q2_K"
+
     def info(tname: str, rows: int, cols: int) -> None:
+        qt = qtype
+        if mixed and any(k in tname for k in ("output.weight", "attn_v", "ffn_down")) and qname in wider:
+            qt = gguf.GGMLQuantizationType[wider[qname]]
+        block, type_size = gguf.GGML_QUANT_SIZES[qt]
         nbytes = rows * cols // block * type_size
-        if qtype == gguf.GGMLQuantizationType.F16:
+        if qt == gguf.GGMLQuantizationType.F16:
             w.add_tensor_info(tname, [rows, cols], np.dtype(np.float16), nbytes)
         else:  # quantized: the writer takes the byte shape and converts it back
-            w.add_tensor_info(tname, [rows, cols // block * type_size], np.dtype(np.uint8), nbytes, raw_dtype=qtype)
+            w.add_tensor_info(tname, [rows, cols // block * type_size], np.dtype(np.uint8), nbytes, raw_dtype=qt)
 
     def norm(tname: str, n: int) -> None:
         w.add_tensor_info(tname, [n], np.dtype(np.float32), n * 4)

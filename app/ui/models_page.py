@@ -130,7 +130,8 @@ class _Table(QAbstractTableModel):
 
 
 class LibraryModel(_Table):
-    HEADERS = ["Name", "Arch", "Params", "Quant", "Size", "Context", "Chat template", "Source", "Last used"]
+    HEADERS = ["Name", "Arch", "Params", "Quant", "Size", "Context", "Chat template", "Source", "Last used",
+               "Location / problem"]
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         m: library.LocalModel | None = self.row(index)
@@ -144,7 +145,8 @@ class LibraryModel(_Table):
                 return ""
             return [m.name, m.architecture, fmt_params(m.n_params), m.quant, fmt_bytes(m.size),
                     f"{m.n_ctx_train:,}" if m.n_ctx_train else "?", "yes" if m.has_chat_template else "no",
-                    m.source, m.last_used.strftime("%Y-%m-%d %H:%M") if m.last_used else "never"][col]
+                    m.source, m.last_used.strftime("%Y-%m-%d %H:%M") if m.last_used else "never",
+                    f"⚠ {m.broken}" if m.broken else str(m.path)][col]
         if role == Qt.ItemDataRole.ToolTipRole:
             lines = [str(m.path)]
             if m.broken:
@@ -522,6 +524,8 @@ class ModelsPage(QWidget):
         top.addWidget(self.sort_box)
         top.addWidget(self.search_btn)
         self.search_view = _table(self.search_model)
+        self.search_view.horizontalHeader().setStretchLastSection(False)
+        self.search_view.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.search_view.selectionModel().currentRowChanged.connect(lambda cur, _prev: self.open_repo_at(cur))
         self.variant_title = QLabel("Pick a repository to see its quantizations.")
         self.variant_title.setWordWrap(True)
@@ -547,8 +551,9 @@ class ModelsPage(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.search_view)
         split.addWidget(right)
-        split.setStretchFactor(0, 2)
+        split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 5)
+        split.setSizes([420, 840])
         lay = QVBoxLayout(w)
         lay.addLayout(top)
         lay.addWidget(split, 1)
