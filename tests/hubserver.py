@@ -101,7 +101,7 @@ def _model_dict(state: HubState, repo: Repo, blobs: bool) -> dict[str, Any]:
 
 
 class Handler(BaseHTTPRequestHandler):
-    server: "HubHTTPServer"
+    server: HubHTTPServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
@@ -300,7 +300,7 @@ class HubServer:
     def url(self) -> str:
         return self.httpd.url
 
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         self.thread.start()
         return self
 
@@ -349,7 +349,7 @@ except ImportError:  # pragma: no cover - the module also runs standalone
 if pytest is not None:
 
     @pytest.fixture
-    def hub_server(monkeypatch: "pytest.MonkeyPatch"):  # type: ignore[no-untyped-def]
+    def hub_server(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
         """A running local hub; HF_ENDPOINT points at it, offline mode and tokens are cleared."""
         with HubServer() as srv:
             monkeypatch.setenv("HF_ENDPOINT", srv.url)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -225,7 +225,7 @@ def _existing_part(task: FileTask) -> int:
     return size if same and size <= task.size else 0
 
 
-def _hash_prefix(path: Path, nbytes: int, stop: threading.Event | None) -> "hashlib._Hash":
+def _hash_prefix(path: Path, nbytes: int, stop: threading.Event | None) -> hashlib._Hash:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         left = nbytes
@@ -240,7 +240,7 @@ def _hash_prefix(path: Path, nbytes: int, stop: threading.Event | None) -> "hash
 
 def download_file(task: FileTask, *, base_done: int, progress: Progress,
                   on_progress: Callable[[Progress], None] | None = None,
-                  control: "Control | None" = None) -> None:
+                  control: Control | None = None) -> None:
     """Download one file into place (resuming a .part when there is one), verify it, move it in."""
     import httpx2
 
@@ -256,7 +256,7 @@ def download_file(task: FileTask, *, base_done: int, progress: Progress,
         part.unlink(missing_ok=True)
         side.write_text(json.dumps({
             "repo_id": task.repo_id, "path": task.path, "revision": task.revision, "size": task.size,
-            "sha256": task.sha256, "dest": str(dest), "started": datetime.now(timezone.utc).isoformat(),
+            "sha256": task.sha256, "dest": str(dest), "started": datetime.now(UTC).isoformat(),
         }, indent=2))
     check_disk(dest.parent, task.size - have)
     progress.file = task.path
@@ -350,7 +350,7 @@ def download_variant(task: VariantTask, on_progress: Callable[[Progress], None] 
     write_provenance(task.dest, {
         "source": "hub", "repo_id": task.repo_id, "revision": task.revision, "quant": task.quant,
         "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in task.files],
-        "endpoint": hub.endpoint(), "downloaded": datetime.now(timezone.utc).isoformat(),
+        "endpoint": hub.endpoint(), "downloaded": datetime.now(UTC).isoformat(),
     })
     if on_progress:
         on_progress(progress)

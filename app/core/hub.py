@@ -160,9 +160,8 @@ def translate_error(exc: BaseException, what: str) -> HubError:
     """Turn an exception from huggingface_hub / httpx into a `HubError` with a readable message."""
     if isinstance(exc, HubError):
         return exc
-    from huggingface_hub import errors as hf_errors
-
     import httpx2
+    from huggingface_hub import errors as hf_errors
 
     ep = os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
     if isinstance(exc, hf_errors.OfflineModeIsEnabled):
@@ -302,7 +301,7 @@ def search(text: str, sort: SortKey = "downloads", limit: int = 30) -> list[Repo
             search=text or None, filter="gguf", sort=_SORT_TO_HUB[sort], limit=limit,
             expand=["downloads", "likes", "lastModified", "tags", "gguf"],
         ))
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a user-facing HubError
+    except Exception as exc:
         raise translate_error(exc, f"searching for {text!r}") from exc
     results = []
     for m in models:
@@ -364,7 +363,7 @@ def list_variants(repo_id: str, revision: str | None = None) -> RepoVariants:
     hub = api()
     try:
         info = hub.model_info(repo_id, revision=revision, files_metadata=True)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise translate_error(exc, repo_id) from exc
     files = []
     for s in info.siblings or []:

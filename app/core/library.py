@@ -17,7 +17,7 @@ import re
 import shutil
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,7 @@ def mark_used(path: str | Path, when: datetime | None = None) -> None:
     """Record that a model was loaded now (called by whoever loads models)."""
     with _used_lock:
         used = _load_used()
-        used[str(Path(path).absolute())] = (when or datetime.now(timezone.utc)).isoformat()
+        used[str(Path(path).absolute())] = (when or datetime.now(UTC)).isoformat()
         tmp = _used_file().with_suffix(".tmp")
         tmp.write_text(json.dumps({"last_used": used}, indent=2))
         os.replace(tmp, _used_file())
@@ -288,7 +288,7 @@ def import_model(src: str | Path, link: bool = False) -> LocalModel:
     from app.core.downloads import write_provenance
 
     write_provenance(first, {"source": "import", "original": str(src), "mode": "link" if link else "copy",
-                             "imported": datetime.now(timezone.utc).isoformat()})
+                             "imported": datetime.now(UTC).isoformat()})
     return describe(first, "imported", _load_used())
 
 
@@ -326,5 +326,16 @@ def remove(path: str | Path, confirm: bool = False) -> list[Path]:
     return removed
 
 
-__all__ = ["LocalModel", "LibraryError", "ConfirmationRequired", "list_models", "describe", "find",
-           "import_model", "remove", "mark_used", "hf_cache_dir", "PROVENANCE_SUFFIX"]
+__all__ = [
+    "PROVENANCE_SUFFIX",
+    "ConfirmationRequired",
+    "LibraryError",
+    "LocalModel",
+    "describe",
+    "find",
+    "hf_cache_dir",
+    "import_model",
+    "list_models",
+    "mark_used",
+    "remove",
+]

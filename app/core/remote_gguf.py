@@ -18,8 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from app.core import hub, paths
-from app.core.gguf_info import (_LAYER, GGUFError, GGUFInfo, TensorInfo, inspect_gguf_bytes, parse_header,
-                                read_header_bytes)
+from app.core.gguf_info import (
+    _LAYER,
+    GGUFError,
+    GGUFInfo,
+    TensorInfo,
+    inspect_gguf_bytes,
+    parse_header,
+    read_header_bytes,
+)
 
 FIRST_READ = 1 << 20  # most headers are 1-8 MB (the vocabulary); grow from here only as needed
 
@@ -48,9 +55,9 @@ def fetch_header(repo_id: str, revision: str, f: hub.HubFile, client: Any = None
             return _header(cache.read_bytes(), f, 0, True)
         except GGUFError:
             cache.unlink(missing_ok=True)  # stale or damaged: fetch again
-    from app.core.downloads import http_client
-
     import httpx2
+
+    from app.core.downloads import http_client
 
     own = client is None
     client = client or http_client()

@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +128,7 @@ class QuantizeJob:
         done: dict[str, Any] = next((e for e in reversed(self.state.events) if e.get("event") == "done"), {})
         write_provenance(self.out_path, {
             "source": "quantize", "from": str(self.in_path.absolute()), "type": self.qtype,
-            "date": datetime.now(timezone.utc).isoformat(), "seconds": done.get("seconds"),
+            "date": datetime.now(UTC).isoformat(), "seconds": done.get("seconds"),
             "llama_cpp_version": done.get("llama_cpp_version"), "verified": True,
         })
         self.state.stage = "done"

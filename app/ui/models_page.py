@@ -655,6 +655,10 @@ class ModelsPage(QWidget):
     def use_selected(self) -> None:
         m = self.selected_local()
         if m is not None and not m.broken:
+            try:
+                library.mark_used(m.path)
+            except OSError:
+                pass  # a read-only data dir must not stop the user from using the model
             self.model_chosen.emit(str(m.path))
 
     def confirm_remove(self, model: library.LocalModel) -> bool:
