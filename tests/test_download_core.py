@@ -130,3 +130,21 @@ def test_manager_queues_pauses_resumes_and_cancels(hub_server: HubServer, tiny_r
     assert a.progress.resumed_from == kept
     assert b.progress.state == "cancelled"
     assert not b.task.dest.exists() and not downloads.part_path(b.task.dest).exists()
+
+
+def test_sha256_from_a_head_request_when_the_listing_has_none(hub_server: HubServer, tiny_repo: Path) -> None:
+    task = _task()
+    task.files[0].sha256 = None
+    out = downloads.download_variant(task)
+    assert task.files[0].sha256 == sha256_of(tiny_repo)  # taken from X-Linked-ETag
+    heads = [p for m, p, _ in hub_server.state.requests if m == "HEAD" and p.endswith("Tiny-F32.gguf")]
+    assert heads and sha256_of(out) == sha256_of(tiny_repo)
+
+
+def test_head_sha_mismatch_still_rejected(hub_server: HubServer, tiny_repo: Path) -> None:
+    hub_server.state.lie_sha.add("Tiny-F32.gguf")
+    task = _task()
+    task.files[0].sha256 = None
+    with pytest.raises(downloads.ChecksumMismatch):
+        downloads.download_variant(task)
+    assert not task.dest.exists()

@@ -334,10 +334,31 @@ class Control:
         self.stop.set()
 
 
+def hub_sha256(f: FileTask) -> str | None:
+    """The file's sha256 as the hub states it in a HEAD response (X-Linked-ETag), when the listing had none."""
+    import re as _re
+
+    from huggingface_hub import get_hf_file_metadata
+
+    hub.ensure_online()
+    try:
+        meta = get_hf_file_metadata(hub.resolve_url(f.repo_id, f.path, f.revision), token=hub.token(),
+                                    endpoint=hub.endpoint())
+    except Exception as exc:  # noqa: BLE001
+        raise hub.translate_error(exc, f.path) from exc
+    if meta.size is not None and meta.size != f.size:
+        raise DownloadError(f"the hub reports {meta.size} bytes for {f.path}, the listing said {f.size}")
+    etag = (meta.etag or "").lower()
+    return etag if _re.fullmatch(r"[0-9a-f]{64}", etag) else None
+
+
 def download_variant(task: VariantTask, on_progress: Callable[[Progress], None] | None = None,
                      control: Control | None = None, progress: Progress | None = None) -> Path:
     """Download every file of a variant, verify each, record provenance; return the path to load."""
     progress = progress or Progress()
+    for f in task.files:
+        if not f.sha256:
+            f.sha256 = hub_sha256(f)
     progress.total = task.total
     remaining = sum(f.size - (f.dest.stat().st_size if f.dest.exists() else _existing_part(f)) for f in task.files)
     check_disk(task.dest.parent, max(0, remaining))
