@@ -9,6 +9,7 @@ with the prefill and decode operating points.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from typing import Any
@@ -127,6 +128,7 @@ class Dashboard(QWidget):
         self.n_ubatch = 512
         self._live_times: list[float] = []
         self._reply_started: float | None = None
+        self._itl_gaps: list[float] = []
         self._last_stats: P.Stats | None = None
         self._nvml: Any = None
         self._nvml_tried = False
@@ -213,18 +215,21 @@ class Dashboard(QWidget):
         self.roof_curve = self.plot_roof.plot([], [], pen=pg.mkPen(theme.ROOF, width=2))
         for axis in ("left", "bottom"):
             self.plot_roof.getAxis(axis).enableAutoSIPrefix(False)
-        legend = self.plot_roof.addLegend(offset=(-5, -5), labelTextSize="8pt")
         # PlotDataItems (not bare scatter items): only they follow the plot's log mode.
-        self.roof_prefill = self.plot_roof.plot([], [], pen=None, symbol="o", symbolSize=12, name="prefill",
+        self.roof_prefill = self.plot_roof.plot([], [], pen=None, symbol="o", symbolSize=12,
                                                 symbolBrush=theme.PREFILL, symbolPen=None)
-        self.roof_decode = self.plot_roof.plot([], [], pen=None, symbol="s", symbolSize=11, name="decode",
+        self.roof_decode = self.plot_roof.plot([], [], pen=None, symbol="s", symbolSize=11,
                                                symbolBrush=theme.DECODE, symbolPen=None)
-        legend.addItem(self.roof_curve, "roof")
         self.roof_empty = _empty_label(self.plot_roof, "send a message to place prefill and decode")
         rl.addWidget(self.plot_roof)
         self.roof_label = QLabel("")
         self.roof_label.setWordWrap(True)
         rl.addWidget(self.roof_label)
+        self.roof_legend = QLabel(
+            f"<span style='color:{theme.PREFILL}'>●</span> prefill &nbsp; "
+            f"<span style='color:{theme.DECODE}'>■</span> decode &nbsp; "
+            f"<span style='color:{theme.ROOF}'>━</span> roof = min(compute peak, bandwidth × intensity)")
+        rl.addWidget(self.roof_legend)
         self.roof_explain = QLabel(
             "Decode reads every weight for each token, so it sits on the bandwidth slope; prefill reuses each "
             "weight for a whole batch of prompt tokens, so it climbs toward the compute roof.")
@@ -286,7 +291,7 @@ class Dashboard(QWidget):
             self.card_ttft.set(f"{1000 * (t[0] - self._reply_started):.0f} ms", "live; final at the end")
             for card in (self.card_prefill, self.card_prompt):
                 card.set("…", "counted when the reply ends")
-        gaps = [1000.0 * (b - a) for a, b in zip(t, t[1:])]
+        gaps = [1000.0 * (b - a) for a, b in itertools.pairwise(t)]
         self._set_itl(gaps)
         if len(t) >= 2 and t[-1] > t[0]:
             rate = (len(t) - 1) / (t[-1] - t[0])
@@ -325,6 +330,7 @@ class Dashboard(QWidget):
         self._update_roofline()
 
     def _set_itl(self, gaps_ms: list[float]) -> None:
+        self._itl_gaps = list(gaps_ms)
         for line in self.itl_lines:
             self.plot_itl.removeItem(line)
         self.itl_lines = []
@@ -418,7 +424,7 @@ class Dashboard(QWidget):
 
                 pynvml.nvmlInit()
                 self._nvml = pynvml
-            except Exception:  # no NVIDIA driver: the common case on CPU machines
+            except Exception:  # noqa: BLE001 (no NVIDIA driver, any NVML failure: the common CPU case)
                 self._nvml = None
         if self._nvml is None:
             return "VRAM: no NVIDIA GPU (NVML unavailable)"
@@ -432,7 +438,7 @@ class Dashboard(QWidget):
                            if pid is not None and p.pid == pid)
                 parts.append(f"GPU{i}: engine {fmt_bytes(mine)}, {fmt_bytes(info.used)} / {fmt_bytes(info.total)}")
             return "VRAM: " + "; ".join(parts) if parts else "VRAM: no GPU"
-        except Exception as exc:  # NVML errors must not break the dashboard
+        except Exception as exc:  # noqa: BLE001 (NVML errors must not break the dashboard)
             return f"VRAM: unavailable ({exc})"
 
     def _update_roofline(self) -> None:
@@ -478,6 +484,7 @@ class Dashboard(QWidget):
             plot.getPlotItem().titleLabel.setText(plot.getPlotItem().titleLabel.text, color=c.text)
         for label in (self.roof_explain, self.swa_label):
             label.setStyleSheet(f"color: {c.muted};")
+        self._set_itl(self._itl_gaps)  # percentile labels take the new text colour
 
 
 class DashboardDock(QDockWidget):

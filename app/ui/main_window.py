@@ -242,6 +242,9 @@ class MainWindow(QMainWindow):
         self.engine.error.connect(self._engine_error)
         self.engine.stats.connect(self._stats)
         QGuiApplication.styleHints().colorSchemeChanged.connect(lambda _s: self.restyle())
+        app = QGuiApplication.instance()
+        if isinstance(app, QGuiApplication):
+            theme.apply_system_scheme(app)
 
         self._restore_window()
         self._populate_models()
@@ -331,7 +334,7 @@ class MainWindow(QMainWindow):
             try:
                 path: Path | None = default_model_path()
                 err = ""
-            except Exception as exc:  # reported in the banner
+            except Exception as exc:  # noqa: BLE001 (any failure is reported in the banner)
                 path, err = None, str(exc)
             try:
                 self._default_ready.emit(str(path) if path else "", err)
@@ -560,7 +563,7 @@ class MainWindow(QMainWindow):
         if callable(getter):
             try:
                 value = getter()
-            except Exception:
+            except Exception:  # noqa: BLE001 (a broken cache only means "not measured yet")
                 value = None
         if value:
             self.dashboard.set_bandwidth(float(value), "measured read bandwidth")
@@ -568,6 +571,9 @@ class MainWindow(QMainWindow):
             self.dashboard.set_bandwidth(None, "not measured yet (roofline bandwidth)")
 
     def restyle(self) -> None:
+        app = QGuiApplication.instance()
+        if isinstance(app, QGuiApplication):
+            theme.apply_system_scheme(app)
         self.banner.restyle()
         self.message_view.restyle()
         self.dashboard.restyle()

@@ -17,7 +17,7 @@ from app.ui.theme import Colors
 class _EscapeHtml(Extension):
     """Drop the raw-HTML preprocessors and inline patterns so `<b>` in text stays literal text."""
 
-    def extendMarkdown(self, md: markdown.Markdown) -> None:  # noqa: N802 (markdown's API)
+    def extendMarkdown(self, md: markdown.Markdown) -> None:  # markdown's API name
         md.preprocessors.deregister("html_block")
         md.inlinePatterns.deregister("html")
 

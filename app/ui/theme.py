@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication, QPalette
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
 PREFILL = "#e8710a"  # orange: prompt processing (compute-bound)
 DECODE = "#1a73e8"  # blue: token generation (memory-bound)
@@ -41,6 +41,35 @@ def is_dark() -> bool:
     if scheme == Qt.ColorScheme.Light:
         return False
     return QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def apply_system_scheme(app: QGuiApplication) -> None:
+    """Make the palette match the system's colour scheme.
+
+    Platform themes (Windows, macOS, GNOME/KDE) recolour the palette themselves; where Qt knows the scheme
+    is dark but the palette stayed light (Fusion without a platform theme), switch to a dark palette.
+    """
+    scheme = QGuiApplication.styleHints().colorScheme()
+    light_palette = QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() >= 128
+    if scheme == Qt.ColorScheme.Dark and light_palette:
+        app.setPalette(dark_palette())
+    elif scheme == Qt.ColorScheme.Light and not light_palette:
+        app.setPalette(QPalette())
+
+
+def dark_palette() -> QPalette:
+    pal = QPalette()
+    role = QPalette.ColorRole
+    for r, color in ((role.Window, "#202124"), (role.WindowText, "#e8eaed"), (role.Base, "#171717"),
+                     (role.AlternateBase, "#2a2b2e"), (role.Text, "#e8eaed"), (role.Button, "#2d2e31"),
+                     (role.ButtonText, "#e8eaed"), (role.Highlight, "#1a73e8"), (role.HighlightedText, "#ffffff"),
+                     (role.ToolTipBase, "#2d2e31"), (role.ToolTipText, "#e8eaed"), (role.PlaceholderText, "#9aa0a6"),
+                     (role.Link, "#8ab4f8"), (role.Mid, "#3c4043"), (role.Dark, "#111111"),
+                     (role.Light, "#3c4043")):
+        pal.setColor(r, QColor(color))
+    for r in (role.WindowText, role.Text, role.ButtonText):
+        pal.setColor(QPalette.ColorGroup.Disabled, r, QColor("#6f7378"))
+    return pal
 
 
 def colors() -> Colors:
