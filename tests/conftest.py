@@ -9,6 +9,8 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+pytest_plugins = ["reliability_plugin"]  # counts printed at the end by the reliability suite
+
 
 @pytest.fixture(scope="session")
 def default_model() -> Path:

@@ -1,0 +1,36 @@
+"""Counters of the reliability suite (tests/test_reliability_*.py), printed as one summary at the end of the run.
+
+Tests call `record("kills survived")` etc. as each thing they prove happens; `pytest_terminal_summary`
+prints the totals (only when a reliability test ran). "messages lost" is recorded by the tests that compare
+the chat store with what was committed before a kill; the summary says 0 only when they counted 0.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+COUNTS: Counter[str] = Counter()
+ORDER = ("kills survived", "engine restarts", "corrupt files rejected", "corrupt files loaded harmlessly",
+         "engine crashes on corrupt files", "messages checked after kills", "messages lost",
+         "settings files recovered", "download interruptions survived", "hostile inputs refused")
+
+
+def record(name: str, n: int = 1) -> None:
+    COUNTS[name] += n
+
+
+def summary_line() -> str:
+    names = [k for k in ORDER if k in COUNTS] + sorted(k for k in COUNTS if k not in ORDER)
+    if "messages checked after kills" in COUNTS:
+        COUNTS.setdefault("messages lost", 0)
+        if "messages lost" not in names:
+            names.append("messages lost")
+    return ", ".join(f"{name} = {COUNTS[name]}" for name in names)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
+    if not COUNTS:
+        return
+    terminalreporter.write_sep("=", "reliability")
+    terminalreporter.write_line(summary_line())
