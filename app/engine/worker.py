@@ -24,6 +24,7 @@ from typing import IO, Any
 from app.core.chat_templates import ChatTemplate, ChatTemplateError, render, select_template
 from app.core.metrics import PhaseMetrics
 from app.engine import protocol as P
+from app.engine.speculative import PromptLookup
 
 # Output of one token per event is cheap (tens of bytes); flush each so the UI sees it at once.
 _out: IO[str]
@@ -402,8 +403,14 @@ class Engine:
         perf_first: _Perf | None = None
         generated = 0
         emitted = 0
-        gen = llm.generate(tokens, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, temp=s.temperature,
-                           repeat_penalty=s.repeat_penalty, reset=True)
+        lookup: PromptLookup | None = None
+        if req.prompt_lookup:
+            lookup = PromptLookup(llm, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, temp=s.temperature,
+                                  repeat_penalty=s.repeat_penalty)
+            gen = lookup.generate(tokens)
+        else:
+            gen = llm.generate(tokens, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, temp=s.temperature,
+                               repeat_penalty=s.repeat_penalty, reset=True)
         try:
             for token in gen:
                 now = time.monotonic()
@@ -451,6 +458,13 @@ class Engine:
         metrics.reused_tokens = max(0, len(tokens) - metrics.prefill_tokens)
         metrics.decode_tokens = perf1.n_eval - first.n_eval
         metrics.decode_ms = perf1.t_eval_ms - first.t_eval_ms
+        if lookup is not None:
+            # Draft batches count as prompt batches in llama.cpp: decode is every call after the first
+            # token, and its rate is tokens produced per second of those calls (the effective speed).
+            metrics.decode_tokens = max(0, generated - 1)
+            metrics.decode_ms += perf1.t_p_eval_ms - first.t_p_eval_ms
+            metrics.draft_tokens = lookup.drafted
+            metrics.draft_accepted = lookup.accepted
         metrics.generated_tokens = generated
         metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:])]
         metrics.decode_wall_ms = (times[-1] - times[0]) * 1000.0 if len(times) > 1 else 0.0
@@ -465,6 +479,9 @@ class Engine:
         data["messages_dropped"] = dropped
         data["chat_template"] = self.template.name if self.template and req.messages is not None else "none"
         data["token_times"] = times
+        if lookup is not None:
+            data["lookup_batch_steps"] = lookup.batch_steps
+            data["lookup_plain_steps"] = lookup.plain_steps
         send(P.Done(req.request_id, "".join(text_parts), finish, data))
 
     # --------------------------------------------------------------- llama-bench style measurement

@@ -1,0 +1,129 @@
+"""Prompt-lookup speculative decoding on a loaded `llama_cpp.Llama`, without a draft model.
+
+Why our own: llama-cpp-python's `LlamaPromptLookupDecoding` needs `Llama(draft_model=...)`, which forces
+`logits_all=True` and allocates n_ctx × n_vocab float32 scores (4 GB for Gemma's 262k vocabulary at n_ctx
+4096). Here the drafted tokens are decoded in ONE batch with logits only at the batch positions (the
+pending token and the drafts), each position is sampled with the same sampler chain the plain path uses,
+the longest agreeing prefix is kept, and the rejected tail is removed from the KV cache. With greedy
+sampling the output is the plain path's output; only the number of model calls changes.
+
+Imported only by the engine worker (it touches llama.cpp through the `Llama` object it is handed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+MAX_NGRAM = 3  # longest n-gram of recent tokens looked up in the history
+MAX_DRAFT = 8  # most tokens drafted per step: a longer batch costs more when it is rejected
+
+
+def find_draft(history: list[int] | np.ndarray, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT) -> list[int]:
+    """Tokens that followed the most recent earlier occurrence of the longest matching tail n-gram.
+
+    Same idea as llama_cpp.llama_speculative.LlamaPromptLookupDecoding (longest n-gram first), but the
+    latest match wins: in a chat the newest copy of a passage is the likeliest to be repeated next.
+    """
+    ids = np.asarray(history, dtype=np.int64)
+    n = ids.shape[0]
+    for size in range(min(max_ngram, n - 1), 0, -1):
+        tail = ids[n - size:]
+        # windows over ids[:-1]: a match must have at least one token after it
+        windows = np.lib.stride_tricks.sliding_window_view(ids[:n - 1], size)
+        hits = np.nonzero(np.all(windows == tail, axis=1))[0]
+        hits = hits[hits + size < n]
+        if hits.size:
+            start = int(hits[-1]) + size
+            return [int(t) for t in ids[start:min(start + max_draft, n)]]
+    return []
+
+
+class PromptLookup:
+    """A token generator like `Llama.generate`, verifying prompt-lookup drafts in batches.
+
+    Counters `drafted` / `accepted` feed PhaseMetrics.draft_tokens / draft_accepted; `plain_steps` and
+    `batch_steps` count model calls of each kind. Closing the generator early leaves the KV cache and
+    `llm.n_tokens`/`input_ids` exactly as the plain path would (prompt + emitted tokens minus the last).
+    """
+
+    def __init__(self, llm: Any, *, top_k: int, top_p: float, min_p: float, temp: float,
+                 repeat_penalty: float, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT) -> None:
+        self.llm = llm
+        self.max_ngram = max_ngram
+        self.max_draft = max(1, min(max_draft, llm.n_batch - 1))
+        self.sampler = llm._init_sampler(top_k=top_k, top_p=top_p, min_p=min_p, temp=temp,
+                                         repeat_penalty=repeat_penalty)
+        self.drafted = 0
+        self.accepted = 0
+        self.plain_steps = 0
+        self.batch_steps = 0
+
+    def _sample(self, idx: int) -> int:
+        return int(self.sampler.sample(self.llm._ctx, idx))
+
+    def _trim(self, keep: int) -> None:
+        llm = self.llm
+        if llm.n_tokens > keep:
+            if not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+                raise RuntimeError("llama.cpp could not remove rejected draft tokens from the KV cache")
+            llm.n_tokens = keep
+
+    def generate(self, prompt: list[int]) -> Iterator[int]:
+        llm = self.llm
+        n_ctx = llm.n_ctx()
+        # Reuse the cached prefix like Llama.generate; always evaluate at least one token for fresh logits.
+        limit = min(llm.n_tokens, len(prompt) - 1)
+        cached = llm.input_ids[:limit]
+        same = np.nonzero(cached != np.asarray(prompt[:limit], dtype=cached.dtype))[0]
+        prefix = int(same[0]) if same.size else limit
+        if prefix > 0 and not llm._ctx.kv_cache_seq_rm(-1, prefix, -1):
+            prefix = 0
+        llm.n_tokens = prefix
+        llm.eval(prompt[prefix:])  # prefill (removes anything cached past `prefix` first)
+        history = list(prompt)
+        emitted = 0
+        try:
+            token = self._sample(-1)
+            history.append(token)
+            while True:
+                emitted += 1
+                yield token
+                n_past = llm.n_tokens
+                room = n_ctx - n_past - 1
+                if room <= 0:
+                    return
+                draft = find_draft(history, self.max_ngram, min(self.max_draft, room))
+                if not draft:
+                    self.plain_steps += 1
+                    llm.eval([token])
+                    token = self._sample(-1)
+                    history.append(token)
+                    continue
+                self.batch_steps += 1
+                batch = [token, *draft]
+                # One decode for the pending token and its drafts, logits at every batch position.
+                llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
+                llm._ctx.decode(llm._batch)
+                llm.input_ids[n_past:n_past + len(batch)] = batch
+                llm.n_tokens = n_past + len(batch)
+                self.drafted += len(draft)
+                out: list[int] = []
+                for i in range(len(batch)):
+                    t = self._sample(i)
+                    out.append(t)
+                    if i == len(draft) or t != draft[i]:
+                        break  # first disagreement (or the bonus token after a fully accepted draft)
+                good = len(out) - 1
+                self.accepted += good
+                self._trim(n_past + 1 + good)  # keep the pending token and the accepted drafts
+                history.extend(out)
+                for t in out[:-1]:
+                    emitted += 1
+                    yield t
+                token = out[-1]
+        finally:
+            # Same state as the plain path: every emitted token but the last is in the cache.
+            self._trim(len(prompt) + max(0, emitted - 1))

@@ -1,0 +1,89 @@
+"""Prompt-lookup decoding: the n-gram draft search, and greedy text on/off through the real engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.core.metrics import PhaseMetrics
+from app.engine import protocol as P
+from app.engine.client import EngineClient
+from app.engine.speculative import find_draft
+
+CODE = '''def total_price(items, tax_rate):
+    subtotal = 0
+    for item in items:
+        subtotal += item.price * item.quantity
+    tax = subtotal * tax_rate
+    return subtotal + tax
+'''
+
+
+def test_draft_is_the_continuation_of_the_latest_longest_match() -> None:
+    history = [1, 2, 3, 9, 9, 1, 2, 3, 7, 8, 5, 2, 3]
+    # tail (2, 3) last occurred at index 6..7, followed by 7, 8, 5 ...
+    assert find_draft(history, max_ngram=2, max_draft=3) == [7, 8, 5]
+    # a 3-gram (5, 2, 3) has no earlier occurrence, so the 2-gram decides
+    assert find_draft(history, max_ngram=3, max_draft=2) == [7, 8]
+
+
+def test_no_match_means_no_draft_and_the_draft_is_capped() -> None:
+    assert find_draft([1, 2, 3, 4], max_ngram=3, max_draft=5) == []
+    assert find_draft([4], max_ngram=3, max_draft=5) == []
+    assert find_draft([5, 6, 7, 8, 9, 5], max_ngram=1, max_draft=2) == [6, 7]
+    # the continuation may run up to the end of the history, never past it
+    assert find_draft([5, 6, 5], max_ngram=1, max_draft=8) == [6, 5]
+
+
+@pytest.fixture(scope="module")
+def engine(default_model: Path):
+    client = EngineClient()
+    client.start()
+    client.load(P.LoadConfig(model_path=str(default_model), n_ctx=1024, n_threads=2))
+    yield client
+    client.close()
+
+
+def _run(client: EngineClient, prompt: str, lookup: bool, n: int) -> P.Done:
+    # Reload: each run starts from an empty KV cache, so both see the same prefill numerics.
+    assert client.loaded is not None
+    client.load(P.LoadConfig(model_path=client.loaded.model_path, n_ctx=1024, n_threads=2))
+    req = P.Generate(request_id=client.new_request_id("s"), prompt=prompt, prompt_lookup=lookup,
+                     sampling=P.Sampling(temperature=0.0, max_tokens=n, seed=1, ignore_eos=True))
+    events = list(client.generate(req, timeout=600))
+    done = events[-1]
+    assert isinstance(done, P.Done)
+    assert done.text == "".join(e.text for e in events[:-1])
+    return done
+
+
+@pytest.mark.model
+def test_greedy_text_is_identical_with_and_without_lookup(engine: EngineClient) -> None:
+    prompt = f"Rewrite this function with renamed variables:\n\n{CODE}\nRewritten:\n\n"
+    off = _run(engine, prompt, False, 48)
+    on = _run(engine, prompt, True, 48)
+    assert on.text == off.text and len(on.text) > 40
+    m_on, m_off = PhaseMetrics.from_dict(on.metrics), PhaseMetrics.from_dict(off.metrics)
+    assert m_off.draft_tokens == 0 and m_on.draft_tokens > 0
+    assert 0 < m_on.draft_accepted <= m_on.draft_tokens
+    assert m_on.generated_tokens == m_off.generated_tokens == 48
+    # the cache ends as the plain path leaves it: prompt + every emitted token but the last
+    assert m_on.kv_cells_used == m_off.kv_cells_used == m_on.prompt_tokens + 47
+    # batches that verify drafts are decode work: counted there, never as prefill
+    assert m_on.prefill_tokens == m_off.prefill_tokens == m_on.prompt_tokens
+    assert m_on.decode_tokens == 47
+
+
+@pytest.mark.model
+def test_a_follow_up_after_lookup_reuses_the_cache_consistently(engine: EngineClient) -> None:
+    prompt = f"Copy this code exactly:\n\n{CODE}\nCopy:\n\n"
+    first = _run(engine, prompt, True, 24)
+    # Same prompt again without reloading: the cached prefix is reused.
+    req = P.Generate(request_id="again", prompt=prompt, prompt_lookup=True,
+                     sampling=P.Sampling(temperature=0.0, max_tokens=24, seed=1, ignore_eos=True))
+    again = list(engine.generate(req, timeout=600))[-1]
+    m = PhaseMetrics.from_dict(again.metrics)
+    assert m.reused_tokens == m.prompt_tokens - 1  # everything but the last prompt token came from the cache
+    assert m.kv_cells_used == m.prompt_tokens + m.generated_tokens - 1
+    assert first.finish_reason == again.finish_reason == "length"
