@@ -1,0 +1,141 @@
+"""Measured main-memory bandwidth of this machine (what CPU decode speed is bound by).
+
+A read probe sums buffers far larger than the last-level cache, one thread per core (numpy releases the
+GIL inside reductions, so threads run in parallel); a copy probe is kept for reference. The best of a
+few runs counts, and the whole measurement stays within about two seconds, allocation included.
+Results are cached per machine (CPU model + RAM + core count) in `paths.cache_dir()`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.core import paths
+
+MiB = 1 << 20
+CACHE_FILE = "bandwidth.json"
+
+
+@dataclass
+class BandwidthResult:
+    read_gbs: float  # GB/s (1e9 bytes) summing buffers: what decode streams weights at, at best
+    copy_gbs: float  # GB/s counting bytes read + written
+    threads: int
+    buffer_bytes: int  # total over threads
+    runs: int
+    seconds: float  # wall time of the measurement
+    measured_at: str
+    machine_key: str = ""
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BandwidthResult:
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def default_threads() -> int:
+    try:
+        import psutil
+
+        return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+    except Exception:  # noqa: BLE001 - psutil refusing: fall back to os.cpu_count
+        return max(1, os.cpu_count() or 1)
+
+
+def measure_bandwidth(threads: int | None = None, total_bytes: int | None = None,
+                      budget_s: float = 2.0, max_runs: int = 10) -> BandwidthResult:
+    """Measure now. total_bytes: default max(256 MiB, 64 MiB per thread), at most 1 GiB."""
+    start = time.perf_counter()
+    n = threads or default_threads()
+    total = total_bytes or min(1024 * MiB, max(256 * MiB, 64 * MiB * n))
+    per = max(MiB, total // n) // 8 * 8
+    bufs: list[np.ndarray] = [np.empty(per // 8, dtype=np.float64) for _ in range(n)]
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        # first touch inside the worker threads: pages land near the core that reads them
+        list(pool.map(lambda b: b.fill(1.0), bufs))
+
+        def timed(fn: Any, bufs: list[np.ndarray] = bufs) -> float:
+            t = time.perf_counter()
+            list(pool.map(fn, bufs))
+            return time.perf_counter() - t
+
+        read_best = copy_best = float("inf")
+        runs = 0
+        # keep a reserve for the copy runs; stop early when the budget is spent
+        while runs < max_runs and (runs < 2 or time.perf_counter() - start < budget_s * 0.7):
+            read_best = min(read_best, timed(lambda b: b.sum()))
+            runs += 1
+        half = per // 16
+
+        def copy(b: np.ndarray) -> None:
+            np.copyto(b[half:2 * half], b[:half])
+
+        for _ in range(3):
+            copy_best = min(copy_best, timed(copy))
+            if time.perf_counter() - start > budget_s:
+                break
+    return BandwidthResult(
+        read_gbs=round(per * n / read_best / 1e9, 2),
+        copy_gbs=round(2 * half * 8 * n / copy_best / 1e9, 2),
+        threads=n, buffer_bytes=per * n, runs=runs,
+        seconds=round(time.perf_counter() - start, 3),
+        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def _cache_path() -> Path:
+    return paths.cache_dir() / CACHE_FILE
+
+
+def load_cached(key: str) -> BandwidthResult | None:
+    try:
+        data = json.loads(_cache_path().read_text())
+        entry = data.get(key)
+        if not isinstance(entry, dict):
+            return None
+        result = BandwidthResult.from_dict(entry)
+    except (OSError, ValueError, TypeError):
+        return None  # missing or damaged cache: measure again
+    result.cached = True
+    return result
+
+
+def store(result: BandwidthResult) -> None:
+    path = _cache_path()
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    entry = result.to_dict()
+    entry.pop("cached", None)
+    data[result.machine_key] = entry
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+def get_bandwidth(machine_key: str, remeasure: bool = False, **measure_kwargs: Any) -> BandwidthResult:
+    """The cached measurement for this machine, or a fresh one (stored) when missing or asked."""
+    if not remeasure:
+        cached = load_cached(machine_key)
+        if cached is not None:
+            return cached
+    result = measure_bandwidth(**measure_kwargs)
+    result.machine_key = machine_key
+    store(result)
+    return result
