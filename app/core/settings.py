@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.core import paths
@@ -72,6 +72,14 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The file's values arrive as init kwargs; env vars must win over them.
         return (env_settings, init_settings)
+
+    @field_validator("models_dir", "last_model")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        # A NUL byte makes every later filesystem call raise ValueError (not OSError): refuse it here.
+        if value is not None and "\x00" in value:
+            raise ValueError("a path cannot contain a NUL byte")
+        return value
 
     def resolved_models_dir(self) -> Path:
         return Path(self.models_dir).expanduser() if self.models_dir else paths.models_dir()
@@ -145,7 +153,8 @@ def load_settings(path: Path | None = None) -> LoadResult:
         elif int(data.get("version", 1)) > SETTINGS_VERSION:
             problem = (f"it was written by a newer Roofline (settings version {data.get('version')}, "
                        f"this one reads {SETTINGS_VERSION})")
-    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # OverflowError: "version": 1e400 (int(inf)); RecursionError: thousands of nested brackets.
         problem = f"it is not valid JSON ({exc})"
     if problem is None:
         try:
