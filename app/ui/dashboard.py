@@ -168,6 +168,12 @@ class Dashboard(QWidget):
         self.itl_bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=theme.DECODE, pen=None)
         self.plot_itl.addItem(self.itl_bars)
         self.itl_lines: list[pg.InfiniteLine] = []
+        for style, where in ((Qt.PenStyle.SolidLine, 0.9), (Qt.PenStyle.DashLine, 0.7)):
+            line = pg.InfiniteLine(pos=0, angle=90, pen=pg.mkPen("#888888", width=1, style=style), label="",
+                                   labelOpts={"position": where, "anchors": [(1, 0.5), (1, 0.5)]})
+            line.setVisible(False)
+            self.plot_itl.addItem(line)
+            self.itl_lines.append(line)
         self.empty_labels = {w: _empty_label(w, "no replies yet") for w in
                              (self.plot_prefill, self.plot_decode, self.plot_ttft)}
         self.empty_labels[self.plot_itl] = _empty_label(self.plot_itl, "tokens appear here while a reply streams")
@@ -238,6 +244,10 @@ class Dashboard(QWidget):
         lay.addWidget(roof)
         lay.addStretch(1)
 
+        self._live_timer = QTimer(self)
+        self._live_timer.setSingleShot(True)
+        self._live_timer.setInterval(100)
+        self._live_timer.timeout.connect(self._refresh_live)
         self._poll = QTimer(self)
         self._poll.setInterval(1000)
         self._poll.timeout.connect(self.poll)
@@ -261,6 +271,7 @@ class Dashboard(QWidget):
 
     def set_history(self, metrics: list[PhaseMetrics]) -> None:
         self.history = list(metrics)
+        self._live_timer.stop()
         self._live_times = []
         self._update_series()
         self._show_message(self.history[-1] if self.history else None)
@@ -268,6 +279,7 @@ class Dashboard(QWidget):
 
     def add_metrics(self, m: PhaseMetrics) -> None:
         self.history.append(m)
+        self._live_timer.stop()
         self._live_times = []
         self._update_series()
         self._show_message(m)
@@ -276,15 +288,22 @@ class Dashboard(QWidget):
 
     def start_reply(self) -> None:
         self._reply_started = time.monotonic()
+        self._live_timer.stop()
         self._live_times = []
         self._set_itl([])
         for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
             card.set("…", "waiting for the first token")
 
     def on_tokens(self, times: list[float]) -> None:
-        """Live update while streaming, from the engine's token timestamps."""
+        """Live update while streaming, from the engine's token timestamps (redrawn at most 10×/s)."""
         first = not self._live_times
         self._live_times.extend(times)
+        if first:
+            self._refresh_live(first=True)
+        elif not self._live_timer.isActive():
+            self._live_timer.start()
+
+    def _refresh_live(self, first: bool = False) -> None:
         t = self._live_times
         if first and t and self._reply_started is not None:
             # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.
@@ -331,10 +350,9 @@ class Dashboard(QWidget):
 
     def _set_itl(self, gaps_ms: list[float]) -> None:
         self._itl_gaps = list(gaps_ms)
-        for line in self.itl_lines:
-            self.plot_itl.removeItem(line)
-        self.itl_lines = []
         self.empty_labels[self.plot_itl].setVisible(not gaps_ms)
+        for line in self.itl_lines:
+            line.setVisible(bool(gaps_ms))
         if not gaps_ms:
             self.itl_bars.setOpts(x0=[], x1=[], height=[])
             return
@@ -345,14 +363,10 @@ class Dashboard(QWidget):
         counts, edges = np.histogram(np.clip(arr, 0, hi), bins=30, range=(0, hi))
         self.itl_bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
         self.plot_itl.setXRange(0, hi, padding=0.02)
-        c = theme.colors()
-        for q, style, where in ((50, Qt.PenStyle.SolidLine, 0.9), (99, Qt.PenStyle.DashLine, 0.7)):
+        for q, line in zip((50, 99), self.itl_lines, strict=True):
             v = percentile(gaps_ms, q)
-            line = pg.InfiniteLine(pos=min(v, hi), angle=90, pen=pg.mkPen(c.text, width=1, style=style),
-                                   label=f"p{q} {v:.0f} ms", labelOpts={"position": where, "color": c.text,
-                                                                       "anchors": [(1, 0.5), (1, 0.5)]})
-            self.plot_itl.addItem(line)
-            self.itl_lines.append(line)
+            line.setPos(min(v, hi))
+            line.label.setFormat(f"p{q} {v:.0f} ms")
 
     def _update_kv(self, stats: P.Stats | None) -> None:
         stats = stats or self._last_stats
@@ -484,7 +498,9 @@ class Dashboard(QWidget):
             plot.getPlotItem().titleLabel.setText(plot.getPlotItem().titleLabel.text, color=c.text)
         for label in (self.roof_explain, self.swa_label):
             label.setStyleSheet(f"color: {c.muted};")
-        self._set_itl(self._itl_gaps)  # percentile labels take the new text colour
+        for line in self.itl_lines:
+            line.setPen(pg.mkPen(c.text, width=1, style=line.pen.style()))
+            line.label.setColor(c.text)
 
 
 class DashboardDock(QDockWidget):
