@@ -23,6 +23,7 @@ def _open(qtbot, max_tokens: int = 6) -> MainWindow:
     win = MainWindow()
     qtbot.addWidget(win)
     win.show()
+    win.measure_bandwidth_on_load = False  # 2 s of all cores per test: the dashboard test covers it
     win.sampling_panel.max_tokens.setValue(max_tokens)
     win.sampling_panel.seed_fixed.setChecked(True)
     win.sampling_panel.seed.setValue(7)

@@ -131,5 +131,6 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
         )
     except SecurityError as exc:
         raise ChatTemplateError(f"the chat template tried something unsafe and was stopped: {exc}") from exc
-    except (TemplateError, TypeError, ValueError) as exc:
+    except (TemplateError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+        # OverflowError: the sandbox's range() limit; RecursionError: a macro that calls itself.
         raise ChatTemplateError(f"the chat template could not be rendered: {exc}") from exc

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         win.settings.threads = args.threads
     win.sampling_panel.max_tokens.setValue(args.tokens)
     win.sampling_overrides = {"ignore_eos": True}
+    win.measure_bandwidth_on_load = False  # it would run all cores during the first tg128
     win.load_default_model()
     wait_until(lambda: win.engine.loaded_info is not None, 300, what="the model to load")
 

@@ -104,8 +104,13 @@ class MainWindow(QMainWindow):
         self.session = ChatSession(self.store, self.engine, self)
         self._editing: int | None = None
         self._closed = False
+        self._bandwidth_busy = False
+        self._bandwidth_known = False
+        self._bandwidth_measure_next = False
         # Extra Sampling fields for scripts and tests (e.g. {"ignore_eos": True} for fixed-length replies).
         self.sampling_overrides: dict[str, object] = {}
+        # Measure memory bandwidth once per machine after a load (2 s of all cores; tests switch it off).
+        self.measure_bandwidth_on_load = True
 
         # ---- central pages
         self.pages = QTabWidget()
@@ -382,6 +387,8 @@ class MainWindow(QMainWindow):
             f"threads {loaded.n_threads}/{loaded.n_threads_batch}; GPU layers {loaded.n_gpu_layers}")
         if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
             self.banner.hide()
+        if not self._bandwidth_known and self.measure_bandwidth_on_load:
+            self._bandwidth_from_core(measure=True)
         self._update_buttons()
 
     def _engine_error(self, error: P.Error) -> None:
@@ -551,24 +558,48 @@ class MainWindow(QMainWindow):
             if old is not None and self.session.model_path and old != self.load_config(Path(self.session.model_path)):
                 self.load_model(Path(self.session.model_path))  # engine settings changed: reload
 
-    def _bandwidth_from_core(self) -> None:
-        """Use the cached bandwidth measurement of app.core.bandwidth when there is one (never measure here)."""
-        try:
-            from app.core import bandwidth  # type: ignore[attr-defined]
-        except ImportError:
-            self.dashboard.set_bandwidth(None, "not measured yet")
+    _bandwidth_ready = Signal(object, str)  # bytes/s or None, note
+
+    def _bandwidth_from_core(self, measure: bool = False) -> None:
+        """Feed the roofline the machine's read bandwidth from app.core.bandwidth, off the GUI thread.
+
+        measure=False only reads the per-machine cache; measure=True measures (about 2 s, all cores) when
+        there is no cached value: done once, right after a model load while the engine is idle."""
+        if self._bandwidth_busy:
+            self._bandwidth_measure_next = self._bandwidth_measure_next or measure
             return
-        getter = getattr(bandwidth, "cached_read_bandwidth", None)
-        value = None
-        if callable(getter):
+        self._bandwidth_busy = True
+
+        def work() -> None:
+            value: float | None = None
             try:
-                value = getter()
-            except Exception:  # noqa: BLE001 (a broken cache only means "not measured yet")
-                value = None
-        if value:
-            self.dashboard.set_bandwidth(float(value), "measured read bandwidth")
-        else:
-            self.dashboard.set_bandwidth(None, "not measured yet (roofline bandwidth)")
+                from app.core import bandwidth, hardware
+
+                key = hardware.machine_key(hardware.probe_cpu(), hardware.probe_memory()[0])
+                result = bandwidth.load_cached(key)
+                if result is None and measure:
+                    result = bandwidth.get_bandwidth(key)
+                if result is not None:
+                    value = result.read_gbs * 1e9
+                    note = f"measured read bandwidth, {result.measured_at[:10]}"
+                else:
+                    note = "not measured yet"
+            except Exception as exc:  # noqa: BLE001 (the roofline just lacks its slope)
+                note = f"not measured ({exc})"
+            try:
+                self._bandwidth_ready.emit(value, note)
+            except RuntimeError:  # window already gone
+                pass
+
+        threading.Thread(target=work, name="bandwidth", daemon=True).start()
+
+    def _on_bandwidth(self, value: float | None, note: str) -> None:
+        self._bandwidth_busy = False
+        self._bandwidth_known = value is not None
+        self.dashboard.set_bandwidth(value, note)
+        if value is None and self._bandwidth_measure_next:
+            self._bandwidth_measure_next = False
+            self._bandwidth_from_core(measure=True)
 
     def restyle(self) -> None:
         app = QGuiApplication.instance()
@@ -588,6 +619,7 @@ class MainWindow(QMainWindow):
             self.restoreState(QByteArray.fromBase64(w.state.encode()))
         self.dock.setVisible(w.dashboard_visible)
         self._default_ready.connect(self._on_default_ready)
+        self._bandwidth_ready.connect(self._on_bandwidth)
 
     def save_settings(self) -> None:
         self.settings.window.geometry = bytes(self.saveGeometry().toBase64().data()).decode()
