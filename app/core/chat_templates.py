@@ -93,6 +93,8 @@ class ChatTemplate:
             return f"built-in '{self.name}' format (the GGUF has no chat template; chosen from its architecture)"
         if self.source == "override":
             return f"'{self.name}' format (chosen in settings)"
+        if self.source == "server":  # remote backends template on the server; we never see the template
+            return f"the server's own chat template (applied remotely by {self.name})"
         return f"built-in '{self.name}' format (unknown architecture; the GGUF has no chat template)"
 
 

@@ -1,0 +1,407 @@
+"""A remote backend: any OpenAI-compatible server (llama.cpp server, llama-cpp-python, vLLM, LM Studio ...).
+
+`RemoteClient` mirrors `EngineClient` where it makes sense (context manager, start/close, send, generate,
+new_request_id, on_event on a thread) so the CLI and the GUI drive either one. It streams
+`/v1/chat/completions` (messages) or `/v1/completions` (raw prompt) with `stream=true` over the standard
+library's http.client, and measures the phases on the client's wall clock: TTFT at the first content chunk,
+decode rate and inter-token latency from chunk arrival times. Those include the network, and the server
+applies its own chat template, which we never see; both are said in the metrics (`source`) and in Loaded.
+
+Security default: plain http only to loopback hosts; anything else needs https, or an explicit opt-in
+(`allow_insecure_http=True` or ROOFLINE_ALLOW_INSECURE_HTTP=1), which warns. API keys come from the caller
+or the OS keyring (app.core.secrets), never from settings files.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+import os
+import socket
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from app.core.metrics import PhaseMetrics
+from app.engine import protocol as P
+from app.engine.client import EngineError
+
+SOURCE = "client-side wall clock"
+_LLAMA_EXTRAS = ("top_k", "min_p", "repeat_penalty")  # llama.cpp-family servers accept these; OpenAI does not
+
+
+def _err(kind: str, message: str, request_id: str | None = None) -> EngineError:
+    return EngineError(P.Error(request_id, kind, message))
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class RemoteClient:
+    """One OpenAI-compatible server. Blocking helpers without `on_event`; events on a thread with it."""
+
+    def __init__(self, url: str, api_key: str | None = None, model: str | None = None,
+                 on_event: Callable[[Any], None] | None = None, timeout: float = 30.0,
+                 allow_insecure_http: bool | None = None, send_llama_extras: bool = True) -> None:
+        self.url = url.strip()
+        self.model = model
+        self.timeout = timeout
+        self._api_key = api_key
+        self._on_event = on_event
+        self._extras = send_llama_extras
+        if allow_insecure_http is None:
+            allow_insecure_http = os.environ.get("ROOFLINE_ALLOW_INSECURE_HTTP") == "1"
+        self._allow_http = allow_insecure_http
+        parts = urlsplit(self.url if "://" in self.url else f"http://{self.url}")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise _err("bad_request", f"Not a server URL: {url!r} (expected http(s)://host[:port])")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        prefix = parts.path.rstrip("/")
+        if prefix.endswith("/v1"):
+            prefix = prefix[:-3]
+        self._prefix = prefix
+        self.loaded: P.Loaded | None = None
+        self._counter = 0
+        self._lock = threading.Lock()
+        self._cancelled: set[str] = set()
+        self._active: dict[str, http.client.HTTPConnection] = {}
+        self._started = False
+        self.warnings: list[str] = []
+
+    # ------------------------------------------------------------------ lifetime
+    def start(self) -> None:
+        if self.scheme == "http" and not is_loopback(self.host):
+            if not self._allow_http:
+                raise _err("bad_request", f"Refusing plain http to {self.host}: the prompt, the reply and the "
+                           "API key would cross the network unencrypted. Use https, or opt in explicitly "
+                           "(ROOFLINE_ALLOW_INSECURE_HTTP=1 / the 'allow insecure http' setting).")
+            warning = f"warning: plain http to {self.host}: traffic and API key are not encrypted"
+            self.warnings.append(warning)
+            print(warning, file=sys.stderr)
+        if self._api_key is None:
+            from app.core.secrets import load_api_key
+
+            self._api_key = load_api_key(self.url)
+        self._started = True
+
+    def close(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            active = list(self._active.items())
+            self._cancelled.update(rid for rid, _ in active)
+        for _, conn in active:
+            _abort(conn)
+        self._started = False
+
+    def __enter__(self) -> "RemoteClient":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def alive(self) -> bool:
+        return self._started
+
+    def new_request_id(self, prefix: str = "r") -> str:
+        self._counter += 1
+        return f"{prefix}remote-{os.getpid()}-{self._counter}-{time.monotonic_ns() % 1_000_000}"
+
+    # ------------------------------------------------------------------ HTTP
+    def _conn(self) -> http.client.HTTPConnection:
+        if self.scheme == "https":
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
+                                               context=ssl.create_default_context())
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+
+    def _headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+             "User-Agent": "roofline"}
+        if self._api_key:
+            h["Authorization"] = f"Bearer {self._api_key}"
+        return h
+
+    def _where(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}{self._prefix}"
+
+    def _explain(self, exc: BaseException, what: str) -> str:
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            return (f"The server at {self._where()} did not answer {what} within {self.timeout:.0f} s "
+                    "(it accepted the connection but sent nothing).")
+        if isinstance(exc, ConnectionRefusedError):
+            return f"Cannot reach the server at {self._where()}: connection refused (is it running?)."
+        if isinstance(exc, socket.gaierror):
+            return f"Cannot resolve host {self.host!r}: {exc}."
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS failed with {self.host}: {exc}."
+        return f"Connection to {self._where()} failed {what}: {type(exc).__name__}: {exc}"
+
+    def _status_error(self, status: int, body: bytes, request_id: str | None = None) -> EngineError:
+        text = body.decode("utf-8", "replace")[:400]
+        try:
+            detail = json.loads(text).get("error", text)
+            if isinstance(detail, dict):
+                detail = detail.get("message", detail)
+        except (ValueError, AttributeError):
+            detail = text
+        if status in (401, 403):
+            return _err("load_failed", f"The server refused the API key (HTTP {status}): {detail}", request_id)
+        if status == 404:
+            return _err("load_failed", f"{self._where()} has no OpenAI-compatible API here (HTTP 404). "
+                        "Give the server's base URL, e.g. http://127.0.0.1:8080", request_id)
+        return _err("bad_request", f"The server answered HTTP {status}: {detail}", request_id)
+
+    def _get_json(self, path: str) -> Any:
+        conn = self._conn()
+        try:
+            conn.request("GET", self._prefix + path, headers=self._headers())
+            resp = conn.getresponse()
+            body = resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise _err("load_failed", self._explain(exc, "the model list request")) from exc
+        finally:
+            conn.close()
+        if resp.status != 200:
+            raise self._status_error(resp.status, body)
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise _err("protocol", f"{self._where()}{path} did not return JSON") from exc
+
+    # ------------------------------------------------------------------ connect ("load")
+    def connect(self) -> P.Loaded:
+        """Ask the server which models it serves; returns a Loaded-like description of the remote model."""
+        if not self._started:
+            self.start()
+        t0 = time.perf_counter()
+        data = self._get_json("/v1/models")
+        models = data.get("data", []) if isinstance(data, dict) else []
+        ids = [str(m.get("id")) for m in models if isinstance(m, dict) and m.get("id")]
+        if self.model is None:
+            if not ids:
+                raise _err("load_failed", f"{self._where()} lists no models; pass a model name")
+            self.model = ids[0]
+        meta = next((m.get("meta") or {} for m in models if isinstance(m, dict) and m.get("id") == self.model), {})
+        self.loaded = P.Loaded(
+            model_path=f"{self._where()}/v1 (model {self.model})",
+            load_ms=(time.perf_counter() - t0) * 1000.0,
+            n_ctx=int(meta.get("n_ctx", 0) or 0), n_ctx_train=int(meta.get("n_ctx_train", 0) or 0),
+            n_vocab=int(meta.get("n_vocab", 0) or 0), n_params=int(meta.get("n_params", 0) or 0),
+            model_size=int(meta.get("size", 0) or 0), architecture="remote",
+            model_desc=f"{self.model.rstrip('/').rsplit('/', 1)[-1]} (remote)",
+            chat_template_name=f"the server at {self.host}", chat_template_source="server",
+            n_gpu_layers=0, type_k="", type_v="", flash_attn=None, swa_full=False, buffers_mib={},
+            kv_bytes_allocated=0, kv_cells_allocated=0, n_threads=0, n_threads_batch=0, rss_bytes=0,
+            metadata={"remote.models": ",".join(ids)},
+        )
+        if self._on_event is not None:
+            self._on_event(self.loaded)
+        return self.loaded
+
+    # ------------------------------------------------------------------ generation
+    def _body(self, req: P.Generate, extras: bool) -> tuple[str, dict[str, Any]]:
+        s = req.sampling
+        body: dict[str, Any] = {"model": self.model or "default", "stream": True, "max_tokens": s.max_tokens,
+                                "temperature": s.temperature, "top_p": s.top_p,
+                                "stream_options": {"include_usage": True}}
+        if s.seed is not None and s.seed >= 0:
+            body["seed"] = s.seed
+        if s.stop:
+            body["stop"] = s.stop
+        if extras:
+            body.update({k: getattr(s, k) for k in _LLAMA_EXTRAS})
+            if s.ignore_eos:
+                body["ignore_eos"] = True
+        if req.messages is not None:
+            body["messages"] = req.messages
+            return "/v1/chat/completions", body
+        body["prompt"] = req.prompt or ""
+        return "/v1/completions", body
+
+    def _open_stream(self, req: P.Generate) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        rid = req.request_id
+        for extras in ((True, False) if self._extras else (False,)):
+            path, body = self._body(req, extras)
+            conn = self._conn()
+            with self._lock:
+                self._active[rid] = conn
+            try:
+                conn.request("POST", self._prefix + path, body=json.dumps(body).encode(), headers=self._headers())
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                if rid in self._cancelled:
+                    raise _Cancelled() from exc
+                raise _err("timeout" if isinstance(exc, (socket.timeout, TimeoutError)) else "generation_failed",
+                           self._explain(exc, "the request"), rid) from exc
+            if resp.status == 200:
+                return conn, resp
+            err_body = resp.read()
+            conn.close()
+            # Strict OpenAI-style servers reject llama.cpp's sampling fields: retry once without them.
+            if extras and resp.status in (400, 422) and any(k.encode() in err_body for k in
+                                                            (*_LLAMA_EXTRAS, "ignore_eos", "stream_options")):
+                self._extras = False
+                continue
+            raise self._status_error(resp.status, err_body, rid)
+        raise _err("bad_request", "the server rejected the request", rid)
+
+    def _stream(self, req: P.Generate) -> Iterator[Any]:
+        """Token events, then Done; raises EngineError on failures (with what arrived so far)."""
+        if not self._started:
+            self.start()
+        if self.loaded is None:
+            self.connect()
+        rid = req.request_id
+        t_request = time.monotonic()
+        metrics = PhaseMetrics(source=SOURCE)
+        times: list[float] = []
+        parts: list[str] = []
+        usage: dict[str, Any] = {}
+        finish = "length"
+        conn: http.client.HTTPConnection | None = None
+        try:
+            try:
+                conn, resp = self._open_stream(req)
+            except _Cancelled:
+                finish = "cancelled"
+                resp = None
+            got_done = False
+            while resp is not None:
+                if rid in self._cancelled:
+                    finish = "cancelled"
+                    break
+                try:
+                    raw = resp.readline()
+                except (OSError, http.client.HTTPException, ValueError) as exc:
+                    if rid in self._cancelled:
+                        finish = "cancelled"
+                        break
+                    kind = "timeout" if isinstance(exc, (socket.timeout, TimeoutError)) else "generation_failed"
+                    raise _err(kind, self._explain(exc, f"mid-reply (after {len(times)} tokens)"), rid) from exc
+                if not raw:
+                    if rid in self._cancelled:
+                        finish = "cancelled"
+                        break
+                    if not got_done:
+                        raise _err("generation_failed", f"The server at {self._where()} closed the connection "
+                                   f"mid-reply after {len(times)} tokens (it stopped or crashed).", rid)
+                    break
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue  # SSE comments, event names, keep-alives
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    got_done = True
+                    break
+                try:
+                    chunk = json.loads(payload)
+                except ValueError:
+                    continue
+                if isinstance(chunk.get("error"), (dict, str)):
+                    e = chunk["error"]
+                    raise _err("generation_failed", f"The server reported: "
+                               f"{e.get('message', e) if isinstance(e, dict) else e}", rid)
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                for choice in chunk.get("choices") or []:
+                    text = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
+                    if text:
+                        now = time.monotonic()
+                        if not times:
+                            metrics.ttft_ms = (now - t_request) * 1000.0
+                        times.append(now)
+                        parts.append(text)
+                        yield P.Token(rid, text, len(times) - 1, now)
+                    if choice.get("finish_reason"):
+                        finish = "stop" if choice["finish_reason"] == "stop" else "length"
+        finally:
+            with self._lock:
+                self._active.pop(rid, None)
+                self._cancelled.discard(rid)
+            if conn is not None:
+                conn.close()
+        t_end = time.monotonic()
+        n_gen = int(usage.get("completion_tokens") or 0) or len(times)
+        metrics.prompt_tokens = metrics.prefill_tokens = int(usage.get("prompt_tokens") or 0)
+        metrics.prefill_ms = metrics.ttft_ms  # network + queueing + prefill: all the client can see
+        metrics.generated_tokens = n_gen
+        metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:])]
+        metrics.decode_wall_ms = (times[-1] - times[0]) * 1000.0 if len(times) > 1 else 0.0
+        metrics.decode_tokens = max(0, n_gen - 1)
+        metrics.decode_ms = metrics.decode_wall_ms
+        metrics.total_ms = (t_end - t_request) * 1000.0
+        data = metrics.to_dict()
+        data["token_times"] = times
+        data["chunks"] = len(times)
+        data["usage"] = usage
+        data["chat_template"] = "server" if req.messages is not None else "none"
+        yield P.Done(rid, "".join(parts), finish, data)
+
+    def generate(self, request: P.Generate, timeout: float = 600.0) -> Iterator[Any]:
+        """Blocking: yield Token events, then Done. Raises EngineError on an error."""
+        return self._stream(request)
+
+    def send(self, command: Any) -> None:
+        """Generate runs on a thread and delivers to on_event; Cancel stops a stream; others are no-ops."""
+        if isinstance(command, P.Generate):
+            threading.Thread(target=self._run_async, args=(command,), name="remote-stream", daemon=True).start()
+        elif isinstance(command, P.Cancel):
+            with self._lock:
+                self._cancelled.add(command.request_id)
+                conn = self._active.get(command.request_id)
+            if conn is not None:
+                _abort(conn)  # unblocks a read waiting on the server
+        elif isinstance(command, P.Shutdown):
+            self.close()
+        elif isinstance(command, P.Load):
+            self._deliver(P.Error(None, "bad_request", "A remote server loads its own models; use connect()."))
+
+    def _deliver(self, event: Any) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
+    def _run_async(self, req: P.Generate) -> None:
+        try:
+            for event in self._stream(req):
+                self._deliver(event)
+        except EngineError as exc:
+            self._deliver(exc.error)
+        except Exception as exc:  # noqa: BLE001 - a thread must report, never die silently
+            self._deliver(P.Error(req.request_id, "generation_failed", f"{type(exc).__name__}: {exc}"))
+
+    def collect(self, request: P.Generate) -> P.Done:
+        """Run a request to the end and return its Done (sweeps)."""
+        done = None
+        for event in self.generate(request):
+            if isinstance(event, P.Done):
+                done = event
+        assert done is not None
+        return done
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _abort(conn: http.client.HTTPConnection) -> None:
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+

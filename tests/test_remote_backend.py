@@ -1,0 +1,256 @@
+"""The remote backend against llama-cpp-python's own OpenAI-compatible server (real server, real model),
+a server killed mid-reply, a socket that never answers, the http security default, and key storage."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.metrics import PhaseMetrics
+from app.engine import protocol as P
+from app.engine.client import EngineError
+from app.engine.remote import SOURCE, RemoteClient
+
+KEY = "sk-test-roofline"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_server(model: Path, api_key: str | None = KEY) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "1024", "--n_threads", "2", "--chat_format", "gemma"]
+    if api_key:
+        cmd += ["--api_key", api_key]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("llama_cpp.server exited at start-up")
+        try:
+            req = urllib.request.Request(url + "/v1/models", headers={"Authorization": f"Bearer {api_key}"})
+            urllib.request.urlopen(req, timeout=2).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("llama_cpp.server did not come up in 90 s")
+
+
+@pytest.fixture(scope="module")
+def server(default_model: Path) -> Iterator[str]:
+    proc, url = _start_server(default_model)
+    yield url
+    proc.kill()
+    proc.wait(10)
+
+
+def _greedy(n: int) -> P.Sampling:
+    return P.Sampling(temperature=0.0, max_tokens=n, seed=1, ignore_eos=True)
+
+
+@pytest.mark.model
+def test_chat_streams_with_client_side_phase_metrics(server: str) -> None:
+    with RemoteClient(server, api_key=KEY) as client:
+        loaded = client.connect()
+        assert loaded.chat_template_source == "server" and "remote" in loaded.model_desc
+        req = P.Generate(request_id=client.new_request_id(), sampling=_greedy(12),
+                         messages=[{"role": "user", "content": "Write one sentence about the sea."}])
+        events = list(client.generate(req))
+    tokens, done = events[:-1], events[-1]
+    assert isinstance(done, P.Done) and all(isinstance(t, P.Token) for t in tokens)
+    assert done.text == "".join(t.text for t in tokens) and done.text.strip()
+    m = PhaseMetrics.from_dict(done.metrics)
+    assert m.source == SOURCE
+    assert 0 < m.ttft_ms < m.total_ms
+    assert len(m.itl_ms) == len(tokens) - 1 and m.decode_wall_tps > 0
+    # chunk arrival times are the ITL; they are ordered and sum to the decode wall time
+    assert abs(sum(m.itl_ms) - m.decode_wall_ms) < 1e-6 * max(1.0, m.decode_wall_ms) + 1e-6
+
+
+@pytest.mark.model
+def test_raw_prompt_and_cancel_from_another_thread(server: str) -> None:
+    events: list[Any] = []
+    got_done = threading.Event()
+
+    def on_event(ev: Any) -> None:
+        events.append(ev)
+        if isinstance(ev, P.Token) and len([e for e in events if isinstance(e, P.Token)]) == 2:
+            client.send(P.Cancel(ev.request_id))
+        if isinstance(ev, (P.Done, P.Error)):
+            got_done.set()
+
+    client = RemoteClient(server, api_key=KEY, on_event=on_event)
+    with client:
+        client.connect()
+        req = P.Generate(request_id="raw1", prompt="Once upon a time", sampling=_greedy(200))
+        client.send(req)
+        assert got_done.wait(120)
+    done = events[-1]
+    assert isinstance(done, P.Done), done
+    assert done.finish_reason == "cancelled"
+    n_tokens = len([e for e in events if isinstance(e, P.Token)])
+    assert 2 <= n_tokens < 20  # stopped long before the 200 requested tokens
+
+
+@pytest.mark.model
+def test_cli_chat_against_a_remote_prints_client_side_ttft(server: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "app.cli", "chat", "--remote", server, "--api-key", KEY,
+                          "--raw", "-n", "8", "--temp", "0", "The capital of France is"],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert SOURCE in out.stdout and "TTFT" in out.stdout and "ITL" in out.stdout
+    assert "server's own chat template" in out.stderr or "--raw" in out.stderr
+
+
+@pytest.mark.model
+def test_wrong_api_key_is_a_clear_error(server: str) -> None:
+    with RemoteClient(server, api_key="wrong") as client:
+        with pytest.raises(EngineError, match="refused the API key"):
+            client.connect()
+
+
+@pytest.mark.model
+def test_server_killed_mid_reply_is_reported_with_what_arrived(default_model: Path) -> None:
+    proc, url = _start_server(default_model, api_key=None)
+    try:
+        got: list[P.Token] = []
+        with RemoteClient(url) as client:
+            client.connect()
+            req = P.Generate(request_id="k1", prompt="Count: one, two, three,", sampling=_greedy(400))
+            with pytest.raises(EngineError, match="mid-reply|closed the connection") as info:
+                for ev in client.generate(req):
+                    if isinstance(ev, P.Token):
+                        got.append(ev)
+                        if len(got) == 3:
+                            proc.kill()
+        assert len(got) >= 3
+        assert info.value.error.kind in ("generation_failed", "timeout")
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_a_server_that_never_answers_times_out_clearly() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: [accepted.append(listener.accept()[0]) for _ in range(2)], daemon=True).start()
+    try:
+        client = RemoteClient(f"http://127.0.0.1:{port}", model="m", timeout=1.0)
+        with client:
+            t0 = time.monotonic()
+            with pytest.raises(EngineError, match="did not answer .* within 1 s") as info:
+                client.connect()
+            assert time.monotonic() - t0 < 10
+            assert info.value.error.kind == "load_failed"
+    finally:
+        for s in accepted:
+            s.close()
+        listener.close()
+
+
+def test_plain_http_to_another_host_needs_an_explicit_opt_in(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("ROOFLINE_ALLOW_INSECURE_HTTP", raising=False)
+    with pytest.raises(EngineError, match="Refusing plain http"):
+        RemoteClient("http://192.168.1.20:8080").start()
+    RemoteClient("https://example.invalid").start()  # https: fine (nothing is sent by start)
+    RemoteClient("http://localhost:8080").start()  # loopback: fine
+    client = RemoteClient("http://192.168.1.20:8080", allow_insecure_http=True)
+    client.start()
+    assert "not encrypted" in capsys.readouterr().err and client.warnings
+    with pytest.raises(EngineError, match="Not a server URL"):
+        RemoteClient("ftp://host/x")
+
+
+class _AuthEcho(http.server.BaseHTTPRequestHandler):
+    seen: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        self.seen.append(self.headers.get("Authorization", ""))
+        body = json.dumps({"data": [{"id": "echo-model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_keyring_key_is_used_when_none_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    import keyring
+    from keyring.backend import KeyringBackend
+
+    from app.core import secrets
+
+    class Memory(KeyringBackend):
+        priority = 1  # type: ignore[assignment]
+        store: dict[tuple[str, str], str] = {}
+
+        def set_password(self, service: str, username: str, password: str) -> None:
+            self.store[(service, username)] = password
+
+        def get_password(self, service: str, username: str) -> str | None:
+            return self.store.get((service, username))
+
+        def delete_password(self, service: str, username: str) -> None:
+            del self.store[(service, username)]
+
+    old = keyring.get_keyring()
+    keyring.set_keyring(Memory())
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AuthEcho)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        assert secrets.keyring_available()
+        secrets.save_api_key(url + "/v1", "sk-from-keyring")
+        assert secrets.load_api_key(url) == "sk-from-keyring"
+        assert secrets.load_api_key("http://127.0.0.1:1") is None  # keyed per server
+        with RemoteClient(url) as client:
+            assert client.connect().model_desc.startswith("echo-model")
+        assert _AuthEcho.seen[-1] == "Bearer sk-from-keyring"
+        assert secrets.delete_api_key(url) and secrets.load_api_key(url) is None
+        assert all("sk-" not in p.read_text(errors="ignore") for p in Path(os.environ["ROOFLINE_HOME"]).rglob("*")
+                   if p.is_file())
+    finally:
+        keyring.set_keyring(old)
+        httpd.shutdown()
+
+
+def test_without_a_keyring_backend_the_key_is_not_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import keyring
+    from keyring.backends import fail
+
+    from app.core import secrets
+
+    old = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        assert not secrets.keyring_available()
+        with pytest.raises(secrets.SecretStoreUnavailable, match="asked for it each time"):
+            secrets.save_api_key("https://api.example.com", "sk-x")
+        assert secrets.load_api_key("https://api.example.com") is None
+        assert not secrets.delete_api_key("https://api.example.com")
+    finally:
+        keyring.set_keyring(old)
