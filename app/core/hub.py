@@ -110,9 +110,12 @@ def _install_client_timeouts() -> None:
         import httpx2
         from huggingface_hub.utils import _http
 
+        def https_only(request: httpx2.Request) -> None:
+            check_url_allowed(str(request.url))  # every request, redirects included
+
         def factory() -> httpx2.Client:
             return httpx2.Client(
-                event_hooks={"request": [_http.hf_request_event_hook]},
+                event_hooks={"request": [https_only, _http.hf_request_event_hook]},
                 follow_redirects=True,
                 timeout=httpx2.Timeout(30.0, connect=10.0),
             )
