@@ -42,12 +42,17 @@ def byte_vocab(n_vocab: int = 260) -> tuple[list[str], list[float], list[int]]:
     types.append(T.NORMAL)
     letters = "etaoinshrdlucmfwypvbgkjqxz"
     i = 0
-    while len(tokens) < n_vocab:  # filler pieces: '▁e', '▁t', ..., 'ee', 'et', ...
-        a, b = divmod(i, len(letters))
-        piece = ("\u2581" if a == 0 else letters[(a - 1) % len(letters)]) + letters[b]
-        if piece not in tokens:
-            tokens.append(piece)
-            types.append(T.NORMAL)
+    while len(tokens) < n_vocab:  # filler pieces, all distinct: '▁e', '▁t', ..., then 'ee', 'et', ...
+        word = ""
+        k = i
+        while True:
+            k, r = divmod(k, len(letters))
+            word += letters[r]
+            if k == 0:
+                break
+            k -= 1
+        tokens.append(("\u2581" + word) if i < len(letters) else word)
+        types.append(T.NORMAL)
         i += 1
     scores = [0.0] * 259 + [-float(k) for k in range(1, len(tokens) - 258)]
     return tokens, scores, [int(t) for t in types]

@@ -286,3 +286,11 @@ def test_info_cli_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     bad.write_bytes(b"not a model at all")
     assert main(["info", "-m", str(bad)]) == 1
     assert "bad magic" in capsys.readouterr().err
+
+
+def test_synthetic_vocab_is_distinct_at_any_size() -> None:
+    from synth_gguf import byte_vocab
+
+    tokens, scores, types = byte_vocab(5000)
+    assert len(set(tokens)) == len(tokens) == len(scores) == len(types) == 5000
+    assert tokens[3] == "<0x00>" and tokens[258] == "<0xFF>"
