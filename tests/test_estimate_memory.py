@@ -11,13 +11,13 @@ import ctypes
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 from synth_gguf import write_synthetic_gguf
 
 from app.core.gguf_info import GGUFInfo, inspect_gguf
-from app.core.memory import MiB, MemoryConfig, estimate_memory, gpu_layout, kv_bytes, row_bytes
+from app.core.memory import MemoryConfig, MiB, estimate_memory, gpu_layout, kv_bytes, row_bytes
 
 KV_LINE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers.*?"
                      r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB")
@@ -38,7 +38,7 @@ class LlamaLogs:
     def _on_log(self, level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         self.lines.append(text.decode("utf-8", errors="replace"))
 
-    def __enter__(self) -> LlamaLogs:
+    def __enter__(self) -> Self:
         self.llama_cpp.llama_log_set(self.callback, ctypes.c_void_p(0))
         return self
 
