@@ -13,6 +13,7 @@ with a queue, pause/resume/cancel and progress callbacks (used by the GUI).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -300,6 +301,13 @@ def download_file(task: FileTask, *, base_done: int, progress: Progress,
         raise hub.HubUnreachable(
             f"the download of {task.path} was interrupted ({type(exc).__name__}: {exc}); "
             f"{got} of {task.size} bytes are kept and the next attempt resumes from there") from exc
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        # The disk filled up after the up-front check (another program wrote to it): stop, keep the part.
+        raise InsufficientDisk(
+            f"the disk filled up while downloading {task.path} ({exc.strerror}); {got} of {task.size} bytes "
+            f"are kept in {part.parent}: free some space and the download resumes from there") from exc
     if control.stop.is_set() and got < task.size:
         if control.reason == "cancelled":
             part.unlink(missing_ok=True)
