@@ -9,6 +9,7 @@ import time
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QDialog
 
 from app.core.chat_store import ChatStore
 from app.ui import engine_qt as E
@@ -137,9 +138,15 @@ def test_engine_killed_mid_stream_then_restart(qtbot, default_model):
     assert reply_id is not None
     qtbot.waitUntil(lambda: len(win.message_view.widget_for(reply_id).text) > 10, timeout=60_000)  # type: ignore[union-attr]
     old_pid = win.engine.pid
+    errors: list[object] = []
+    win.engine.error.connect(errors.append)
     win.engine.kill()
     qtbot.waitUntil(lambda: win.engine.state == E.DEAD, timeout=10_000)
+    qtbot.wait(300)
     assert not win.session.busy
+    # One error, one banner, no dialogs.
+    assert len(errors) == 1
+    assert not [w for w in QApplication.topLevelWidgets() if isinstance(w, QDialog) and w.isVisible()]
     msg = win.store.message(reply_id)
     assert msg is not None and msg.state == "interrupted" and msg.content
     assert msg.content == win.message_view.widget_for(reply_id).text  # type: ignore[union-attr]

@@ -186,3 +186,60 @@ def test_roofline_points_sit_where_physics_says():
     assert decode.flops < r.roof(decode.intensity)  # type: ignore[operator]
     assert r.ridge is not None and decode.intensity < r.ridge
     assert roofline_model.build([], n_params, model_bytes, None).roof(1.0) is None
+
+
+def _loaded(**kw) -> object:
+    from app.engine import protocol as P
+
+    base = dict(model_path="/m/x-Q4_K_M.gguf", load_ms=500.0, n_ctx=4096, n_ctx_train=32768, n_vocab=262144,
+                n_params=268_000_000, model_size=250_000_000, architecture="gemma3", model_desc="gemma3 270M",
+                chat_template_name="gemma", chat_template_source="architecture", n_gpu_layers=0, type_k="f16",
+                type_v="f16", flash_attn=None, swa_full=True, buffers_mib={}, kv_bytes_allocated=72 << 20,
+                kv_cells_allocated=4096, n_threads=2, n_threads_batch=2, rss_bytes=400 << 20,
+                metadata={"gemma3.attention.sliding_window": "512"})
+    base.update(kw)
+    return P.Loaded(**base)  # type: ignore[arg-type]
+
+
+def test_dashboard_shows_history_memory_and_roofline(qtbot):
+    from app.engine import protocol as P
+    from app.ui.dashboard import Dashboard
+    from app.ui.engine_qt import EngineQt
+    from app.ui.main_window import quant_of
+
+    engine = EngineQt()
+    dash = Dashboard(engine)
+    qtbot.addWidget(dash)
+    loaded = _loaded()
+    assert quant_of(loaded) == "Q4_K_M"  # type: ignore[arg-type]
+    dash.set_loaded(loaded)  # type: ignore[arg-type]
+    history = [PhaseMetrics(prompt_tokens=p, reused_tokens=r, prefill_tokens=p - r, prefill_ms=(p - r) * 3.0,
+                            ttft_ms=(p - r) * 3.0 + 20, decode_tokens=30, decode_ms=30 * d, generated_tokens=31,
+                            itl_ms=[d] * 30, kv_cells_used=p + 31, kv_bytes_used=(p + 31) * 18432)
+               for p, r, d in ((20, 0, 25.0), (80, 51, 28.0), (150, 111, 30.0))]
+    dash.set_history(history[:2])
+    dash.add_metrics(history[2])
+    xs, ys = dash.curve_prefill.getData()
+    assert list(xs) == [1, 2, 3] and ys[0] == pytest.approx(history[0].prefill_tps)
+    assert list(dash.curve_decode.getData()[1]) == pytest.approx([1000 / 25, 1000 / 28, 1000 / 30])
+    assert dash.card_prompt.detail.text() == "39 new · 111 reused"
+    assert dash.card_decode.value.text() == "33.3 tok/s"
+    dash.on_stats(P.Stats(rss_bytes=500 << 20, kv_cells_used=181, kv_cells_allocated=4096,
+                          kv_bytes_used=181 * 18432, kv_bytes_allocated=72 << 20, loaded=True))
+    assert dash.kv_bar.value() == 181 and "headroom 3915 tokens" in dash.kv_label.text()
+    assert "512 tokens" in dash.swa_label.text()
+    # Without a bandwidth measurement the roofline says so; with one, decode sits under the slope.
+    assert "not measured yet" in dash.roof_label.text()
+    dash.set_bandwidth(13e9, "test")
+    (dx,), (dy,) = 10 ** dash.roof_decode.getData()[0], 10 ** dash.roof_decode.getData()[1]  # log-log plot
+    (px,), (py,) = 10 ** dash.roof_prefill.getData()[0], 10 ** dash.roof_prefill.getData()[1]
+    assert px == pytest.approx(39 * dx)  # prefill batch of 39 new tokens through the same weights
+    assert dy < 13e9 * dx and "% of the roof" in dash.roof_label.text()
+    assert py == pytest.approx(history[2].prefill_tps * 2 * 268_000_000)
+    # The live histogram follows streamed token timestamps.
+    dash.start_reply()
+    dash.on_tokens([0.0, 0.02, 0.04])
+    dash.on_tokens([0.07])
+    assert sum(dash.itl_bars.opts["height"]) == 2  # the first batch is drawn at once
+    qtbot.waitUntil(lambda: sum(dash.itl_bars.opts["height"]) == 3, timeout=2000)  # later ones ≤ 10×/s
+    assert dash.card_itl.value.text() == "20.0 ms" and "p99 29.8" in dash.card_itl.detail.text()

@@ -221,6 +221,8 @@ class Dashboard(QWidget):
         self.roof_curve = self.plot_roof.plot([], [], pen=pg.mkPen(theme.ROOF, width=2))
         for axis in ("left", "bottom"):
             self.plot_roof.getAxis(axis).enableAutoSIPrefix(False)
+            # Label decades only: the 2..9 minor ticks of a log axis pile into an unreadable column.
+            self.plot_roof.getAxis(axis).setStyle(maxTextLevel=0)
         # PlotDataItems (not bare scatter items): only they follow the plot's log mode.
         self.roof_prefill = self.plot_roof.plot([], [], pen=None, symbol="o", symbolSize=12,
                                                 symbolBrush=theme.PREFILL, symbolPen=None)

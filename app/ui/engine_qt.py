@@ -119,6 +119,8 @@ class EngineQt(QObject):
     def request_stats(self) -> bool:
         """Ask for KV/RSS stats unless a request is already outstanding (no backlog while busy)."""
         now = time.monotonic()
+        if self._state in (LOADING, GENERATING, BENCHING, STARTING):
+            return False  # the engine answers between jobs only; asking now would just queue up
         if not self._client.alive or (self._stats_sent_at is not None and now - self._stats_sent_at < 5.0):
             return False
         if self._send(P.GetStats(), report=False):
