@@ -57,6 +57,12 @@ def run_gui(args: argparse.Namespace) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Roofline")
     app.setOrganizationName("Roofline")
+    from PySide6.QtGui import QIcon
+
+    from app.selftest import resources_dir
+
+    app.setWindowIcon(QIcon(str(resources_dir() / "roofline.svg")))  # window, taskbar, dock
+    app.setDesktopFileName("io.github.roofline.Roofline")  # Wayland: match packaging/linux/*.desktop
     window = MainWindow()
     window.show()
     model = getattr(args, "model", None)
