@@ -61,8 +61,8 @@ def run_gui(args: argparse.Namespace) -> int:
 
     from app.selftest import resources_dir
 
-    app.setWindowIcon(QIcon(str(resources_dir() / "roofline.svg")))  # window, taskbar, dock
-    app.setDesktopFileName("io.github.roofline.Roofline")  # Wayland: match packaging/linux/*.desktop
+    QApplication.setWindowIcon(QIcon(str(resources_dir() / "roofline.svg")))  # window, taskbar, dock
+    QApplication.setDesktopFileName("io.github.roofline.Roofline")  # Wayland: match packaging/linux/*.desktop
     window = MainWindow()
     window.show()
     model = getattr(args, "model", None)
