@@ -57,7 +57,6 @@ class Settings(BaseSettings):
     n_batch: int = Field(default=512, ge=1, le=1 << 16)
     n_ubatch: int = Field(default=512, ge=1, le=1 << 16)
     last_model: str | None = None
-    system_prompt: str = ""
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     window: WindowState = Field(default_factory=WindowState)
 

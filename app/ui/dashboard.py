@@ -45,6 +45,14 @@ def _fmt(v: float, digits: int = 0, unit: str = "") -> str:
     return f"{v:.{digits}f}{unit}"
 
 
+_SI_PREFIX = {3: "k", 6: "M", 9: "G", 12: "T"}
+
+
+def _ms(v: float) -> str:
+    """Milliseconds, one decimal below 100 ms: short enough for a card."""
+    return _fmt(v, 1 if v < 100 else 0)
+
+
 def _si(v: float) -> str:
     for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if v >= scale:
@@ -161,6 +169,8 @@ class Dashboard(QWidget):
                                                     symbolBrush=theme.PREFILL, symbolPen=None, symbolSize=7)
         self.curve_decode = self.plot_decode.plot([], [], pen=pg.mkPen(theme.DECODE, width=2), symbol="o",
                                                   symbolBrush=theme.DECODE, symbolPen=None, symbolSize=7)
+        for plot in (self.plot_prefill, self.plot_decode):
+            plot.getAxis("bottom").setTickSpacing(1, 1)  # replies are whole numbers
         self.plot_ttft = _plot("TTFT vs prompt length", "TTFT (ms)", "prompt tokens")
         self.scatter_ttft = pg.ScatterPlotItem(size=8, brush=pg.mkBrush(theme.PREFILL), pen=None)
         self.plot_ttft.addItem(self.scatter_ttft)
@@ -221,8 +231,6 @@ class Dashboard(QWidget):
         self.roof_curve = self.plot_roof.plot([], [], pen=pg.mkPen(theme.ROOF, width=2))
         for axis in ("left", "bottom"):
             self.plot_roof.getAxis(axis).enableAutoSIPrefix(False)
-            # Label decades only: the 2..9 minor ticks of a log axis pile into an unreadable column.
-            self.plot_roof.getAxis(axis).setStyle(maxTextLevel=0)
         # PlotDataItems (not bare scatter items): only they follow the plot's log mode.
         self.roof_prefill = self.plot_roof.plot([], [], pen=None, symbol="o", symbolSize=12,
                                                 symbolBrush=theme.PREFILL, symbolPen=None)
@@ -277,7 +285,8 @@ class Dashboard(QWidget):
         self._live_times = []
         self._update_series()
         self._show_message(self.history[-1] if self.history else None)
-        self._set_itl([m for m in (self.history[-1].itl_ms if self.history else [])])
+        self._set_itl(list(self.history[-1].itl_ms) if self.history else [])
+        self._update_kv(None)
 
     def add_metrics(self, m: PhaseMetrics) -> None:
         self.history.append(m)
@@ -295,6 +304,7 @@ class Dashboard(QWidget):
         self._set_itl([])
         for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
             card.set("…", "waiting for the first token")
+        self.card_kv.detail.setText("updated when the reply ends")
 
     def on_tokens(self, times: list[float]) -> None:
         """Live update while streaming, from the engine's token timestamps (redrawn at most 10×/s)."""
@@ -318,7 +328,7 @@ class Dashboard(QWidget):
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
             self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
-                              f"p95 {percentile(gaps, 95):.1f} · p99 {percentile(gaps, 99):.1f} (live)")
+                              f"p95 {_ms(percentile(gaps, 95))} · p99 {_ms(percentile(gaps, 99))} (live)")
 
     def on_stats(self, stats: P.Stats) -> None:
         self._last_stats = stats
@@ -334,7 +344,7 @@ class Dashboard(QWidget):
         self.card_ttft.set(_fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
         self.card_prefill.set(_fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
         self.card_decode.set(_fmt(m.decode_tps, 1, " tok/s"), f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms")
-        self.card_itl.set(_fmt(m.itl_p50, 1, " ms"), f"p95 {_fmt(m.itl_p95, 1)} · p99 {_fmt(m.itl_p99, 1)} ms")
+        self.card_itl.set(_fmt(m.itl_p50, 1, " ms"), f"p95 {_ms(m.itl_p95)} · p99 {_ms(m.itl_p99)} ms")
         new = m.prompt_tokens - m.reused_tokens
         self.card_prompt.set(f"{m.prompt_tokens}", f"{new} new · {m.reused_tokens} reused")
 
@@ -343,9 +353,13 @@ class Dashboard(QWidget):
         self.curve_prefill.setData(xs, [m.prefill_tps for m in self.history])
         self.curve_decode.setData(xs, [m.decode_tps for m in self.history])
         self.scatter_ttft.setData([m.prompt_tokens for m in self.history], [m.ttft_ms for m in self.history])
-        for plot in (self.plot_prefill, self.plot_decode):
+        # Rates start at zero: honest proportions, and a flat series gets sane ticks.
+        for plot, values in ((self.plot_prefill, [m.prefill_tps for m in self.history]),
+                             (self.plot_decode, [m.decode_tps for m in self.history])):
             plot.setXRange(0.5, max(len(xs), 3) + 0.5, padding=0)
-            plot.enableAutoRange(axis="y")
+            plot.setYRange(0, max(values + [1.0]) * 1.15, padding=0)
+        ttfts = [m.ttft_ms for m in self.history]
+        self.plot_ttft.setYRange(0, max(ttfts + [1.0]) * 1.15, padding=0)
         for plot in (self.plot_prefill, self.plot_decode, self.plot_ttft):
             self.empty_labels[plot].setVisible(not xs)
         self._update_roofline()
@@ -473,6 +487,11 @@ class Dashboard(QWidget):
             self.roof_curve.setData(xs, ys)
         else:
             self.roof_curve.setData([], [])
+            ys = []
+        y_values = [y for y in ys if y] + [p.flops for p in pts]
+        self._decade_ticks("bottom", [lo, hi], "")
+        if y_values:
+            self._decade_ticks("left", [min(y_values), max(y_values)], "FLOP/s")
         self.roof_prefill.setData([r.prefill.intensity] if r.prefill else [],
                                   [r.prefill.flops] if r.prefill else [])
         self.roof_decode.setData([r.decode.intensity] if r.decode else [],
@@ -486,6 +505,20 @@ class Dashboard(QWidget):
             used = r.decode.flops / r.decode.intensity
             text += f" · decode moves {used / 1e9:.1f} GB/s = {100 * used / self.bandwidth:.0f} % of the roof"
         self.roof_label.setText(text)
+
+    def _decade_ticks(self, axis: str, values: list[float], unit: str) -> None:
+        """Label a log axis at powers of ten only (pyqtgraph's minor labels pile up into a column)."""
+        lo = math.floor(math.log10(max(min(values), 1e-30)))
+        hi = math.ceil(math.log10(max(max(values), 1e-30)))
+
+        def label(e: int) -> str:
+            if not unit or e < 3:
+                return f"{10.0 ** e:g}"
+            prefix_exp = min(e // 3 * 3, 12)
+            return f"{10 ** (e - prefix_exp)} {_SI_PREFIX[prefix_exp]}"
+
+        major = [(float(e), label(e)) for e in range(lo, hi + 1)]
+        self.plot_roof.getAxis(axis).setTicks([major, []])
 
     def restyle(self) -> None:
         c = theme.colors()

@@ -397,6 +397,7 @@ class MainWindow(QMainWindow):
             first = error.message.strip().splitlines()[0] if error.message.strip() else "The engine stopped."
             self.banner.show_message(f"{first} Your text so far is saved; restart the engine to go on "
                                      f"(Continue or Regenerate).", restart=True)
+            self.banner.label.setToolTip(error.message)  # the engine's last log lines
         elif error.kind == "load_failed":
             self.model_info.setText("load failed")
             self.banner.show_message(f"Could not load the model: {error.message}")
