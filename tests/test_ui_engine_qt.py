@@ -1,0 +1,63 @@
+"""EngineQt's token batching and event hand-off, driven the way the client drives it: events pushed from a
+foreign (reader) thread at a rate far above 60/s. No engine process is needed for this part."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from app.engine import protocol as P
+from app.ui import engine_qt as E
+
+
+def test_tokens_from_a_reader_thread_arrive_batched_in_order(qtbot):
+    engine = E.EngineQt()
+    batches: list[tuple[float, str, int]] = []
+    engine.tokens.connect(lambda rid, text, times: batches.append((time.monotonic(), text, len(times))))
+    done: list[P.Done] = []
+    engine.done.connect(done.append)
+    engine._active_request = "r1"  # what generate() sets after sending the request
+    engine._batch.start()
+    n = 600
+
+    def reader() -> None:  # like EngineClient's reader thread: 600 tokens at ~3000/s, then Done
+        for i in range(n):
+            engine._on_reader_event(P.Token("r1", f"{i},", i, time.monotonic()))
+            time.sleep(0.0003)
+        engine._on_reader_event(P.Done("r1", "", "length", {}))
+
+    thread = threading.Thread(target=reader)
+    start = time.monotonic()
+    thread.start()
+    qtbot.waitUntil(lambda: bool(done), timeout=10_000)
+    thread.join()
+    span = time.monotonic() - start
+    text = "".join(b[1] for b in batches)
+    assert text == "".join(f"{i}," for i in range(n))  # nothing lost, nothing reordered, Done came last
+    assert sum(b[2] for b in batches) == n
+    assert len(batches) <= span / (E.TOKEN_BATCH_MS / 1000) + 2  # ≤ ~60 updates/s however fast tokens come
+    assert len(batches) < n / 5
+    assert engine.state == E.IDLE and engine.active_request is None and not engine._batch.isActive()
+
+
+def test_fatal_error_from_reader_thread_sets_dead_once(qtbot):
+    engine = E.EngineQt()
+    errors: list[P.Error] = []
+    states: list[str] = []
+    engine.error.connect(errors.append)
+    engine.state_changed.connect(states.append)
+    engine._active_request = "r1"
+    threading.Thread(target=engine._on_reader_event,
+                     args=(P.Error(None, "engine_died", "The engine process was stopped by SIGKILL", True),)).start()
+    qtbot.waitUntil(lambda: bool(errors), timeout=5000)
+    assert states == [E.DEAD] and engine.active_request is None and engine.loaded_info is None
+    assert not engine.request_stats()  # nothing is sent to a dead engine
+
+
+def test_send_to_a_stopped_engine_reports_instead_of_raising(qtbot):
+    engine = E.EngineQt()
+    with qtbot.waitSignal(engine.error, timeout=2000) as blocker:
+        engine.cancel("nothing")  # not running: silently nothing
+        engine.generate(P.Generate(request_id="x", prompt="hi"))  # not running: one error, later
+    err = blocker.args[0]
+    assert err.kind == "engine_died" and err.fatal and engine.state == E.DEAD
