@@ -81,7 +81,8 @@ def test_engine_killed_twenty_times_loses_nothing(default_model: Path, tmp_path:
     store = ChatStore(tmp_path / "chats.sqlite3")
     conv = store.create_conversation("kill test")
     expected: list[tuple[str, str, str]] = []
-    config = P.LoadConfig(model_path=str(default_model), n_ctx=N_CTX, n_threads=2)
+    # One thread: on a busy 2-core machine two spinning llama.cpp threads decode 5-15x slower.
+    config = P.LoadConfig(model_path=str(default_model), n_ctx=N_CTX, n_threads=1)
     hit = {"load": 0, "prefill": 0, "decode": 0}
     lost = 0
     load_s = _measure_load(config)
@@ -171,7 +172,7 @@ def test_window_survives_engine_kills_during_streaming(default_model: Path, tmp_
     from app.ui.main_window import MainWindow
 
     store = ChatStore(tmp_path / "gui.sqlite3")
-    settings = Settings(n_ctx=512, threads=2)
+    settings = Settings(n_ctx=512, threads=1)
     window = MainWindow(store=store, settings_result=LoadResult(settings))
     qtbot.addWidget(window)
     engine = window.engine

@@ -127,7 +127,7 @@ def test_gui_killed_while_streaming_keeps_every_saved_message(default_model: Pat
     rng = random.Random(11)
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
-    (paths.config_dir() / "settings.json").write_text(json.dumps({"version": 1, "n_ctx": 1024, "threads": 2}))
+    (paths.config_dir() / "settings.json").write_text(json.dumps({"version": 1, "n_ctx": 1024, "threads": 1}))
     db = paths.data_dir() / "chats.sqlite3"
     committed: dict[int, tuple[str, str, str]] = {}  # id -> (role, content, state) as the app last committed it
     lost = 0
