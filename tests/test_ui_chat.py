@@ -178,3 +178,26 @@ def test_window_crash_leaves_streaming_reply_recoverable(qtbot, roofline_home):
     widget = win.message_view.widget_for(reply.id)
     assert widget is not None and widget.state_label.text() == "interrupted"
     assert win.continue_button.isVisibleTo(win)
+
+
+def test_gui_command_opens_the_window_on_the_default_model(default_model, tmp_path):
+    """`roofline gui` (what `roofline` alone runs) loads the default model; --screenshot/--quit-after script it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from PySide6.QtGui import QImage
+
+    shot = tmp_path / "window.png"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([str(Path(sys.executable).parent / "roofline"), "gui", "--screenshot", str(shot),
+                           "--quit-after", "6"], env=env, cwd=root, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    image = QImage(str(shot))
+    assert image.width() >= 800 and image.height() >= 500
+    from app.core import settings as S
+
+    assert S.load_settings().settings.last_model == str(default_model)  # it loaded the default model
