@@ -1,7 +1,8 @@
 """Measured main-memory bandwidth of this machine (what CPU decode speed is bound by).
 
 A read probe sums buffers far larger than the last-level cache, one thread per core (numpy releases the
-GIL inside reductions, so threads run in parallel); a copy probe is kept for reference. The best of a
+GIL inside reductions, so threads run in parallel); a copy probe is kept for reference, and a small
+float32 matrix multiply gives a yardstick for compute (prefill). The best of a
 few runs counts, and the whole measurement stays within about two seconds, allocation included.
 Results are cached per machine (CPU model + RAM + core count) in `paths.cache_dir()`.
 """
@@ -36,6 +37,7 @@ class BandwidthResult:
     measured_at: str
     machine_key: str = ""
     cached: bool = False
+    gemm_gflops: float = 0.0  # float32 matrix multiply (numpy BLAS): a yardstick for prefill compute
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,13 +89,30 @@ def measure_bandwidth(threads: int | None = None, total_bytes: int | None = None
             copy_best = min(copy_best, timed(copy))
             if time.perf_counter() - start > budget_s:
                 break
+    gemm = measure_gemm()
     return BandwidthResult(
+        gemm_gflops=round(gemm, 1),
         read_gbs=round(per * n / read_best / 1e9, 2),
         copy_gbs=round(2 * half * 8 * n / copy_best / 1e9, 2),
         threads=n, buffer_bytes=per * n, runs=runs,
         seconds=round(time.perf_counter() - start, 3),
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
+
+
+def measure_gemm(n: int = 512, runs: int = 20) -> float:
+    """GFLOP/s of a float32 n x n matrix multiply (best of `runs`; ~20 ms on a laptop)."""
+    rng = np.random.default_rng(0)
+    a = rng.random((n, n), dtype=np.float32)
+    b = rng.random((n, n), dtype=np.float32)
+    for _ in range(3):  # warm-up: BLAS threads start
+        a @ b
+    best = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best / 1e9
 
 
 def _cache_path() -> Path:

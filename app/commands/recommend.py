@@ -1,0 +1,88 @@
+"""`roofline recommend [-m FILE...] [--ctx N] [--kv-type T] [--json]`: which quantization, context and GPU
+offload to use on this machine, with predicted speed and quality cost for every file given."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.core.recommend import Recommendation
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recommend", help="which quant / context / GPU offload fits this machine, and how fast")
+    p.add_argument("-m", "--model", nargs="+", metavar="GGUF",
+                   help="GGUF files to compare (e.g. several quants of one model; default: the embedded model)")
+    p.add_argument("--ctx", type=int, default=None, help="context you want (default 8192, or the model's if less)")
+    p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
+    p.add_argument("--remeasure", action="store_true", help="measure memory bandwidth again first")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.commands._common import fail, print_json, resolve_model
+    from app.core.gguf_info import GGUFError, inspect_gguf
+    from app.core.recommend import Candidate, Machine, recommend
+
+    paths = [resolve_model(m) for m in args.model] if args.model else [resolve_model(None)]
+    cands = []
+    for path in paths:
+        try:
+            info = inspect_gguf(path)
+        except GGUFError as exc:
+            return fail(f"{path}: {exc}")
+        cands.append(Candidate(info, name=f"{info.file_type} ({path.name})" if len(paths) > 1 else info.file_type,
+                               size=path.stat().st_size))
+    if args.ctx is not None and args.ctx <= 0:
+        return fail("--ctx must be positive")
+    machine = Machine.from_system(remeasure=args.remeasure)
+    rec = recommend(cands, machine, n_ctx=args.ctx, kv_type=args.kv_type)
+    if args.json:
+        data = rec.to_dict()
+        data["machine"] = machine.hw.to_dict()
+        data["rates"] = machine.rates.to_dict()
+        print_json(data)
+        return 0
+    print_report(rec)
+    return 0
+
+
+def print_report(rec: Recommendation) -> None:
+    from app.core.metrics import fmt_bytes
+
+    print(rec.sentence)
+    print()
+    header = f"{'variant':<28} {'size':>9}  {'verdict':<12} {'ngl':>4}  {'max ctx f16/q8_0/q4_0':<23} " \
+             f"{'prefill':>9} {'decode':>8}  quality"
+    print(header)
+    print("-" * len(header))
+    for v in rec.variants:
+        ctx = "/".join(f"{v.max_ctx[t] // 1024}k" if v.max_ctx[t] >= 1024 else str(v.max_ctx[t])
+                       for t in ("f16", "q8_0", "q4_0"))
+        speed = (f"{v.prefill_tps:>7.0f}/s {v.decode_tps:>6.1f}/s" if v.verdict != "does not fit"
+                 else f"{'-':>9} {'-':>8}")
+        kld = f"KLD {'≈' if v.quality.estimated else ''}{v.quality.kld:.3g}" if v.quality.kld is not None else "?"
+        mark = "★ " if v.recommended else "  "
+        print(f"{mark}{v.name[:26]:<26} {fmt_bytes(v.size):>9}  {v.verdict:<12} {v.n_gpu_layers:>4}  {ctx:<23} "
+              f"{speed}  {v.quality.grade} ({kld})")
+    print()
+    pick = rec.pick or (rec.variants[0] if rec.variants else None)
+    if pick is not None and pick.memory is not None:
+        m = pick.memory
+        gpu = f", GPU {fmt_bytes(m.gpu.total)}" if m.gpu.total else ""
+        print(f"memory for {pick.name} at {pick.n_ctx} context: RAM {fmt_bytes(m.cpu.total)}{gpu} "
+              f"(KV cache {fmt_bytes(m.kv_bytes)}, weights {fmt_bytes(m.cpu.weights + m.gpu.weights)}, "
+              f"compute {fmt_bytes(m.cpu.compute + m.gpu.compute)})")
+    if pick is not None and pick.curve:
+        points = ", ".join(f"{n}:{tps:.0f}" for n, tps in pick.curve[:: max(1, len(pick.curve) // 8)])
+        print(f"what-if decode tok/s by n_gpu_layers: {points}")
+    for note in rec.budget.notes:
+        print(f"note: {note}")
+    label = {v.speed_label for v in rec.variants if v.speed_label}
+    if "uncalibrated" in label:
+        print("note: speeds are uncalibrated estimates from measured bandwidth; `roofline calibrate` measures "
+              "this machine")
+    print("note: quality figures are from the llama.cpp perplexity scoreboard (Llama-3-8B); damage varies by "
+          "model")
