@@ -1,0 +1,94 @@
+"""`roofline sweep KIND`: benchmark sweeps (prompt × generation grid, KV depth, n_ubatch, threads, KV type)
+with a one-sentence finding, exported as llama-bench JSON rows, CSV and a PNG chart."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.commands._common import add_model_arg, fail, resolve_model
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from app.core.sweeps import KINDS
+
+    p = sub.add_parser("sweep", help="benchmark sweeps that show which phase (prefill/decode) dominates")
+    p.add_argument("kind", choices=KINDS, help="grid: prompt × generation length; depth: decode vs KV depth; "
+                   "ubatch: prefill vs n_ubatch; threads: both phases vs threads; kv: KV type / flash attention")
+    add_model_arg(p)
+    p.add_argument("-p", "--prompts", type=_ints, help="grid: prompt lengths (default 64,128,256,512,1024)")
+    p.add_argument("-n", "--gens", type=_ints, help="grid: generation lengths (default 32,128)")
+    p.add_argument("-d", "--depths", type=_ints, help="depth: KV depths (default 0,256,512,1024,2048)")
+    p.add_argument("-ub", "--ubatches", type=_ints, help="ubatch: n_ubatch values (default 32..512)")
+    p.add_argument("-t", "--threads", type=_ints, help="threads: thread counts (default 1..cores)")
+    p.add_argument("-r", "--repetitions", type=int, default=3)
+    p.add_argument("--remote", default=None, help="run the grid against an OpenAI-compatible server")
+    p.add_argument("--api-key", default=None, help="API key for --remote (default: the OS keyring)")
+    p.add_argument("--model-name", default=None, help="model name on the --remote server")
+    p.add_argument("--json", dest="json_out", type=Path, help="write llama-bench JSON rows here")
+    p.add_argument("--csv", dest="csv_out", type=Path, help="write the analysed points as CSV here")
+    p.add_argument("--png", dest="png_out", type=Path, help="write the chart as PNG here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from app.core.sweeps import context_needed, plan, run_sweep
+    from app.engine import protocol as P
+    from app.engine.client import EngineClient, EngineError
+
+    opts = {k: v for k, v in {"prompts": args.prompts, "gens": args.gens, "depths": args.depths,
+                               "ubatches": args.ubatches, "threads": args.threads}.items() if v}
+    if args.repetitions < 1:
+        return fail("--repetitions must be at least 1")
+    try:
+        steps = plan(args.kind, opts, n_cpus=os.cpu_count() or 1, remote=bool(args.remote))
+    except ValueError as exc:
+        return fail(str(exc))
+
+    def progress(i: int, n: int, label: str) -> None:
+        print(f"[{i}/{n}] {label}", file=sys.stderr, flush=True)
+
+    try:
+        if args.remote:
+            from app.engine.remote import RemoteClient
+            from app.engine.sweep_backend import RemoteSweepBackend
+
+            with RemoteClient(args.remote, api_key=args.api_key, model=args.model_name, timeout=120) as remote:
+                remote.connect()
+                result = run_sweep(args.kind, steps, RemoteSweepBackend(remote), args.repetitions, progress)
+        else:
+            from app.engine.sweep_backend import EngineSweepBackend
+
+            base = P.LoadConfig(model_path=str(resolve_model(args.model)), n_ctx=context_needed(steps),
+                                n_batch=2048)
+            with EngineClient() as engine:
+                result = run_sweep(args.kind, steps, EngineSweepBackend(engine, base), args.repetitions, progress)
+    except EngineError as exc:
+        return fail(str(exc))
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)
+    print(result.csv_text(), end="")
+    print(f"\n{result.finding}")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(result.rows(), indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json_out} (llama-bench rows)", file=sys.stderr)
+    if args.csv_out:
+        args.csv_out.write_text(result.csv_text(), encoding="utf-8")
+        print(f"wrote {args.csv_out}", file=sys.stderr)
+    if args.png_out:
+        from app.ui.lab_page import render_png
+
+        render_png(result, args.png_out)
+        print(f"wrote {args.png_out}", file=sys.stderr)
+    return 0
