@@ -84,6 +84,7 @@ class EngineClient:
             stderr=subprocess.PIPE,
             env=env,
             close_fds=True,
+            creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # Windows: no console window per engine
         )
         proc = self._proc
         threading.Thread(target=self._read_stdout, args=(proc,), name="engine-reader", daemon=True).start()

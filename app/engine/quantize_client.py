@@ -99,6 +99,7 @@ class QuantizeJob:
         self._proc = subprocess.Popen(
             quantize_command(self.in_path, self.out_path, self.qtype, self.threads),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # Windows: no console window
         )
         proc = self._proc
         reader = threading.Thread(target=self._drain_stderr, args=(proc,), daemon=True)
