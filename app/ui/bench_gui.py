@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=128, help="tokens per streamed reply (default 128)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of tg bench + GUI reply")
     parser.add_argument("--threads", type=int, default=None, help="engine threads (default: llama.cpp's)")
+    parser.add_argument("--greedy", action="store_true",
+                        help="top-k 1, no repeat penalty: takes the sampler's cost on a 262k vocabulary out of "
+                             "the comparison with tg (which does not sample)")
     parser.add_argument("--profile", action="store_true",
                         help="time the GUI's own slots (rendering, dashboard, store) to explain the stalls")
     args = parser.parse_args(argv)
@@ -47,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         win.settings.threads = args.threads
     win.sampling_panel.max_tokens.setValue(args.tokens)
+    if args.greedy:
+        win.sampling_panel.top_k.setValue(1)
+        win.sampling_panel.repeat_penalty.setValue(1.0)
     win.sampling_overrides = {"ignore_eos": True}
     win.measure_bandwidth_on_load = False  # it would run all cores during the first tg128
     win.load_default_model()
