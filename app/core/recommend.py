@@ -251,12 +251,12 @@ def explain(pick: VariantReport | None, budget: Budget, n_ctx: int) -> str:
     ctx = _ctx_text(pick.n_ctx)
     if pick.verdict == FULL and budget.gpu is not None:
         mem = budget.gpu.memory_total or 0
-        where = f"your {mem / 1e9:.0f} GB GPU" if not budget.unified else f"your Mac's {mem / 1e9:.0f} GB GPU share"
+        where = f"your {mem / GiB:.0f} GB GPU" if not budget.unified else f"your Mac's {mem / GiB:.0f} GB GPU share"
         return f"{pick.name}: fits in {where} with {ctx} context; {speed}, {why}."
     if pick.verdict == PARTIAL and budget.gpu is not None:
         n = pick.memory.layers_on_gpu if pick.memory else pick.n_gpu_layers
         return (f"{pick.name}: {n} of {pick.n_layers} layers fit on your "
-                f"{(budget.gpu.memory_total or 0) / 1e9:.0f} GB GPU "
+                f"{(budget.gpu.memory_total or 0) / GiB:.0f} GB GPU "
                 f"and the rest run from RAM, with {ctx} context; {speed}, {why} of the part in RAM.")
     return f"{pick.name}: runs from RAM on the CPU with {ctx} context; {speed}, {why}."
 

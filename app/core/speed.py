@@ -9,7 +9,8 @@ llama.cpp achieves and t0 a fixed per-token overhead (kernel launches, sampling,
 Prefill (a batch of prompt tokens) is bound by compute: 2 FLOPs per weight per token for the
 repeating layers, plus attention over the context, plus the output matrix once per batch (only the
 last token's logits are computed). It is also never faster than reading the weights once per
-micro-batch, which matters for small CPUs.
+micro-batch, which matters for small CPUs. With partial GPU offload llama.cpp computes big prompt batches
+of the CPU-resident layers on the GPU as well, streaming their weights over PCIe (~25 GB/s).
 
 Uncalibrated rates come from the measured bandwidth and published efficiencies (η ≈ 0.65 for CPUs,
 ≈ 0.9 for GPUs); `app.core.calibration` replaces them with rates fitted to measured runs. Every
@@ -32,7 +33,10 @@ ETA_GPU, T0_GPU = 0.90, 0.004
 CPU_PREFILL_OF_GEMM = 0.6
 CPU_FLOPS_PER_CORE = 30e9  # fallback when no GEMM probe ran
 # Effective prefill FLOP/s per byte/s of memory bandwidth, by GPU family (published llama.cpp pp512).
-GPU_FLOPS_PER_BYTE = {"nvidia": 150.0, "amd": 60.0, "apple": 20.0}
+GPU_FLOPS_PER_BYTE = {"nvidia": 100.0, "amd": 60.0, "apple": 20.0}
+# With partial offload, llama.cpp runs big prompt batches of CPU-resident layers on the GPU too
+# (op offload), streaming those weights over PCIe once per micro-batch.
+PCIE_GBS = 25.0
 
 
 @dataclass
@@ -217,9 +221,14 @@ def predict(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None, depth
     flops["gpu" if output_on_gpu else "cpu"] += out_flops
     n_ubatches = -(-n_prompt // max(min(cfg.n_ubatch, cfg.n_batch), 1))
     compute_t = read_t = 0.0
-    for name, r in used.items():
-        compute_t += flops[name] / r.prefill_flops
-        read_t += n_ubatches * traffic.weights[name] / r.effective_bandwidth
+    if "gpu" in used and n_prompt >= 32:  # op offload: the GPU computes everything
+        compute_t = (flops["cpu"] + flops["gpu"]) / used["gpu"].prefill_flops
+        read_t = n_ubatches * (traffic.weights["cpu"] / (PCIE_GBS * 1e9)
+                               + traffic.weights["gpu"] / used["gpu"].effective_bandwidth)
+    else:
+        for name, r in used.items():
+            compute_t += flops[name] / r.prefill_flops
+            read_t += n_ubatches * traffic.weights[name] / r.effective_bandwidth
     prefill_t = max(compute_t, read_t)
     calibrated = all(r.calibrated for r in used.values())
     return SpeedPrediction(
@@ -230,7 +239,7 @@ def predict(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None, depth
         bytes_per_token_by_device={k: traffic.on(k) for k in ("cpu", "gpu")},
         prefill_flops_per_token=total_flops / n_prompt,
         decode_bound="memory bandwidth" if stream >= t0 else "per-token overhead",
-        prefill_bound="compute" if compute_t >= read_t else "memory bandwidth",
+        prefill_bound="compute" if compute_t >= read_t else "memory bandwidth",  # PCIe counts as bandwidth
         calibrated=calibrated,
         depth=depth,
     )
