@@ -5,6 +5,7 @@ laptop) with header-only Llama-3-8B-shaped GGUFs in several quantizations, and o
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from big_gguf import write_header_only
 
 from app.core.bandwidth import BandwidthResult
 from app.core.gguf_info import GGUFInfo, inspect_gguf
-from app.core.hardware import GiB, CPUInfo, GPUInfo, HardwareInfo, probe_apple
+from app.core.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo, probe_apple
 from app.core.quant_quality import quality
 from app.core.recommend import CPU, FULL, NONE, PARTIAL, Candidate, Machine, recommend
 from app.core.speed import default_rates
@@ -119,7 +120,7 @@ def test_offload_curve_rises(llama8b: dict[str, GGUFInfo]) -> None:
     assert [n for n, _ in curve] == list(range(34))
     speeds = [tps for _, tps in curve]
     assert speeds[-1] > 5 * speeds[0]  # all on a 448 GB/s GPU vs a 40 GB/s CPU
-    assert all(b >= a * 0.999 for a, b in zip(speeds, speeds[1:], strict=False))
+    assert all(b >= a * 0.999 for a, b in itertools.pairwise(speeds))
 
 
 def test_quality_and_json(llama8b: dict[str, GGUFInfo]) -> None:
