@@ -30,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 @dataclass
 class Measured:
     decode: list[DecodeSample]
+    decode_depths: list[int]  # the depth of each decode sample
     prefill: list[PrefillSample]
     n_threads: int
     gpu_offload: bool
@@ -50,6 +51,7 @@ def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, *, 
                              type_v=cfg.type_v, flash_attn=cfg.flash_attn, swa_full=cfg.swa_full))
     has_gpu = bool(engine.ready and engine.ready.gpu_offload)
     decode: list[DecodeSample] = []
+    decode_depths: list[int] = []
     threads = 0
     for depth in depths:
         if progress:
@@ -60,13 +62,14 @@ def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, *, 
         threads = res.n_threads
         bytes_tok = decode_traffic(info, cfg, depth + (n_gen - 1) // 2, has_gpu).total
         decode += [DecodeSample(bytes_tok, n_gen / (ns / 1e9)) for ns in res.samples_ns]
+        decode_depths += [depth] * len(res.samples_ns)
     if progress:
         progress(f"prefill pp{n_prompt}")
     res = engine.bench(P.Bench(request_id=engine.new_request_id("cal"), n_prompt=n_prompt,
                                repetitions=repetitions))
     flops_tok = prefill_flops(info, n_prompt, 0)[0] / n_prompt
     prefill = [PrefillSample(flops_tok, n_prompt / (ns / 1e9)) for ns in res.samples_ns]
-    return Measured(decode, prefill, threads, has_gpu)
+    return Measured(decode, decode_depths, prefill, threads, has_gpu)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     before = default_rates(hw, bw)
     after = calibration.calibrated_rates(before, hw.machine_key, "cpu", "gpu")
     p0, p1 = predict(info, before, cfg, n_gen=32), predict(info, after, cfg, n_gen=32)
-    measured_tg = sorted(s.tokens_per_s for s in m.decode[: len(m.decode) // len(depths)])
+    measured_tg = sorted(s.tokens_per_s for s, d in zip(m.decode, m.decode_depths, strict=True) if d == 0)
     measured_pp = sorted(s.tokens_per_s for s in m.prefill)
     if args.json:
         print_json({"calibration": cal.to_dict(), "uncalibrated": p0.to_dict(), "calibrated": p1.to_dict(),

@@ -2,9 +2,9 @@
 
 Decode samples are (bytes read per token, tokens/s); with at least two clearly different byte counts
 (two models, or one model at two KV depths) a least-squares line through seconds/token = bytes /
-(η·BW) + t0 gives both the effective bandwidth η·BW and the fixed overhead t0; with one, t0 keeps its
-default and only η·BW is fitted. Prefill samples are (FLOPs per token, tokens/s); the effective
-FLOP/s is their median product. Results live in `paths.cache_dir()/calibration.json`, keyed by machine
+(η·BW) + t0 gives both the effective bandwidth η·BW and the fixed overhead t0; with one (or when the
+line is unphysical), t0 keeps its default and only η·BW is fitted, on the smallest byte count.
+Prefill samples are (FLOPs per token, tokens/s); the effective FLOP/s is their median product. Results live in `paths.cache_dir()/calibration.json`, keyed by machine
 key and backend ("cpu", "cuda", "metal", ...).
 """
 
@@ -73,7 +73,11 @@ def fit_decode(samples: list[DecodeSample], t0_default: float) -> tuple[float, f
         t0 = my - slope * mx
         if slope > 0 and 0 <= t0 < my:
             return 1.0 / slope, t0, True
-        # noise made the line meaningless (negative overhead or slope): fall back to the fixed t0
+        # the line is meaningless (negative overhead: at depth the step slows more than its extra bytes
+        # explain, e.g. attention compute on a tiny model): keep the default overhead and fit the
+        # smallest byte count, which is the common case (an empty or short context)
+    smallest = min(xs)
+    pts = [(x, y) for x, y in pts if x <= smallest * MIN_SPREAD] if len(set(xs)) > 1 else pts
     t0 = min(t0_default, 0.5 * min(y for _, y in pts))
     rates = [x / (y - t0) for x, y in pts]
     return statistics.median(rates), t0, False
