@@ -103,3 +103,19 @@ def _settled(srv: HubServer, path: str) -> int:
             last, stable_since = now, time.monotonic()
         time.sleep(0.05)
     return last
+
+
+def test_pull_without_quant_takes_the_recommended_one(hub_server: HubServer, tmp_path: Path) -> None:
+    from app.core import hub, remote_gguf
+
+    f32 = write_synthetic_gguf(tmp_path / "f32.gguf", tensor_type="F32", n_layers=2)
+    q8 = write_synthetic_gguf(tmp_path / "q8.gguf", tensor_type="Q8_0", n_layers=2)
+    q4 = write_synthetic_gguf(tmp_path / "q4.gguf", tensor_type="Q4_0", n_layers=2)
+    hub_server.state.add_repo("acme/Three-GGUF", {"T-F32.gguf": f32, "T-Q8_0.gguf": q8, "T-Q4_0.gguf": q4})
+    rows = remote_gguf.assess_repo(hub.list_variants("acme/Three-GGUF"))  # also caches this machine's bandwidth
+    (best,) = [r for r in rows if r.recommended]
+    r = subprocess.run(_cli("pull", "acme/Three-GGUF", "--json"), cwd=ROOT, env=os.environ.copy(),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "recommended for this machine" in r.stderr
+    assert json.loads(r.stdout)["quant"] == best.quant

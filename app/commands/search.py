@@ -61,10 +61,15 @@ def _variants(args: argparse.Namespace) -> int:
         if r.error:
             print(f"{mark} {r.quant:<11} {fmt_bytes(r.size):>10}  unreadable header: {r.error}")
             continue
-        pp = f"{r.prefill_tps:.0f} t/s" if r.prefill_tps else "-"
-        tg = f"{r.decode_tps:.1f} t/s" if r.decode_tps else "-"
+        pp = f"{_rate(r.prefill_tps)} t/s" if r.prefill_tps else "-"
+        tg = f"{_rate(r.decode_tps)} t/s" if r.decode_tps else "-"
         q = f"KLD {r.quality_kld:g}" if r.quality_kld is not None else "-"
         ctx = f"{r.max_context}" if r.max_context else "-"
         print(f"{mark} {r.quant:<11} {fmt_bytes(r.size):>10}  {r.verdict:<10} {ctx:>8} {pp:>9} {tg:>9}  {q}")
-    print("* recommended")
+    best = next((r for r in rows if r.recommended), None)
+    print(f"* recommended: {best.detail.get('sentence', '')}" if best else "none of these fits this machine")
     return 0
+
+
+def _rate(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"

@@ -197,8 +197,28 @@ class VariantAssessment:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def assess_repo(rv: hub.RepoVariants, headers: list[VariantHeader] | None = None) -> list[VariantAssessment]:
-    """What the picker shows for each variant of a repo, predicted for this machine."""
+_VERDICT = {"full GPU": "full GPU", "partial GPU": "partial", "CPU only": "CPU", "does not fit": "won't fit"}
+_machine: Any = None
+
+
+def this_machine() -> Any:
+    """The recommender's view of this computer (probed once; bandwidth cached by app.core.bandwidth)."""
+    global _machine
+    if _machine is None:
+        from app.core.recommend import Machine
+
+        _machine = Machine.from_system()
+    return _machine
+
+
+def assess_repo(rv: hub.RepoVariants, headers: list[VariantHeader] | None = None, machine: Any = None,
+                n_ctx: int | None = None) -> list[VariantAssessment]:
+    """What the picker shows for each variant of a repo, predicted for this machine by the recommender.
+
+    The recommended row carries the recommender's one-sentence reason in `detail["sentence"]`.
+    """
+    from app.core.recommend import Candidate, recommend
+
     headers = headers if headers is not None else fetch_variant_headers(rv)
     rows = []
     for h in headers:
@@ -209,32 +229,34 @@ def assess_repo(rv: hub.RepoVariants, headers: list[VariantHeader] | None = None
             bits_per_weight=(8 * h.info.tensor_bytes / h.info.n_params) if h.info and h.info.n_params else None,
             detail={"bytes_fetched": h.bytes_fetched},
         ))
-    _predict(rows, headers)
+    readable = [(row, h) for row, h in zip(rows, headers, strict=True) if h.info is not None]
+    if not readable:
+        return rows
+    machine = machine or this_machine()
+    rec = recommend([Candidate(h.info, name=row.quant, size=row.size) for row, h in readable  # type: ignore[arg-type]
+                     ], machine, n_ctx=n_ctx)
+    for (row, _h), report in zip(readable, rec.variants, strict=True):
+        row.verdict = _VERDICT.get(report.verdict, report.verdict)
+        row.max_context = report.max_ctx.get("f16") or None
+        if report.verdict != "does not fit":
+            row.prefill_tps = report.prefill_tps or None
+            row.decode_tps = report.decode_tps or None
+        if report.quality.kld is not None:
+            row.quality_kld = report.quality.kld
+        notes = []
+        if report.verdict == "does not fit" and report.memory is not None:
+            from app.core.metrics import fmt_bytes
+
+            notes.append(f"needs ≈{fmt_bytes(report.memory.total)}, {fmt_bytes(rec.budget.ram)} RAM usable")
+        if report.verdict == "partial GPU":
+            notes.append(f"{report.n_gpu_layers}/{report.n_layers + 1} layers on GPU")
+        if report.speed_label:
+            notes.append(report.speed_label)
+        if report.quality.grade not in ("", "unknown"):
+            notes.append(f"quality loss {report.quality.grade}")
+        row.note = ", ".join(notes)
+        row.recommended = report.recommended
+        row.detail.update(n_gpu_layers=report.n_gpu_layers, max_ctx=report.max_ctx, quality=report.quality.describe())
+        if report.recommended:
+            row.detail["sentence"] = rec.sentence
     return rows
-
-
-def _predict(rows: list[VariantAssessment], headers: list[VariantHeader]) -> None:
-    """Fill verdicts and speeds from the recommender; mark the recommended row."""
-    try:
-        from app.core import recommend  # written by another helper; absent in early builds
-    except ImportError:
-        recommend = None  # type: ignore[assignment]
-    if recommend is None:
-        for r in rows:
-            r.note = "no recommender available: sizes only"
-        _fallback_pick(rows)
-        return
-    _apply_recommender(recommend, rows, headers)
-
-
-def _fallback_pick(rows: list[VariantAssessment]) -> None:
-    usable = [r for r in rows if not r.error]
-    if not usable:
-        return
-    target = 4.9  # Q4_K_M's bits per weight: the usual size/quality balance
-    best = min(usable, key=lambda r: abs((hub.bits_per_weight(r.quant) or 99) - target))
-    best.recommended = True
-
-
-def _apply_recommender(recommend: Any, rows: list[VariantAssessment], headers: list[VariantHeader]) -> None:
-    raise NotImplementedError  # replaced once app.core.recommend's API is known

@@ -12,6 +12,7 @@ QAbstractTableModel subclasses (checked with qtmodeltester).
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,11 @@ _ROOT = QModelIndex()
 
 BADGE_COLORS = {"full GPU": "#188038", "partial": "#e37400", "CPU": "#1a73e8", "won't fit": "#c5221f",
                 "unknown": "#80868b"}
+
+
+def fmt_rate(x: float) -> str:
+    """Tokens/s with sensible precision: 1,234 · 45.6 · 3.21 · 0.42."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 
 def fmt_params(n: int) -> str:
@@ -196,8 +202,8 @@ class VariantModel(_Table):
                 fmt_bytes(v.size),
                 v.verdict,
                 f"{v.max_context:,}" if v.max_context else "—",
-                f"{v.prefill_tps:,.0f}" if v.prefill_tps else "—",
-                f"{v.decode_tps:,.1f}" if v.decode_tps else "—",
+                fmt_rate(v.prefill_tps) if v.prefill_tps else "—",
+                fmt_rate(v.decode_tps) if v.decode_tps else "—",
                 f"{v.quality_kld:g}" if v.quality_kld is not None else "—",
                 ("recommended · " if v.recommended else "") + v.note,
             ][col]
@@ -613,8 +619,11 @@ class ModelsPage(QWidget):
             self.current_repo = rv
             self.variant_model.set_rows(rows)
             best = next((r for r in rows if r.recommended), None)
-            self.variant_title.setText(f"<b>{rv.repo_id}</b> — {len(rows)} quantizations"
-                                       + (f"; recommended: <b>{best.quant}</b>" if best else ""))
+            sentence = str(best.detail.get("sentence", "")) if best else ""
+            self.variant_title.setText(
+                f"<b>{rv.repo_id}</b> — {len(rows)} quantizations"
+                + (f"<br>★ Recommended: <b>{best.quant}</b>. {html.escape(sentence)}" if best else
+                   "<br>None of these fits this machine."))
             self.set_status("")
             if best is not None:
                 self.variant_view.selectRow(rows.index(best))
