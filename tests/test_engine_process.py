@@ -200,3 +200,19 @@ def test_truncated_and_garbage_files_give_clear_errors(default_model: Path, tmp_
         if not client.alive:
             client.start()
         client.load(P.LoadConfig(model_path=str(default_model), n_ctx=256, n_threads=2))
+
+
+def test_kv_bytes_used_follow_each_cache_when_the_sliding_window_cache_is_small(default_model: Path) -> None:
+    """Gemma 3: 3 full-attention layers, 15 sliding-window layers (window 512). Without the full-size SWA
+    cache, llama.cpp gives the SWA layers pad(512 + n_ubatch, 256) cells; they fill up and stay full."""
+    per_cell_full = 3 * 2 * 256 * 2  # layers x (K + V) x head size x f16 bytes (1 KV head)
+    per_cell_swa = 15 * 2 * 256 * 2
+    with EngineClient() as client:
+        loaded = client.load(P.LoadConfig(model_path=str(default_model), n_ctx=2048, n_ubatch=256, n_batch=256,
+                                          swa_full=False, n_threads=2))
+        swa_cells = 768  # pad(min(2048, 512 + 256), 256)
+        assert loaded.kv_bytes_allocated == per_cell_full * 2048 + per_cell_swa * swa_cells
+        _, done = run(client, P.Generate(request_id="w1", prompt="river stone " * 450, sampling=greedy(2)))
+        used = done.metrics["kv_cells_used"]
+        assert used > swa_cells
+        assert done.metrics["kv_bytes_used"] == per_cell_full * used + per_cell_swa * swa_cells

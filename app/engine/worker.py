@@ -125,6 +125,7 @@ class Engine:
         self.shutdown = False
         self._load_cancelled = False
         self._flash_used = False
+        self._gguf: Any = None  # GGUFInfo of the loaded file (parsed in Python before llama.cpp sees it)
         self._piece_buf = ctypes.create_string_buffer(256)
 
     # --------------------------------------------------------------- command plumbing
@@ -191,7 +192,7 @@ class Engine:
         if not os.path.isfile(cfg.model_path):
             send(P.Error(None, "load_failed", f"Model file not found: {cfg.model_path}"))
             return
-        problem = _check_gguf_header(cfg.model_path)
+        problem, self._gguf = _check_gguf_header(cfg.model_path)
         if problem:
             send(P.Error(None, "load_failed", problem))
             return
@@ -321,15 +322,27 @@ class Engine:
         return max(0, pos_max + 1)
 
     def kv_bytes_used(self, cells: int) -> int:
-        """Bytes of KV actually holding tokens: proportional per cache (full and sliding-window caches)."""
+        """Bytes of KV actually holding tokens, per cache: a sliding-window cache smaller than n_ctx
+        fills up (and then stays full) while the full-attention cache keeps growing."""
         if self.loaded is None or self.loaded.kv_cells_allocated == 0:
             return 0
         alloc = self.loaded.kv_bytes_allocated
         n_ctx = self.loaded.kv_cells_allocated
-        if self.loaded.swa_full:
-            return int(alloc * min(cells, n_ctx) / n_ctx)
-        # Sliding-window caches are smaller than n_ctx and fill up first; treat each buffer by its own size.
-        return int(alloc * min(cells, n_ctx) / n_ctx)
+        caches = self._kv_caches()
+        if caches and sum(c.bytes for c in caches) == alloc:
+            return sum(c.bytes * min(cells, c.cells) // c.cells for c in caches if c.cells)
+        return alloc * min(cells, n_ctx) // n_ctx  # layout unknown: assume one cache
+
+    def _kv_caches(self) -> list[Any]:
+        if self._gguf is None or self.loaded is None or self.config is None:
+            return []
+        from app.core.memory import kv_caches
+
+        try:
+            return kv_caches(self._gguf, self.loaded.kv_cells_allocated, self.config.type_k,
+                             self.config.type_v, self.config.n_ubatch, self.config.swa_full)
+        except Exception:  # noqa: BLE001 - an estimator gap must not break a generation
+            return []
 
     def stats(self) -> P.Stats:
         cells = self.kv_cells_used()
@@ -570,18 +583,18 @@ def _find_stop(text: str, stops: list[str]) -> int | None:
     return min(hits) if hits else None
 
 
-def _check_gguf_header(path: str) -> str | None:
+def _check_gguf_header(path: str) -> tuple[str | None, Any]:
     """Pre-flight in Python before native code sees the file: bad magic, a header cut short, absurd
-    counts, tensors past the end of the file (a truncated download) all get a plain-words reason."""
+    counts, tensors past the end of the file (a truncated download) all get a plain-words reason.
+    Returns (problem or None, GGUFInfo or None)."""
     from app.core.gguf_info import GGUFError, inspect_gguf
 
     try:
-        inspect_gguf(path)
+        return None, inspect_gguf(path)
     except GGUFError as exc:
-        return f"{os.path.basename(path)} is not a usable GGUF model: {exc}"
+        return f"{os.path.basename(path)} is not a usable GGUF model: {exc}", None
     except OSError as exc:
-        return f"Cannot read the model file: {exc}"
-    return None
+        return f"Cannot read the model file: {exc}", None
 
 
 def _explain_load_failure(log_lines: list[str], exc: Exception, cancelled: bool) -> str:
