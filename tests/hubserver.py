@@ -59,6 +59,7 @@ class HubState:
         self.repos: dict[str, Repo] = {}
         self.bytes_served: dict[str, int] = {}
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
+        self.auth: list[str | None] = []  # Authorization header of each request, in order
         self.drop_after: dict[str, int] = {}  # path in repo -> drop the connection after this many bytes (once)
         self.lie_sha: set[str] = set()  # paths whose advertised sha256 is wrong
         self.throttle_bps: int | None = None  # bytes/s per response
@@ -136,6 +137,7 @@ class Handler(BaseHTTPRequestHandler):
     def _record(self) -> None:
         with self.server.state.lock:
             self.server.state.requests.append((self.command, self.path, self.headers.get("Range")))
+            self.server.state.auth.append(self.headers.get("Authorization"))
 
     # ------------------------------------------------------------ verbs
     def do_HEAD(self) -> None:

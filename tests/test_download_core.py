@@ -148,3 +148,11 @@ def test_head_sha_mismatch_still_rejected(hub_server: HubServer, tiny_repo: Path
     with pytest.raises(downloads.ChecksumMismatch):
         downloads.download_variant(task)
     assert not task.dest.exists()
+
+
+def test_hf_token_is_sent_to_the_hub(hub_server: HubServer, tiny_repo: Path) -> None:
+    downloads.download_variant(_task())
+    # Ours: repo info and file traffic (huggingface_hub also fetches /api/agent-harnesses on its own).
+    sent = [(r, a) for r, a in zip(hub_server.state.requests, hub_server.state.auth, strict=True)
+            if r[1].startswith("/api/models") or "/resolve/" in r[1]]
+    assert sent and all(a == "Bearer hf_test_token" for _, a in sent), sent
