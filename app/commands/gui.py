@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 NO_DISPLAY_EXIT = 2
 
@@ -42,6 +44,23 @@ def display_problem(env: dict[str, str] | None = None, platform: str = sys.platf
     return "no display (neither DISPLAY nor WAYLAND_DISPLAY is set)"
 
 
+def _quit_on_signals(app: Any, window: Any) -> None:
+    """Ctrl+C / SIGTERM close the window properly (settings saved, engine shut down, nothing orphaned)."""
+    from PySide6.QtCore import QTimer
+
+    def quit_now(*_: object) -> None:
+        window.close()
+        app.quit()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, quit_now)
+    # Python runs signal handlers only between bytecodes; a idle timer gives it a chance while Qt waits.
+    wake = QTimer(window)
+    wake.timeout.connect(lambda: None)
+    wake.start(250)
+    app.aboutToQuit.connect(window.close)
+
+
 def run_gui(args: argparse.Namespace) -> int:
     problem = display_problem()
     if problem:
@@ -65,6 +84,7 @@ def run_gui(args: argparse.Namespace) -> int:
     QApplication.setDesktopFileName("io.github.roofline.Roofline")  # Wayland: match packaging/linux/*.desktop
     window = MainWindow()
     window.show()
+    _quit_on_signals(app, window)
     model = getattr(args, "model", None)
     if model:
         path = Path(model).expanduser()
