@@ -346,6 +346,7 @@ class QuantizeDialog(QDialog):
         from app.engine.quantize_client import QUANT_CHOICES
 
         self.setWindowTitle("Quantize model")
+        self.setMinimumWidth(520)
         self.source = source
         self.job: Any = None
         self._bridge = _QuantBridge(self)
@@ -393,7 +394,8 @@ class QuantizeDialog(QDialog):
         out = self.output_path()
         out.parent.mkdir(parents=True, exist_ok=True)
         self.job = QuantizeJob(self.source, out, self.type_box.currentText(),
-                               on_event=lambda e, s: self._bridge.progressed.emit((e, s.fraction, s.bytes, s.stage)))
+                               on_event=lambda e, s: self._bridge.progressed.emit(
+                                   (e, s.fraction, s.bytes, s.stage, s.predicted_bytes)))
         self.start_btn.setEnabled(False)
         self.type_box.setEnabled(False)
         self.name_edit.setEnabled(False)
@@ -417,13 +419,16 @@ class QuantizeDialog(QDialog):
         else:
             self.reject()
 
-    def _on_event(self, payload: tuple[dict[str, Any], float, int, str]) -> None:
-        event, fraction, nbytes, stage = payload
+    def _on_event(self, payload: tuple[dict[str, Any], float, int, str, int]) -> None:
+        event, fraction, nbytes, stage, predicted = payload
         self.progress.setValue(int(fraction * 1000))
         if event.get("event") == "verified":
-            self.status.setText("loaded and generated: OK")
+            self.status.setText("the result loaded and generated text: OK")
+        elif stage == "verifying":
+            self.status.setText("checking that the result loads and generates…")
         else:
-            self.status.setText(f"{stage}: {fmt_bytes(nbytes)} written")
+            expect = f" of ~{fmt_bytes(predicted)}" if predicted else ""
+            self.status.setText(f"{stage}: {fmt_bytes(nbytes)}{expect} written")
 
     def _on_finished(self, path: str | None, message: str) -> None:
         self.start_btn.setEnabled(False)
@@ -478,6 +483,7 @@ class ModelsPage(QWidget):
         split.addWidget(self._build_downloads())
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
+        split.setSizes([560, 180])
         self.status = QLabel("")
         self.status.setWordWrap(True)
         lay = QVBoxLayout(self)
