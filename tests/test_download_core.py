@@ -156,3 +156,33 @@ def test_hf_token_is_sent_to_the_hub(hub_server: HubServer, tiny_repo: Path) -> 
     sent = [(r, a) for r, a in zip(hub_server.state.requests, hub_server.state.auth, strict=True)
             if r[1].startswith("/api/models") or "/resolve/" in r[1]]
     assert sent and all(a == "Bearer hf_test_token" for _, a in sent), sent
+
+
+def test_split_variant_downloads_all_parts_and_lists_as_one(hub_server: HubServer, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import gguf
+    import synth_gguf
+
+    from app.core import library
+    from app.core.gguf_info import inspect_gguf
+
+    class SplitWriter(gguf.GGUFWriter):
+        def __init__(self, *a, **k):  # type: ignore[no-untyped-def]
+            super().__init__(*a, split_max_tensors=12, **k)
+
+    with monkeypatch.context() as m:
+        m.setattr(gguf, "GGUFWriter", SplitWriter)
+        synth_gguf.write_synthetic_gguf(tmp_path / "m-Q8_0.gguf", tensor_type="Q8_0", n_layers=3)
+    whole = synth_gguf.write_synthetic_gguf(tmp_path / "whole.gguf", tensor_type="Q8_0", n_layers=3)
+    parts = sorted(tmp_path.glob("m-Q8_0-*-of-*.gguf"))
+    hub_server.state.add_repo("acme/Split-GGUF", {f"Q8_0/{p.name}": p for p in parts})
+    rv = hub.list_variants("acme/Split-GGUF")
+    (variant,) = rv.variants
+    out = downloads.download_variant(downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir()))
+    assert out.name == parts[0].name
+    for p in parts:
+        assert sha256_of(out.parent / p.name) == sha256_of(p)
+    (entry,) = [e for e in library.list_models() if e.source == "library"]
+    assert entry.path == out and entry.broken is None
+    assert entry.size == sum(p.stat().st_size for p in parts)
+    assert entry.n_params == inspect_gguf(whole).n_params

@@ -156,3 +156,18 @@ def test_cli_search_lists_repos(hub_server: HubServer, tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "app.cli", "search", "llama"], cwd=root, env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "cannot reach the model hub" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_server_speaks_tree_and_paths_info_like_the_hub(hub_server: HubServer, tmp_path: Path) -> None:
+    """The stand-in answers the client's other listing endpoints too (used by other huggingface_hub calls)."""
+    files = _tiny_repo(hub_server, tmp_path)
+    api = hub.api()
+    tree = {f.path: f for f in api.list_repo_tree("acme/Tiny-GGUF", recursive=True)}
+    assert tree["Tiny-Q8_0.gguf"].size == files["Tiny-Q8_0.gguf"].stat().st_size
+    assert tree["Tiny-Q8_0.gguf"].lfs is not None and len(tree["Tiny-Q8_0.gguf"].lfs.sha256) == 64
+    (info,) = api.get_paths_info("acme/Tiny-GGUF", ["Tiny-Q4_0.gguf"])
+    assert info.size == files["Tiny-Q4_0.gguf"].stat().st_size
+    from huggingface_hub import get_hf_file_metadata
+
+    meta = get_hf_file_metadata(hub.resolve_url("acme/Tiny-GGUF", "Tiny-Q4_0.gguf", "main"))
+    assert meta.size == files["Tiny-Q4_0.gguf"].stat().st_size and meta.commit_hash and meta.etag

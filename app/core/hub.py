@@ -275,11 +275,6 @@ class Variant:
     def bits_per_weight(self) -> float | None:
         return bits_per_weight(self.quant)
 
-    @property
-    def label(self) -> str:
-        """Quant name, disambiguated by file when a repo holds several files of one type."""
-        return self.quant
-
 
 @dataclass
 class RepoVariants:
