@@ -32,6 +32,11 @@ def page(qtbot: Any) -> Any:
     qtbot.waitUntil(lambda: not p.busy(), timeout=20000)
 
 
+def _assessed(page: Any) -> bool:
+    rows = page.variant_model.rows
+    return bool(rows) and all(r.verdict != "…" for r in rows)
+
+
 @pytest.fixture
 def big_repo(hub_server: HubServer, tmp_path_factory: pytest.TempPathFactory) -> str:
     d = tmp_path_factory.mktemp("big")
@@ -91,8 +96,14 @@ def test_discover_shows_verdicts_and_speeds_from_remote_headers(page: Any, qtbot
     page.search_btn.click()
     qtbot.waitUntil(lambda: page.search_model.rowCount() == 1, timeout=15000)
     qtmodeltester.check(page.search_model)
+    hub_server.state.throttle_bps = 256 << 10  # slow header reads: the listing must show before them
     page.search_view.selectRow(0)  # opens the repo
+    # Sizes first (from the listing), then verdicts once the headers are read.
     qtbot.waitUntil(lambda: page.variant_model.rowCount() == len(BIG_QUANTS), timeout=30000)
+    early = list(page.variant_model.rows)
+    assert all(r.verdict == "…" for r in early) and all(r.size > 2e9 for r in early)
+    hub_server.state.throttle_bps = None
+    qtbot.waitUntil(lambda: _assessed(page), timeout=30000)
     qtmodeltester.check(page.variant_model)
     rows = page.variant_model.rows
     assert sorted(r.quant for r in rows) == sorted(BIG_QUANTS)
@@ -123,7 +134,7 @@ def test_download_from_discover_with_pause_resume(page: Any, qtbot: Any, qtmodel
     hub_server.state.add_repo("acme/Tiny-GGUF", {"Tiny-F32.gguf": src})
     hub_server.state.throttle_bps = 3 << 20
     page.open_repo("acme/Tiny-GGUF")
-    qtbot.waitUntil(lambda: page.variant_model.rowCount() == 1, timeout=15000)
+    qtbot.waitUntil(lambda: page.variant_model.rowCount() == 1 and _assessed(page), timeout=15000)
     page.variant_view.selectRow(0)
     job = page.download_selected()
     assert job is not None

@@ -618,6 +618,17 @@ class ModelsPage(QWidget):
         elif kind == "search":
             self.search_model.set_rows(result)
             self.set_status(f"{len(result)} repositories" if result else "no GGUF repositories match")
+        elif kind == "listing":
+            if token is not self._variants_token:
+                return  # the user moved on to another repo
+            self.current_repo = result
+            self.variant_model.set_rows([
+                VariantAssessment(quant=v.quant, size=v.size, files=[f.path for f in v.files], verdict="…",
+                                  note="reading the file header…") for v in result.variants])
+            self.variant_title.setText(f"<b>{result.repo_id}</b> — {len(result.variants)} quantizations; "
+                                       "reading their headers (first megabytes only)…")
+            if result.variants:
+                self._assess(result)
         elif kind == "variants":
             if token is not self._variants_token:
                 return  # the user moved on to another repo
@@ -643,9 +654,9 @@ class ModelsPage(QWidget):
     def _task_failed(self, token: object, message: str) -> None:
         self._busy -= 1
         kind = token[0] if isinstance(token, tuple) else token
-        if kind == "variants" and token is not self._variants_token:
+        if kind in ("variants", "listing") and token is not self._variants_token:
             return
-        if kind == "variants":
+        if kind in ("variants", "listing"):
             self.variant_title.setText(message)
         self.set_status(message, error=True)
 
@@ -725,15 +736,20 @@ class ModelsPage(QWidget):
     def open_repo(self, repo_id: str) -> None:
         from app.core import remote_gguf
 
-        def work() -> tuple[hub.RepoVariants, list[VariantAssessment]]:
-            rv = hub.list_variants(repo_id)
-            return rv, remote_gguf.assess_repo(rv)
-
-        token = ("variants", repo_id, object())
+        # Two steps: the file list (sizes) shows at once; verdicts and speeds follow once headers are read.
+        token = ("listing", repo_id, object())
         self._variants_token = token
+        self.current_repo = None
         self.variant_model.set_rows([])
-        self.variant_title.setText(f"<b>{repo_id}</b> — reading file headers…")
-        self.run_task(work, token)
+        self.variant_title.setText(f"<b>{repo_id}</b> — listing files…")
+        self.run_task(lambda: hub.list_variants(repo_id), token)
+
+    def _assess(self, rv: hub.RepoVariants) -> None:
+        from app.core import remote_gguf
+
+        token = ("variants", rv.repo_id, object())
+        self._variants_token = token
+        self.run_task(lambda: (rv, remote_gguf.assess_repo(rv)), token)
 
     def selected_variant(self) -> VariantAssessment | None:
         rows = self.variant_view.selectionModel().selectedRows()
