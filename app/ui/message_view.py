@@ -6,7 +6,12 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent, QTextOption
+from PySide6.QtGui import (
+    QKeyEvent,
+    QTextCursor,
+    QTextDocumentFragment,
+    QTextOption,
+)
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -25,7 +30,23 @@ from app.core.metrics import PhaseMetrics
 from app.ui import theme
 from app.ui.markdown_render import markdown_to_html, plain_to_html, stylesheet
 
+FULL_RENDER_CHARS = 6000  # re-render a finished reply as a whole below this size (≈ 15 ms)
 STATE_LABELS = {"streaming": "writing…", "interrupted": "interrupted", "error": "error", "complete": ""}
+
+
+def stable_prefix_length(text: str) -> int:
+    """Length of the part of a streaming Markdown text that later tokens cannot change: everything up to
+    the last blank line outside a fenced code block."""
+    in_fence = False
+    boundary = pos = 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            in_fence = not in_fence
+        pos += len(line)
+        if not in_fence and not stripped and line.endswith("\n"):
+            boundary = pos
+    return boundary
 
 
 class AutoHeightBrowser(QTextBrowser):
@@ -64,6 +85,9 @@ class MessageWidget(QFrame):
         super().__init__(parent)
         self.message = message
         self.text = message.content
+        # Streaming state: document position and text length where the unfinished tail starts.
+        self._stable_pos: int | None = None
+        self._stable_chars = 0
         self.setObjectName("message")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         lay = QVBoxLayout(self)
@@ -104,16 +128,53 @@ class MessageWidget(QFrame):
         self._render()
 
     def set_message(self, message: Message) -> None:
+        # A long streamed reply is already on screen: a second full render would stall the GUI for nothing.
+        # Short ones are rendered once more as a whole (a few ms) so they look exactly like reloaded ones.
+        streamed_already = (self._stable_pos is not None and message.content == self.text
+                            and len(self.text) > FULL_RENDER_CHARS)
         self.message = message
         self.text = message.content
-        self._render()
+        if not streamed_already:
+            self._render()
         self._update_header()
 
     def append(self, text: str) -> None:
+        """Streaming: re-render only the unfinished tail, so the cost does not grow with the reply."""
         self.text += text
-        self._render()
+        if self.message.role == "user":
+            self._render()
+            return
+        if self._stable_pos is None:  # first streamed text: start from an empty document
+            self._stable_pos, self._stable_chars = 0, 0
+        split = stable_prefix_length(self.text)
+        if split > self._stable_chars:
+            self._stable_pos = self._replace_tail(markdown_to_html(self.text[self._stable_chars:split]))
+            self._stable_chars = split
+        tail = self.text[split:]
+        self._replace_tail(markdown_to_html(tail) if tail.strip() else "")
+
+    def _replace_tail(self, html: str) -> int:
+        """Replace everything after the finished blocks with `html`; returns the document's end position."""
+        assert self._stable_pos is not None
+        doc = self.body.document()
+        if self._stable_pos == 0:
+            doc.setHtml(html)  # nothing finished yet: the whole document is the tail
+        else:
+            cursor = QTextCursor(doc)
+            cursor.setPosition(self._stable_pos)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+            if html:
+                # The fragment's first block merges into the block at the cursor (the last finished one),
+                # so lead with a paragraph holding one invisible no-break space: that is what merges, and
+                # the real blocks keep their own formats (code background, list indents).
+                cursor.insertFragment(QTextDocumentFragment.fromHtml("<p>&nbsp;</p>" + html, doc))
+        end = QTextCursor(doc)
+        end.movePosition(QTextCursor.MoveOperation.End)
+        return end.position()
 
     def _render(self) -> None:
+        self._stable_pos = None
         if self.message.role == "user":
             html = plain_to_html(self.text)
         else:
