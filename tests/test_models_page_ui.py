@@ -199,3 +199,14 @@ def test_quantize_dialog_runs_and_registers(page: Any, qtbot: Any, tmp_path: Pat
     assert out.exists() and dlg.progress.value() == 1000
     entry = library.find(out)
     assert entry is not None and entry.quant == "Q8_0" and entry.provenance["source"] == "quantize"
+
+
+def test_import_file_copy_and_link(page: Any, qtbot: Any, tmp_path: Path) -> None:
+    a = write_synthetic_gguf(tmp_path / "outside-a.gguf", n_layers=1)
+    b = write_synthetic_gguf(tmp_path / "outside-b.gguf", n_layers=1, seed=2)
+    page.import_file(str(a))
+    page.import_file(str(b), link=True)
+    qtbot.waitUntil(lambda: sum(m.source == "imported" for m in page.library_model.rows) == 2, timeout=10000)
+    by_name = {m.path.name: m for m in page.library_model.rows}
+    assert not by_name["outside-a.gguf"].path.is_symlink() and by_name["outside-b.gguf"].path.is_symlink()
+    assert "imported" in page.status.text()

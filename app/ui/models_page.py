@@ -706,8 +706,18 @@ class ModelsPage(QWidget):
 
     def import_dialog(self) -> None:
         name, _ = QFileDialog.getOpenFileName(self, "Import GGUF model", str(Path.home()), "GGUF models (*.gguf)")
-        if name:
-            self.import_file(name)
+        if not name:
+            return
+        box = QMessageBox(QMessageBox.Icon.Question, "Import model",
+                          f"Copy {Path(name).name} into Roofline's models folder, or link to it where it is?\n"
+                          "A link saves disk space; the model disappears from the library if the file moves.",
+                          parent=self)
+        copy = box.addButton("Copy", QMessageBox.ButtonRole.AcceptRole)
+        link = box.addButton("Link", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        if box.clickedButton() in (copy, link):
+            self.import_file(name, link=box.clickedButton() is link)
 
     def import_file(self, name: str, link: bool = False) -> None:
         self.run_task(lambda: library.import_model(name, link=link), "imported")
