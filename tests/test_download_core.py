@@ -186,3 +186,24 @@ def test_split_variant_downloads_all_parts_and_lists_as_one(hub_server: HubServe
     assert entry.path == out and entry.broken is None
     assert entry.size == sum(p.stat().st_size for p in parts)
     assert entry.n_params == inspect_gguf(whole).n_params
+
+
+def test_adding_a_paused_download_again_resumes_it_not_a_second_writer(hub_server: HubServer,
+                                                                       tiny_repo: Path) -> None:
+    import time
+
+    hub_server.state.throttle_bps = 4 << 20
+    mgr = downloads.DownloadManager()
+    a = mgr.add(_task())
+    deadline = time.monotonic() + 10
+    while a.progress.done < (1 << 20) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    mgr.pause(a)
+    while a.progress.state != "paused" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    hub_server.state.throttle_bps = None
+    again = mgr.add(_task())
+    assert again is a and len(mgr.jobs) == 1
+    assert mgr.wait_idle(30)
+    mgr.close()
+    assert a.progress.state == "done" and sha256_of(a.task.dest) == sha256_of(tiny_repo)

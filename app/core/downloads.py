@@ -442,15 +442,21 @@ class DownloadManager:
         self._last_emit = 0.0
 
     def add(self, task: VariantTask) -> Job:
+        """Queue a download; the same variant again returns its job (resumed if it was paused or failed),
+        so one .part file never has two writers."""
         with self._lock:
-            for job in self.jobs:
-                if job.id == task.id and job.progress.state in ("queued", "downloading", "verifying"):
-                    return job
-            job = Job(task)
-            job.progress.total = task.total
-            self.jobs.append(job)
-            self._ensure_thread()
-            self._lock.notify_all()
+            existing = next((j for j in self.jobs if j.id == task.id
+                             and j.progress.state not in ("done", "cancelled")), None)
+            if existing is None:
+                job = Job(task)
+                job.progress.total = task.total
+                self.jobs.append(job)
+                self._ensure_thread()
+                self._lock.notify_all()
+        if existing is not None:
+            if existing.progress.state in ("paused", "failed"):
+                self.resume(existing)
+            return existing
         self.on_update(job)
         return job
 
