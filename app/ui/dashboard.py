@@ -518,7 +518,10 @@ class Dashboard(QWidget):
             return f"{10 ** (e - prefix_exp)} {_SI_PREFIX[prefix_exp]}"
 
         major = [(float(e), label(e)) for e in range(lo, hi + 1)]
-        self.plot_roof.getAxis(axis).setTicks([major, []])
+        minor: list[tuple[float, str]] = []
+        if hi - lo <= 2:  # a narrow range shows one decade at most: label 2× and 5× too
+            minor = [(e + math.log10(m), label(e).replace("1", str(m), 1)) for e in range(lo, hi) for m in (2, 5)]
+        self.plot_roof.getAxis(axis).setTicks([major, minor])
 
     def restyle(self) -> None:
         c = theme.colors()
