@@ -210,3 +210,20 @@ def test_import_file_copy_and_link(page: Any, qtbot: Any, tmp_path: Path) -> Non
     by_name = {m.path.name: m for m in page.library_model.rows}
     assert not by_name["outside-a.gguf"].path.is_symlink() and by_name["outside-b.gguf"].path.is_symlink()
     assert "imported" in page.status.text()
+
+
+def test_downloading_a_variant_that_wont_fit_asks_first(page: Any, qtbot: Any, hub_server: HubServer,
+                                                        tmp_path: Path) -> None:
+    big = write_header_only(tmp_path / "70b.gguf", "Q8_0", n_layers=80, n_embd=8192, n_ff=28672, n_head=64,
+                            n_head_kv=8)  # ~70 GB: more than this machine's memory
+    hub_server.state.add_repo("acme/Huge-GGUF", {"Huge-Q8_0.gguf": big}, fake_sha=True)
+    page.open_repo("acme/Huge-GGUF")
+    qtbot.waitUntil(lambda: _assessed(page), timeout=20000)
+    (row,) = page.variant_model.rows
+    assert row.verdict == "won't fit" and not row.recommended and row.decode_tps is None
+    assert "needs" in row.note
+    asked: list[str] = []
+    page.confirm_unfit = lambda v: asked.append(v.quant) or False
+    page.variant_view.selectRow(0)
+    assert page.download_selected() is None and asked == ["Q8_0"]
+    assert page.downloads_model.rowCount() == 0

@@ -216,7 +216,16 @@ class VariantModel(_Table):
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 3, 4, 5, 6):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return "\n".join(v.files) + (f"\n{v.error}" if v.error else "")
+            lines = list(v.files)
+            max_ctx = v.detail.get("max_ctx")
+            if isinstance(max_ctx, dict) and any(max_ctx.values()):
+                lines.append("Max context by KV cache type: "
+                             + " · ".join(f"{k} {n:,}" for k, n in max_ctx.items()))
+            if v.detail.get("quality"):
+                lines.append(str(v.detail["quality"]))
+            if v.error:
+                lines.append(v.error)
+            return "\n".join(lines)
         if role == Qt.ItemDataRole.UserRole:
             return v.verdict
         return None
@@ -695,6 +704,15 @@ class ModelsPage(QWidget):
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
         return answer == QMessageBox.StandardButton.Yes
 
+    def confirm_unfit(self, variant: VariantAssessment) -> bool:
+        """Ask before downloading something predicted not to fit (tests replace this)."""
+        answer = QMessageBox.question(
+            self, "Download anyway?",
+            f"{variant.quant} ({fmt_bytes(variant.size)}) is not expected to fit in this machine's memory. "
+            f"{variant.note}\n\nDownload it anyway?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
     def remove_selected(self) -> None:
         m = self.selected_local()
         if m is None or not m.removable:
@@ -772,6 +790,8 @@ class ModelsPage(QWidget):
             return None
         variant = next((v for v in rv.variants if v.quant == a.quant and v.first.path == a.files[0]), None)
         if variant is None:
+            return None
+        if a.verdict == "won't fit" and not self.confirm_unfit(a):
             return None
         try:
             task = downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
