@@ -284,6 +284,10 @@ def test_streaming_render_matches_full_render_and_stays_cheap(qtbot):
     whole = view.add_message(Message(2, 1, "assistant", STREAM_MD, "complete", None, None, None, None, 0, 0))
     assert streamed.body.toPlainText().split() == whole.body.toPlainText().split()
     assert "<b>" in streamed.body.toPlainText()  # raw HTML from the model stays text
+    streamed.copy_button.click()
+    from PySide6.QtGui import QGuiApplication
+
+    assert QGuiApplication.clipboard().text() == STREAM_MD  # Copy gives the Markdown source
     # Cost per streamed update does not grow with the reply: compare with one full render, same run.
     long_text = "Some words of text with `code` and **bold** here.\n\n" * 400
     big = view.add_message(Message(3, 1, "assistant", "", "streaming", None, None, None, None, 0, 0))

@@ -7,6 +7,7 @@ import math
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
+    QGuiApplication,
     QKeyEvent,
     QTextCursor,
     QTextDocumentFragment,
@@ -113,11 +114,22 @@ class MessageWidget(QFrame):
             self.edit_button.setAutoRaise(True)
             self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.message.id))
             head.addWidget(self.edit_button)
+        self.copy_button = QToolButton()
+        self.copy_button.setText("Copy")
+        self.copy_button.setToolTip("Copy this message's text (Markdown) to the clipboard")
+        self.copy_button.setAutoRaise(True)
+        self.copy_button.clicked.connect(self.copy_text)
+        head.addWidget(self.copy_button)
         lay.addLayout(head)
         self.body = AutoHeightBrowser()
         lay.addWidget(self.body)
         self.restyle()
         self.set_message(message)
+
+    def copy_text(self) -> None:
+        clipboard = QGuiApplication.clipboard()
+        if clipboard is not None:
+            clipboard.setText(self.text)
 
     def restyle(self) -> None:
         c = theme.colors()
