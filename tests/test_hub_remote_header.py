@@ -66,3 +66,31 @@ def test_not_a_gguf_is_a_per_variant_error(hub_server: HubServer, tmp_path: Path
     heads = {h.variant.quant: h for h in remote_gguf.fetch_variant_headers(hub.list_variants("acme/mixed-GGUF"))}
     assert heads["Q4_0"].info is None and heads["Q4_0"].error
     assert heads["Q8_0"].info is not None and heads["Q8_0"].error is None
+
+
+def test_assessment_badges_on_a_gpu_desktop(hub_server: HubServer, tmp_path: Path) -> None:
+    """Remote headers -> recommender on a recorded 8 GB GPU desktop: every badge kind maps to the picker's."""
+    from big_gguf import write_header_only
+
+    from app.core.bandwidth import BandwidthResult
+    from app.core.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
+    from app.core.recommend import Machine
+    from app.core.speed import default_rates
+
+    bw = BandwidthResult(read_gbs=40.0, copy_gbs=30.0, threads=8, buffer_bytes=1 << 28, runs=5, seconds=1.0,
+                         measured_at="recorded", gemm_gflops=400.0)
+    gpu = GPUInfo("nvidia", "NVIDIA GeForce RTX 3070", 8 * GiB, 8 * GiB - 300 * 2**20, 448.0, "8.6")
+    hw = HardwareInfo(CPUInfo("Ryzen", "x86_64", 8, 16, ["AVX2"]), 32 * GiB, 30 * GiB, [gpu], True)
+    desktop = Machine(hw, default_rates(hw, bw))
+    files = {f"L-{q}.gguf": write_header_only(tmp_path / f"{q}.gguf", q) for q in ("Q2_K", "Q4_K_M", "F16")}
+    files["XL-Q8_0.gguf"] = write_header_only(tmp_path / "xl.gguf", "Q8_0", n_layers=80, n_embd=8192,
+                                              n_ff=28672, n_head=64, n_head_kv=8)
+    hub_server.state.add_repo("acme/mixed-sizes-GGUF", files, fake_sha=True)
+    rows = {r.files[0]: r for r in remote_gguf.assess_repo(hub.list_variants("acme/mixed-sizes-GGUF"),
+                                                             machine=desktop)}
+    assert rows["L-Q2_K.gguf"].verdict == "full GPU"  # 2.9 GB in 8 GB of VRAM
+    assert rows["L-F16.gguf"].verdict == "partial" and "layers on GPU" in rows["L-F16.gguf"].note
+    assert rows["XL-Q8_0.gguf"].verdict == "won't fit"  # ~70 GB > 32 GB RAM + 8 GB VRAM
+    assert rows["L-Q2_K.gguf"].decode_tps > rows["L-F16.gguf"].decode_tps  # type: ignore[operator]
+    assert sum(r.recommended for r in rows.values()) == 1
+    assert not rows["XL-Q8_0.gguf"].recommended
