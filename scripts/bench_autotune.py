@@ -1,0 +1,65 @@
+"""Benchmark: does `roofline tune`'s short search find a configuration within 5 % of the best one a full
+sweep finds? Runs the auto-tune, then measures EVERY combination of decode threads × batch threads ×
+n_ubatch (the full sweep) in the same engine, and compares the time of the reference request (512-token
+prompt + 128-token answer) of the auto-tuned configuration with the best one — both as measured by the
+full sweep, so that machine noise between the two phases cannot flatter the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.core import autotune as A  # noqa: E402
+from app.core.default_model import default_model_path  # noqa: E402
+from app.core.sweeps import Step  # noqa: E402
+from app.engine import protocol as P  # noqa: E402
+from app.engine.client import EngineClient  # noqa: E402
+from app.engine.sweep_backend import EngineSweepBackend  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("-m", "--model", default=None)
+    ap.add_argument("-r", "--repetitions", type=int, default=3, help="repetitions per full-sweep measurement")
+    args = ap.parse_args()
+    model = args.model or str(default_model_path())
+    threads = A.thread_candidates()
+    with EngineClient() as engine:
+        backend = EngineSweepBackend(engine, P.LoadConfig(model_path=model, n_ctx=1024))
+        tuned = A.autotune(backend, threads=threads,
+                           progress=lambda i, n, s: print(f"  tune [{i}/{n}] {s}", file=sys.stderr))
+        print(f"auto-tune: {tuned.finding}")
+        full: list[A.Candidate] = []
+        combos = list(itertools.product(threads, threads, A.UBATCHES))
+        for i, (t, tb, u) in enumerate(combos):
+            print(f"  full [{i}/{len(combos)}] threads {t}/{tb} n_ubatch {u}", file=sys.stderr)
+            cand = A.Candidate(t, tb, u)
+            backend.configure(cand.config)
+            cand.prefill_tps = backend.measure(Step(A.TUNE_PP, 0), args.repetitions).tps
+            cand.decode_tps = backend.measure(Step(0, A.TUNE_TG), args.repetitions).tps
+            full.append(cand)
+    print(f"\n{'threads':>8} {'batch':>6} {'ubatch':>7} {'pp tok/s':>9} {'tg tok/s':>9} {'ref ms':>8}")
+    for c in sorted(full, key=lambda c: c.reference_ms):
+        mark = "  <- auto-tune" if (c.n_threads, c.n_threads_batch, c.n_ubatch) == \
+            (tuned.best.n_threads, tuned.best.n_threads_batch, tuned.best.n_ubatch) else ""
+        print(f"{c.n_threads:>8} {c.n_threads_batch:>6} {c.n_ubatch:>7} {c.prefill_tps:9.1f} {c.decode_tps:9.1f} "
+              f"{c.reference_ms:8.0f}{mark}")
+    best = min(full, key=lambda c: c.reference_ms)
+    chosen = next(c for c in full if (c.n_threads, c.n_threads_batch, c.n_ubatch) ==
+                  (tuned.best.n_threads, tuned.best.n_threads_batch, tuned.best.n_ubatch))
+    ratio = best.reference_ms / chosen.reference_ms
+    print(f"\nreference request ({A.REF_PROMPT}-token prompt + {A.REF_GEN}-token answer): best "
+          f"{best.reference_ms:.0f} ms, auto-tuned {chosen.reference_ms:.0f} ms")
+    print(f"ratio (auto-tuned speed / best speed of the full sweep): {ratio:.3f}  "
+          f"({'PASS' if ratio >= 0.95 else 'FAIL'}: goal ≥ 0.95)")
+    print(f"auto-tune measured {len(tuned.tried)} configurations, the full sweep {len(full)}")
+    return 0 if ratio >= 0.95 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
