@@ -198,17 +198,21 @@ class VariantAssessment:
 
 
 _VERDICT = {"full GPU": "full GPU", "partial GPU": "partial", "CPU only": "CPU", "does not fit": "won't fit"}
-_machine: Any = None
+_machine: tuple[float, Any] | None = None
+MACHINE_TTL_S = 300.0  # re-read now and then: free memory changes, and a calibration may have been stored
 
 
 def this_machine() -> Any:
-    """The recommender's view of this computer (probed once; bandwidth cached by app.core.bandwidth)."""
+    """The recommender's view of this computer (bandwidth is cached on disk by app.core.bandwidth)."""
     global _machine
-    if _machine is None:
+    import time
+
+    now = time.monotonic()
+    if _machine is None or now - _machine[0] > MACHINE_TTL_S:
         from app.core.recommend import Machine
 
-        _machine = Machine.from_system()
-    return _machine
+        _machine = (now, Machine.from_system())
+    return _machine[1]
 
 
 def assess_repo(rv: hub.RepoVariants, headers: list[VariantHeader] | None = None, machine: Any = None,
