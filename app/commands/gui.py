@@ -73,9 +73,18 @@ def run_gui(args: argparse.Namespace) -> int:
 
     from app.ui.main_window import MainWindow
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setApplicationName("Roofline")
     app.setOrganizationName("Roofline")
+    app.setDesktopFileName("roofline")  # Wayland matches the window to roofline.desktop (icon, name)
+    from PySide6.QtGui import QIcon
+
+    from app.selftest import resources_dir
+
+    icon = resources_dir() / "roofline.svg"
+    if icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
     from PySide6.QtGui import QIcon
 
     from app.selftest import resources_dir
