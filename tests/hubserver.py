@@ -63,6 +63,7 @@ class HubState:
         self.drop_after: dict[str, int] = {}  # path in repo -> drop the connection after this many bytes (once)
         self.lie_sha: set[str] = set()  # paths whose advertised sha256 is wrong
         self.throttle_bps: int | None = None  # bytes/s per response
+        self.redirect_lfs = False  # resolve answers 302 to /cdn/... as huggingface.co does for LFS files
         self.lock = threading.Lock()
 
     def add_repo(self, repo_id: str, files: dict[str, Path], **kw: Any) -> Repo:
@@ -182,13 +183,34 @@ class Handler(BaseHTTPRequestHandler):
             if tail == "" or tail.startswith("revision/"):
                 return self._json(_model_dict(state, repo, blobs="true" in query.get("blobs", [])))
             return self._not_found(path)
+        if path.startswith("/cdn/"):  # where LFS files live when the hub redirects (like its CDN)
+            found = self._find_repo(path[len("/cdn/"):])
+            if found and found[1] in found[0].files:
+                return self._serve_file(found[0], found[1])
+            return self._not_found(path)
         found = self._find_repo(path.lstrip("/"))
         if found and found[1].startswith("resolve/"):
             repo, tail = found
             _rev, _, file_path = tail[len("resolve/"):].partition("/")
             if file_path in repo.files:
+                if state.redirect_lfs:
+                    return self._redirect(repo, file_path)
                 return self._serve_file(repo, file_path)
         self._not_found(path)
+
+    def _redirect(self, repo: Repo, file_path: str) -> None:
+        """What huggingface.co does for LFS files: 302 to the CDN, the file's facts in X-Linked-* headers."""
+        from urllib.parse import quote
+
+        sha = self.server.state.advertised_sha(repo, file_path)
+        self.send_response(302)
+        self.send_header("Location", f"/cdn/{repo.repo_id}/{quote(file_path)}")
+        self.send_header("X-Linked-ETag", f'"{sha}"')
+        self.send_header("X-Linked-Size", str(repo.files[file_path].stat().st_size))
+        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("ETag", '"pointer-etag"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _search(self, query: dict[str, list[str]]) -> None:
         state = self.server.state

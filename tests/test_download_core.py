@@ -207,3 +207,17 @@ def test_adding_a_paused_download_again_resumes_it_not_a_second_writer(hub_serve
     assert mgr.wait_idle(30)
     mgr.close()
     assert a.progress.state == "done" and sha256_of(a.task.dest) == sha256_of(tiny_repo)
+
+
+def test_follows_the_hubs_cdn_redirect_with_range_intact(hub_server: HubServer, tiny_repo: Path) -> None:
+    hub_server.state.redirect_lfs = True
+    size = tiny_repo.stat().st_size
+    hub_server.state.drop_after["Tiny-F32.gguf"] = size // 2
+    task = _task()
+    task.files[0].sha256 = None  # taken from the 302's X-Linked-ETag
+    with pytest.raises(hub.HubError):
+        downloads.download_variant(task)
+    out = downloads.download_variant(_task())
+    assert sha256_of(out) == sha256_of(tiny_repo) and hub_server.state.served("Tiny-F32.gguf") == size
+    cdn = [(m, r) for m, p, r in hub_server.state.requests if p.startswith("/cdn/")]
+    assert ("GET", f"bytes={size // 2}-") in cdn  # the Range survived the redirect

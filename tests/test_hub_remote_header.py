@@ -94,3 +94,13 @@ def test_assessment_badges_on_a_gpu_desktop(hub_server: HubServer, tmp_path: Pat
     assert rows["L-Q2_K.gguf"].decode_tps > rows["L-F16.gguf"].decode_tps  # type: ignore[operator]
     assert sum(r.recommended for r in rows.values()) == 1
     assert not rows["XL-Q8_0.gguf"].recommended
+
+
+def test_header_read_through_the_cdn_redirect(hub_server: HubServer, tmp_path: Path) -> None:
+    hub_server.state.redirect_lfs = True
+    f = synth_gguf.write_synthetic_gguf(tmp_path / "m.gguf", tensor_type="Q8_0", n_layers=12)
+    hub_server.state.add_repo("acme/cdn-GGUF", {"m-Q8_0.gguf": f})
+    rv = hub.list_variants("acme/cdn-GGUF")
+    got = remote_gguf.fetch_header(rv.repo_id, rv.revision, rv.variants[0].first, first=4096)
+    assert got.info is not None and got.info.n_params == inspect_gguf(f).n_params
+    assert hub_server.state.served("m-Q8_0.gguf") < f.stat().st_size / 4
