@@ -821,24 +821,20 @@ class ModelsPage(QWidget):
         self.cancel_btn.setEnabled(state in ("queued", "downloading", "paused", "failed"))
 
     def _load_pending(self) -> None:
-        """Downloads left unfinished by an earlier run show up paused, ready to resume."""
-        by_dest: dict[str, list[dict[str, Any]]] = {}
+        """Downloads left unfinished by an earlier run show up paused, ready to resume (one row per file)."""
         for meta in downloads.pending_downloads(paths.models_dir()):
-            by_dest.setdefault(str(meta.get("repo_id")), []).append(meta)
-        for repo_id, metas in by_dest.items():
-            for meta in metas:
-                try:
-                    variant = hub.Variant(quant=hub.quant_from_filename(meta["path"]) or "?",
-                                          files=[hub.HubFile(meta["path"], int(meta["size"]), meta.get("sha256"))])
-                    task = downloads.plan(variant, repo_id, meta["revision"], paths.models_dir())
-                except (KeyError, ValueError, downloads.DownloadError):
-                    continue
-                job = downloads.Job(task)
-                job.progress.state = "paused"
-                job.progress.total = task.total
-                job.progress.done = int(meta.get("have", 0))
-                self.manager.jobs.append(job)
-                self.downloads_model.add(job)
+            try:
+                variant = hub.Variant(quant=hub.quant_from_filename(meta["path"]) or "?",
+                                      files=[hub.HubFile(meta["path"], int(meta["size"]), meta.get("sha256"))])
+                task = downloads.plan(variant, str(meta["repo_id"]), str(meta["revision"]), paths.models_dir())
+            except (KeyError, TypeError, ValueError, downloads.DownloadError):
+                continue  # a sidecar we cannot trust is ignored, never acted on
+            job = downloads.Job(task)
+            job.progress.state = "paused"
+            job.progress.total = task.total
+            job.progress.done = int(meta.get("have", 0))
+            self.manager.jobs.append(job)
+            self.downloads_model.add(job)
 
     def shutdown(self) -> None:
         """Pause running downloads (resumable next start) and stop the worker."""
