@@ -352,7 +352,7 @@ def hub_sha256(f: FileTask) -> str | None:
     try:
         meta = get_hf_file_metadata(hub.resolve_url(f.repo_id, f.path, f.revision), token=hub.token(),
                                     endpoint=hub.endpoint())
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise hub.translate_error(exc, f.path) from exc
     if meta.size is not None and meta.size != f.size:
         raise DownloadError(f"the hub reports {meta.size} bytes for {f.path}, the listing said {f.size}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from PySide6.QtCore import (
     QAbstractTableModel,
@@ -108,7 +108,7 @@ class _Task(QRunnable):
 
 
 class _Table(QAbstractTableModel):
-    HEADERS: list[str] = []
+    HEADERS: ClassVar[list[str]] = []
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -136,7 +136,7 @@ class _Table(QAbstractTableModel):
 
 
 class LibraryModel(_Table):
-    HEADERS = ["Name", "Arch", "Params", "Quant", "Size", "Context", "Chat template", "Source", "Last used",
+    HEADERS: ClassVar[list[str]] = ["Name", "Arch", "Params", "Quant", "Size", "Context", "Chat template", "Source", "Last used",
                "Location / problem"]
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -169,7 +169,7 @@ class LibraryModel(_Table):
 
 
 class SearchModel(_Table):
-    HEADERS = ["Repository", "Downloads", "Likes", "Updated"]
+    HEADERS: ClassVar[list[str]] = ["Repository", "Downloads", "Likes", "Updated"]
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         r: hub.RepoSummary | None = self.row(index)
@@ -186,7 +186,7 @@ class SearchModel(_Table):
 
 
 class VariantModel(_Table):
-    HEADERS = ["Quant", "Size", "Fit", "Max context", "Prefill tok/s", "Decode tok/s", "Quality (KLD)", "Note"]
+    HEADERS: ClassVar[list[str]] = ["Quant", "Size", "Fit", "Max context", "Prefill tok/s", "Decode tok/s", "Quality (KLD)", "Note"]
     BADGE_COLUMN = 2
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -232,7 +232,7 @@ class VariantModel(_Table):
 
 
 class DownloadsModel(_Table):
-    HEADERS = ["Model", "Progress", "Speed", "ETA", "State"]
+    HEADERS: ClassVar[list[str]] = ["Model", "Progress", "Speed", "ETA", "State"]
     PROGRESS_COLUMN = 1
 
     def __init__(self, parent: QObject | None = None):
@@ -762,7 +762,6 @@ class ModelsPage(QWidget):
             self.open_repo(repo.repo_id)
 
     def open_repo(self, repo_id: str) -> None:
-        from app.core import remote_gguf
 
         # Two steps: the file list (sizes) shows at once; verdicts and speeds follow once headers are read.
         token = ("listing", repo_id, object())
