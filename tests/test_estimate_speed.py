@@ -179,3 +179,21 @@ def test_calibrate_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     # after calibrating, the prediction for the measured run sits inside the measured spread
     measured = out["measured_decode_tps"]
     assert min(measured) * 0.7 <= out["calibrated"]["decode_tps"] <= max(measured) * 1.3
+
+
+def test_small_cpu_decode_hits_the_compute_roof(gemma: GGUFInfo) -> None:
+    from app.core.bandwidth import BandwidthResult
+
+    hw = HardwareInfo(CPUInfo("small", "x86_64", 2, 2, ["AVX2"]), 8 * GiB, 6 * GiB, [], False)
+    fast_memory = BandwidthResult(read_gbs=100.0, copy_gbs=80.0, threads=2, buffer_bytes=1 << 28, runs=3,
+                                  seconds=1.0, measured_at="recorded", gemm_gflops=50.0)
+    rates = default_rates(hw, fast_memory)
+    p = predict(gemma, rates, n_gen=1)
+    assert p.decode_bound == "compute"
+    # 2 FLOPs per multiplied weight, the tied 262k x 640 output included, at 0.2 x the GEMM rate
+    flops = sum(2 * t.n_elements for t in gemma.tensors if t.name.startswith("blk.") and len(t.shape) > 1)
+    flops += 2 * 262144 * 640
+    assert p.decode_s_per_token == pytest.approx(flops / 10e9 + rates.cpu.t0_s, rel=0.001)
+    # a calibration replaces both roofs by the one fitted effective bandwidth
+    cal = calibration.Calibration("k", "cpu", 5.0, 0.001, True, 50.0, 3, 3)
+    assert calibration.apply(rates.cpu, cal).decode_flops == 0.0

@@ -107,6 +107,7 @@ def apply(rates: DeviceRates, cal: Calibration) -> DeviceRates:
     return replace(
         rates, efficiency=cal.effective_bandwidth_gbs / rates.bandwidth_gbs, t0_s=cal.t0_s,
         prefill_flops=cal.prefill_gflops * 1e9, calibrated=True,
+        decode_flops=0.0,  # the fitted effective bandwidth already includes any compute limit
         source=f"calibrated {cal.measured_at} on {cal.model or 'a model'}",
     )
 

@@ -246,8 +246,8 @@ def explain(pick: VariantReport | None, budget: Budget, n_ctx: int) -> str:
         return (f"None of these fits in memory with {_ctx_text(n_ctx)} context (after headroom for the OS): "
                 "try a smaller quantization or a shorter context.")
     speed = f"decode ≈ {pick.decode_tps:.0f} tok/s ({pick.speed_label})"
-    why = "limited by memory bandwidth" if pick.decode_bound == "memory bandwidth" else \
-        "limited by per-token overhead"
+    why = {"memory bandwidth": "limited by memory bandwidth", "compute": "limited by the CPU's arithmetic"}.get(
+        pick.decode_bound, "limited by per-token overhead")
     ctx = _ctx_text(pick.n_ctx)
     if pick.verdict == FULL and budget.gpu is not None:
         mem = budget.gpu.memory_total or 0

@@ -4,7 +4,9 @@ Decode (one token at a time) is bound by memory bandwidth: every token reads all
 weights (active experts only for MoE), the output matrix (the embedding is a row lookup, so it only
 counts when it doubles as the output) and the KV cache filled so far. Seconds per token =
 Σ over devices of bytes_on_device / (η · bandwidth) + t0, where η is the share of the bandwidth
-llama.cpp achieves and t0 a fixed per-token overhead (kernel launches, sampling, Python).
+llama.cpp achieves and t0 a fixed per-token overhead (kernel launches, sampling, Python). A roofline:
+on a small CPU a small model can run out of arithmetic first (2 FLOPs per weight, dequantizing each),
+so a device's time is the larger of its memory time and its compute time.
 
 Prefill (a batch of prompt tokens) is bound by compute: 2 FLOPs per weight per token for the
 repeating layers, plus attention over the context, plus the output matrix once per batch (only the
@@ -29,8 +31,10 @@ from app.core.memory import CTX_PAD, MemoryConfig, gpu_layout, kv_caches, pad, r
 # GPU's theoretical bandwidth; t0 of 3-6 ms on GPUs, ~1 ms on CPUs.
 ETA_CPU, T0_CPU = 0.65, 0.001
 ETA_GPU, T0_GPU = 0.90, 0.004
-# llama.cpp's quantized CPU matmuls reach about this share of a numpy float32 GEMM's FLOP/s.
+# llama.cpp's quantized CPU matmuls reach about this share of a numpy float32 GEMM's FLOP/s: 0.6 in
+# prefill (matrix-matrix), 0.2 in decode (matrix-vector, dequantizing every weight it touches).
 CPU_PREFILL_OF_GEMM = 0.6
+CPU_DECODE_OF_GEMM = 0.2
 CPU_FLOPS_PER_CORE = 30e9  # fallback when no GEMM probe ran
 # Effective prefill FLOP/s per byte/s of memory bandwidth, by GPU family (published llama.cpp pp512).
 GPU_FLOPS_PER_BYTE = {"nvidia": 100.0, "amd": 60.0, "apple": 20.0}
@@ -47,6 +51,9 @@ class DeviceRates:
     t0_s: float  # fixed time per token
     prefill_flops: float  # effective FLOP/s in prompt processing
     calibrated: bool = False
+    # compute roof for decode (FLOP/s; 0: none). Small CPUs run out of arithmetic before bandwidth on
+    # small models; a calibration folds this into the fitted effective bandwidth instead.
+    decode_flops: float = 0.0
     source: str = ""
 
     @property
@@ -87,7 +94,7 @@ class SpeedPrediction:
     bytes_per_token: float
     bytes_per_token_by_device: dict[str, float]
     prefill_flops_per_token: float
-    decode_bound: str  # "memory bandwidth" | "per-token overhead"
+    decode_bound: str  # "memory bandwidth" | "compute" | "per-token overhead"
     prefill_bound: str  # "compute" | "memory bandwidth"
     calibrated: bool
     depth: int
@@ -111,7 +118,8 @@ def default_rates(hw: Any, bandwidth: Any = None) -> Rates:
     gemm = float(getattr(bandwidth, "gemm_gflops", 0.0) or 0.0)
     cores = (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) if hw is not None else 1
     flops = CPU_PREFILL_OF_GEMM * gemm * 1e9 if gemm else CPU_FLOPS_PER_CORE * cores
-    cpu = DeviceRates("cpu", bw, ETA_CPU, T0_CPU, flops,
+    decode_flops = flops * CPU_DECODE_OF_GEMM / CPU_PREFILL_OF_GEMM
+    cpu = DeviceRates("cpu", bw, ETA_CPU, T0_CPU, flops, decode_flops=decode_flops,
                       source="measured bandwidth" if bandwidth is not None else "assumed 20 GB/s")
     gpu = None
     best = hw.best_gpu if hw is not None else None
@@ -174,6 +182,20 @@ def decode_traffic(info: GGUFInfo, cfg: MemoryConfig, depth: int, has_gpu: bool 
     return traffic
 
 
+def decode_flops(info: GGUFInfo, cfg: MemoryConfig, depth: int, has_gpu: bool = True) -> dict[str, float]:
+    """FLOPs of one decode step per device: 2 per multiplied weight (the output matrix included, since
+    every step computes logits) plus attention over the `depth` cached tokens."""
+    on_gpu, output_on_gpu = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
+    cells = _layer_cells(info, cfg)
+    out = {"cpu": 0.0, "gpu": 0.0}
+    for il, p in enumerate(_layer_params(info)):
+        heads = info.n_head[il] if info.n_head else 0
+        attn = 2 * heads * (info.head_dim_k + info.head_dim_v) * min(depth, cells[il] or depth)
+        out["gpu" if on_gpu[il] else "cpu"] += 2 * p + attn
+    out["gpu" if output_on_gpu else "cpu"] += 2 * _output_params(info)
+    return out
+
+
 def prefill_flops(info: GGUFInfo, n_prompt: int, depth: int = 0) -> tuple[float, list[float]]:
     """(total FLOPs to process n_prompt tokens after `depth` cached ones, per-layer share of them)."""
     per_layer = []
@@ -203,12 +225,16 @@ def predict(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None, depth
         used["gpu"] = rates.gpu
     mean_depth = depth + max(n_gen - 1, 0) / 2
     traffic = decode_traffic(info, cfg, round(mean_depth), has_gpu)
-    stream = 0.0
+    step_flops = decode_flops(info, cfg, round(mean_depth), has_gpu)
+    stream = compute = 0.0
     t0 = 0.0
     for name, r in used.items():
         if name == "cpu" and "gpu" in used and traffic.on("cpu") == 0:
             continue  # everything on the GPU: the CPU only samples
-        stream += traffic.on(name) / r.effective_bandwidth
+        t_mem = traffic.on(name) / r.effective_bandwidth
+        t_alu = step_flops[name] / r.decode_flops if r.decode_flops else 0.0
+        stream += max(t_mem, t_alu)
+        compute += t_alu if t_alu > t_mem else 0.0
         t0 = max(t0, r.t0_s)
     s_per_token = stream + t0
 
@@ -238,7 +264,8 @@ def predict(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None, depth
         bytes_per_token=traffic.total,
         bytes_per_token_by_device={k: traffic.on(k) for k in ("cpu", "gpu")},
         prefill_flops_per_token=total_flops / n_prompt,
-        decode_bound="memory bandwidth" if stream >= t0 else "per-token overhead",
+        decode_bound=("per-token overhead" if t0 > stream else
+                      "compute" if compute > stream / 2 else "memory bandwidth"),
         prefill_bound="compute" if compute_t >= read_t else "memory bandwidth",  # PCIe counts as bandwidth
         calibrated=calibrated,
         depth=depth,
