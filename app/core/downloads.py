@@ -32,6 +32,7 @@ from app.core import hub
 CHUNK = 1 << 20
 DISK_MARGIN = 64 << 20  # keep this much free beyond the download itself
 SIDECAR_SUFFIX = ".part.json"
+ACTIVE = ("downloading", "resuming", "verifying")  # states in which the worker is busy with a job
 PROVENANCE_SUFFIX = ".roofline.json"
 
 
@@ -117,7 +118,7 @@ class Progress:
     total: int = 0
     speed: float = 0.0  # bytes/s, smoothed
     file: str = ""
-    state: str = "queued"  # queued | downloading | verifying | done | paused | cancelled | failed
+    state: str = "queued"  # queued | resuming | downloading | verifying | done | paused | cancelled | failed
     message: str = ""
     resumed_from: int = 0  # bytes already on disk when this run started
 
@@ -262,6 +263,12 @@ def download_file(task: FileTask, *, base_done: int, progress: Progress,
     check_disk(dest.parent, task.size - have)
     progress.file = task.path
     progress.resumed_from += have
+    if have:
+        # The hash covers the whole file: re-read what is already here (seconds per GB; say so meanwhile).
+        progress.state = "resuming"
+        progress.done = base_done + have
+        if on_progress:
+            on_progress(progress)
     digest = _hash_prefix(part, have, control.stop) if have else hashlib.sha256()
     url = hub.resolve_url(task.repo_id, task.path, task.revision)
     from huggingface_hub.utils import build_hf_headers
@@ -464,7 +471,7 @@ class DownloadManager:
         with self._lock:
             if job.progress.state == "queued":
                 job.progress.state = "paused"
-            elif job.progress.state in ("downloading", "verifying"):
+            elif job.progress.state in ACTIVE:
                 job.control.request("paused")
         self.on_update(job)
 
@@ -481,7 +488,7 @@ class DownloadManager:
     def cancel(self, job: Job) -> None:
         with self._lock:
             state = job.progress.state
-            if state in ("downloading", "verifying"):
+            if state in ACTIVE:
                 job.control.request("cancelled")
             elif state in ("queued", "paused", "failed"):
                 job.progress.state = "cancelled"
@@ -495,7 +502,7 @@ class DownloadManager:
         with self._lock:
             self._closing = True
             for job in self.jobs:
-                if job.progress.state == "downloading":
+                if job.progress.state in ACTIVE:
                     job.control.request("paused")
             self._lock.notify_all()
         if self._thread:
@@ -505,7 +512,7 @@ class DownloadManager:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with self._lock:
-                if not any(j.progress.state in ("queued", "downloading", "verifying") for j in self.jobs):
+                if not any(j.progress.state == "queued" or j.progress.state in ACTIVE for j in self.jobs):
                     return True
             time.sleep(0.02)
         return False

@@ -815,9 +815,9 @@ class ModelsPage(QWidget):
     def _update_download_buttons(self, *_: object) -> None:
         job = self.selected_job()
         state = job.progress.state if job else ""
-        self.pause_btn.setEnabled(state in ("queued", "downloading"))
+        self.pause_btn.setEnabled(state in ("queued", "downloading", "resuming"))
         self.resume_btn.setEnabled(state in ("paused", "failed"))
-        self.cancel_btn.setEnabled(state in ("queued", "downloading", "paused", "failed"))
+        self.cancel_btn.setEnabled(state in ("queued", "downloading", "resuming", "paused", "failed"))
 
     def _load_pending(self) -> None:
         """Downloads left unfinished by an earlier run show up paused, ready to resume (one row per file)."""
