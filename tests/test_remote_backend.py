@@ -254,3 +254,23 @@ def test_without_a_keyring_backend_the_key_is_not_stored(monkeypatch: pytest.Mon
         assert not secrets.delete_api_key("https://api.example.com")
     finally:
         keyring.set_keyring(old)
+
+
+@pytest.mark.model
+def test_grid_sweep_runs_against_the_remote_with_client_side_timings(server: str) -> None:
+    from test_lab_sweeps import read_llama_bench_json
+
+    from app.core.sweeps import plan, run_sweep
+    from app.engine.sweep_backend import RemoteSweepBackend
+
+    with RemoteClient(server, api_key=KEY) as client:
+        client.connect()
+        steps = plan("grid", {"prompts": [8, 48], "gens": [6]}, remote=True)
+        result = run_sweep("grid", steps, RemoteSweepBackend(client, warmup=False), 1)
+    assert not result.cancelled and len(result.points) == 2
+    assert all(c["prefill_ms"] > 0 and c["decode_ms"] > 0 for c in result.points)
+    assert result.backend["timing"].startswith("client-side")
+    rows = read_llama_bench_json(json.dumps(result.rows()))
+    # each cell is one request reported as llama-bench's pp row and tg row (the gaps between the chunks)
+    assert sorted((r["n_prompt"], r["n_depth"]) for r in rows) == [(0, 8), (0, 48), (8, 0), (48, 0)]
+    assert all(1 <= r["n_gen"] <= 5 for r in rows if not r["n_prompt"])
