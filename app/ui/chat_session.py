@@ -188,7 +188,7 @@ class ChatSession(QObject):
             return
         if error.fatal:
             self._end("interrupted", error=error.message)
-        elif error.request_id in (None, self._request):
+        elif error.request_id == self._request:  # errors of other commands leave the reply alone
             self._end("error", error=error.message)
 
     def _end(self, state: str, metrics: dict[str, Any] | None = None, finish_reason: str | None = None,
