@@ -201,3 +201,18 @@ def test_gui_command_opens_the_window_on_the_default_model(default_model, tmp_pa
     from app.core import settings as S
 
     assert S.load_settings().settings.last_model == str(default_model)  # it loaded the default model
+
+
+def test_request_error_marks_reply_and_shows_reason(qtbot, default_model, monkeypatch):
+    """A message longer than the context: the engine refuses it; the reply is `error`, the banner says why."""
+    monkeypatch.setenv("ROOFLINE_N_CTX", "256")
+    win = _open(qtbot)
+    assert win.engine.loaded_info is not None and win.engine.loaded_info.n_ctx == 256
+    _send(qtbot, win, "word " * 400)
+    user, reply = _messages(win)
+    assert reply.state == "error" and "context" in (reply.error or "")
+    assert win.banner.isVisibleTo(win) and "context" in win.banner.label.text()
+    assert not win.banner.restart_button.isVisibleTo(win)  # the engine is fine: no restart offered
+    assert win.message_view.widget_for(reply.id).state_label.text() == "error"  # type: ignore[union-attr]
+    _send(qtbot, win, "Hi")  # and the window goes on working
+    assert _messages(win)[-1].state == "complete"
