@@ -20,6 +20,24 @@ BIG_QUANTS = ["Q2_K", "Q3_K_M", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "F16
 SHOTS = Path(os.environ.get("ROOFLINE_SHOTS", "/tmp/roofline-shots"))
 
 
+@pytest.fixture(autouse=True)
+def recorded_machine(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Predictions for a recorded machine like the development one (2 cores, 24 GiB, ~13 GB/s, no GPU):
+    the page's plumbing is under test here, not this host's load-dependent bandwidth probe."""
+    from app.core import remote_gguf
+    from app.core.bandwidth import BandwidthResult
+    from app.core.hardware import CPUInfo, GiB, HardwareInfo
+    from app.core.recommend import Machine
+    from app.core.speed import default_rates
+
+    bw = BandwidthResult(read_gbs=13.0, copy_gbs=10.0, threads=2, buffer_bytes=1 << 28, runs=5, seconds=1.0,
+                         measured_at="recorded", gemm_gflops=400.0)
+    hw = HardwareInfo(CPUInfo("Xeon", "x86_64", 2, 2, ["AVX2", "AVX512F"]), 24 * GiB, 20 * GiB, [], False)
+    machine = Machine(hw, default_rates(hw, bw))
+    monkeypatch.setattr(remote_gguf, "this_machine", lambda: machine)
+    return machine
+
+
 @pytest.fixture
 def page(qtbot: Any) -> Any:
     from app.ui.models_page import ModelsPage
