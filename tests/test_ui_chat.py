@@ -209,7 +209,7 @@ def test_request_error_marks_reply_and_shows_reason(qtbot, default_model, monkey
     win = _open(qtbot)
     assert win.engine.loaded_info is not None and win.engine.loaded_info.n_ctx == 256
     _send(qtbot, win, "word " * 400)
-    user, reply = _messages(win)
+    _user, reply = _messages(win)
     assert reply.state == "error" and "context" in (reply.error or "")
     assert win.banner.isVisibleTo(win) and "context" in win.banner.label.text()
     assert not win.banner.restart_button.isVisibleTo(win)  # the engine is fine: no restart offered
