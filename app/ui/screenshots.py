@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
     app = offscreen_app()
     from app.ui.main_window import MainWindow
+    from app.ui.message_view import MessageWidget
 
     win = MainWindow()
     win.resize(1440, 900)
@@ -55,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             assert rid is not None
             widget = win.message_view.widget_for(rid)
             assert widget is not None
-            wait_until(lambda w=widget: len(w.text) > 60, 120, what="streamed text")
+            def streamed(w: MessageWidget = widget) -> bool:
+                return len(w.text) > 60
+
+            wait_until(streamed, 120, what="streamed text")
             spin(100)
             shot(win, "main-mid-stream.png")
         wait_until(lambda: not win.session.busy, 300, what="the reply")
