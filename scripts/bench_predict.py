@@ -52,7 +52,10 @@ def main() -> int:
     t_start = time.perf_counter()
     hw = probe_hardware()
     bw = get_bandwidth(hw.machine_key, remeasure=True)
-    print(f"machine: {hw.cpu.model}, {hw.cpu.physical_cores} cores, {(hw.ram_total or 0) / 2**30:.0f} GiB")
+    print(f"machine: {hw.cpu.model}, {hw.cpu.physical_cores} cores, {(hw.ram_total or 0) / 2**30:.0f} GiB, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    if os.getloadavg()[0] > (hw.cpu.logical_cores or 1):
+        print("WARNING: the machine is busy (load average above the core count): timings are unreliable")
     print(f"bandwidth: read {bw.read_gbs:.1f} GB/s, copy {bw.copy_gbs:.1f} GB/s ({bw.threads} threads); "
           f"float32 GEMM {bw.gemm_gflops:.0f} GFLOP/s")
 
@@ -113,7 +116,7 @@ def main() -> int:
               f"{'ok' if cal_ok else 'MISSED'}), uncalibrated {unc_err:+.0%} (target ±35%: "
               f"{'ok' if unc_ok else 'MISSED'})")
     print(f"\n(calibrated on {default.name} only; the synthetic model checks that it transfers) "
-          f"total {time.perf_counter() - t_start:.0f} s")
+          f"total {time.perf_counter() - t_start:.0f} s, load average now {os.getloadavg()[0]:.1f}")
     return 0 if ok else 1
 
 

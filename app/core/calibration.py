@@ -23,6 +23,7 @@ from app.core.speed import DeviceRates, Rates
 
 CACHE_FILE = "calibration.json"
 MIN_SPREAD = 1.05  # byte counts must differ by 5 % before a line fit means anything
+MAX_T0 = 0.02  # published per-token overheads are 1-6 ms; a fit far above that is noise
 
 
 @dataclass
@@ -71,7 +72,8 @@ def fit_decode(samples: list[DecodeSample], t0_default: float) -> tuple[float, f
         sxx = sum((x - mx) ** 2 for x in xs)
         slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
         t0 = my - slope * mx
-        if slope > 0 and 0 <= t0 < my:
+        # a physical fit: positive cost per byte, an overhead that is small next to a token's time
+        if slope > 0 and 0 <= t0 <= min(MAX_T0, 0.5 * min(y for _, y in pts)):
             return 1.0 / slope, t0, True
         # the line is meaningless (negative overhead: at depth the step slows more than its extra bytes
         # explain, e.g. attention compute on a tiny model): keep the default overhead and fit the
