@@ -208,3 +208,20 @@ def test_context_grows_kv_linearly_and_swa_saves(default_model: Path) -> None:
     small = kv_bytes(info, 32768, swa_full=False)
     assert small < kv_bytes(info, 32768) / 4  # 15 of 18 layers keep only ~1k cells
     assert kv_bytes(info, 4096, "q8_0", "q8_0") < kv_bytes(info, 4096) * 0.54
+
+
+@pytest.mark.model
+def test_engine_load_matches_estimate(default_model: Path) -> None:
+    """The app's own load path (engine process, its defaults) against the estimate for the same config."""
+    from app.engine import protocol as P
+    from app.engine.client import EngineClient
+
+    info = inspect_gguf(default_model)
+    with EngineClient() as engine:
+        loaded = engine.load(P.LoadConfig(model_path=str(default_model), n_ctx=4096))
+    est = estimate_memory(info, MemoryConfig(n_ctx=4096, flash_attn=loaded.flash_attn), has_gpu=False)
+    assert loaded.n_ctx == est.n_ctx
+    kv_reported = sum(v for k, v in loaded.buffers_mib.items() if k.startswith("KV:"))
+    assert abs(est.kv_bytes / MiB - kv_reported) <= 0.01 * len(est.caches)
+    total = sum(loaded.buffers_mib.values()) * MiB
+    assert abs(est.cpu.total - total) <= max(0.02 * total, 64 * MiB), loaded.buffers_mib

@@ -59,7 +59,7 @@ class MemoryConfig:
     n_ctx: int = 4096  # 0: the model's trained context
     type_k: str = "f16"
     type_v: str = "f16"
-    flash_attn: bool | None = None  # None: auto (llama.cpp enables it where supported: CPU, CUDA, Metal)
+    flash_attn: bool | None = None  # None: as the engine does: on for a quantized V cache, else off
     n_gpu_layers: int = 0  # -1: everything
     n_batch: int = 512
     n_ubatch: int = 512
@@ -196,7 +196,7 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
     # llama-cpp-python clamps the batch to the requested context, the micro-batch to the batch
     n_batch = min(cfg.n_batch, requested)
     n_ubatch = min(cfg.n_ubatch, n_batch)
-    flash = True if cfg.flash_attn is None else cfg.flash_attn
+    flash = (cfg.type_v not in ("f16", "f32", "bf16")) if cfg.flash_attn is None else cfg.flash_attn
     if cfg.type_v not in ("f16", "f32", "bf16") and not flash:
         raise ValueError(f"a {cfg.type_v} V cache needs flash attention (llama.cpp refuses it without)")
     if info.n_ctx_train and requested > info.n_ctx_train:

@@ -154,9 +154,8 @@ def _fits(est: MemoryEstimate, budget: Budget) -> bool:
 
 
 def _config(info: GGUFInfo, n_ctx: int, kv_type: str, ngl: int) -> MemoryConfig:
-    quantized = kv_type not in ("f16", "f32", "bf16")
-    return MemoryConfig(n_ctx=n_ctx, type_k=kv_type, type_v=kv_type, flash_attn=True if quantized else None,
-                        n_gpu_layers=ngl)
+    # flash attention as the engine sets it: needed (and on) for a quantized V cache, else off
+    return MemoryConfig(n_ctx=n_ctx, type_k=kv_type, type_v=kv_type, n_gpu_layers=ngl)
 
 
 def place(info: GGUFInfo, n_ctx: int, kv_type: str, budget: Budget) -> tuple[str, int, MemoryEstimate]:
