@@ -7,7 +7,9 @@ reach Python internals (attribute walks like `''.__class__.__mro__` raise Securi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Any
 
 from jinja2.exceptions import SecurityError, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -111,7 +113,46 @@ def select_template(architecture: str, gguf_template: str | None, override: str 
     return ChatTemplate("chatml", "fallback")
 
 
-_ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+MAX_PROMPT_CHARS = 4_000_000  # far beyond any context window; a template producing more is broken
+MAX_RENDER_SECONDS = 2.0
+_MAX_REPEAT = 100_000  # 'x' * n, [..] * n, str.center(n) ...
+_WIDTH_METHODS = {"center", "ljust", "rjust", "zfill", "expandtabs"}
+
+
+class _BoundedSandbox(ImmutableSandboxedEnvironment):
+    """Jinja's sandbox stops attribute walks into Python internals; this also stops templates from
+    exhausting memory or time (huge repeats, huge powers, padding to a billion columns)."""
+
+    intercepted_binops = frozenset(["*", "**"])
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and isinstance(right, int) and abs(right) > 64:
+            raise SecurityError("exponent too large")
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and n * max(1, len(seq)) > _MAX_REPEAT:
+                    raise SecurityError("repetition too large")
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's API)
+        name = getattr(__obj, "__name__", "")
+        if name in _WIDTH_METHODS and isinstance(getattr(__obj, "__self__", None), str):
+            if any(isinstance(a, int) and a > _MAX_REPEAT for a in (*args, *kwargs.values())):
+                raise SecurityError("padding width too large")
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+_ENV = _BoundedSandbox(trim_blocks=True, lstrip_blocks=True)
+_ENV.filters["center"] = lambda s, width=80: _ENV.call(None, str(s).center, width)  # type: ignore[arg-type]
+_ENV.filters["indent"] = lambda s, width=4, first=False, blank=False: _bounded_indent(s, width, first, blank)
+
+
+def _bounded_indent(s: str, width: Any = 4, first: bool = False, blank: bool = False) -> str:
+    from jinja2.filters import do_indent
+
+    if isinstance(width, int) and width > 1000:
+        raise SecurityError("indent width too large")
+    return do_indent(s, width, first, blank)
 
 
 def _raise_exception(message: str) -> None:
@@ -127,10 +168,23 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
         return BUILTIN[template.name](messages, bos_token)
     try:
         compiled = _ENV.from_string(template.jinja)
-        return compiled.render(
+        chunks: list[str] = []
+        size = 0
+        deadline = time.monotonic() + MAX_RENDER_SECONDS
+        # generate() yields as it goes, so a runaway loop is stopped by size or time, not by the OOM killer.
+        for chunk in compiled.generate(
             messages=messages, bos_token=bos_token, eos_token=eos_token,
             add_generation_prompt=True, raise_exception=_raise_exception,
-        )
+        ):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_PROMPT_CHARS:
+                raise ChatTemplateError("the chat template produced an absurdly long prompt and was stopped")
+            if time.monotonic() > deadline:
+                raise ChatTemplateError("the chat template took too long to render and was stopped")
+        return "".join(chunks)
+    except ChatTemplateError:
+        raise
     except SecurityError as exc:
         raise ChatTemplateError(f"the chat template tried something unsafe and was stopped: {exc}") from exc
     except (TemplateError, TypeError, ValueError, OverflowError, RecursionError) as exc:
