@@ -197,3 +197,10 @@ def test_small_cpu_decode_hits_the_compute_roof(gemma: GGUFInfo) -> None:
     # a calibration replaces both roofs by the one fitted effective bandwidth
     cal = calibration.Calibration("k", "cpu", 5.0, 0.001, True, 50.0, 3, 3)
     assert calibration.apply(rates.cpu, cal).decode_flops == 0.0
+
+
+def test_gpu_with_unknown_bandwidth_still_predicts() -> None:
+    gpu = GPUInfo("amd", "AMD GPU 0x15bf", 16 * GiB, 15 * GiB, None)
+    hw = HardwareInfo(CPUInfo("x", "x86_64", 8, 16, ["AVX2"]), 32 * GiB, 30 * GiB, [gpu], True)
+    r = default_rates(hw, None)
+    assert r.gpu is not None and r.gpu.bandwidth_gbs > 0 and "assumed" in r.gpu.source

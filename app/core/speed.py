@@ -38,6 +38,7 @@ CPU_DECODE_OF_GEMM = 0.2
 CPU_FLOPS_PER_CORE = 30e9  # fallback when no GEMM probe ran
 # Effective prefill FLOP/s per byte/s of memory bandwidth, by GPU family (published llama.cpp pp512).
 GPU_FLOPS_PER_BYTE = {"nvidia": 100.0, "amd": 60.0, "apple": 20.0}
+GPU_BANDWIDTH_GUESS = {"nvidia": 400.0, "amd": 400.0, "apple": 100.0}
 # With partial offload, llama.cpp runs big prompt batches of CPU-resident layers on the GPU too
 # (op offload), streaming those weights over PCIe once per micro-batch.
 PCIE_GBS = 25.0
@@ -123,9 +124,12 @@ def default_rates(hw: Any, bandwidth: Any = None) -> Rates:
                       source="measured bandwidth" if bandwidth is not None else "assumed 20 GB/s")
     gpu = None
     best = hw.best_gpu if hw is not None else None
-    if best is not None and best.bandwidth_gbs:
-        gpu_flops = GPU_FLOPS_PER_BYTE.get(best.vendor, 40.0) * best.bandwidth_gbs * 1e9
-        gpu = DeviceRates("gpu", best.bandwidth_gbs, ETA_GPU, T0_GPU, gpu_flops, source=f"{best.name} spec")
+    if best is not None:
+        # bandwidth unknown (an unlisted AMD card, NVML refusing): a mid-range figure, said so
+        gbs = best.bandwidth_gbs or GPU_BANDWIDTH_GUESS.get(best.vendor, 300.0)
+        source = f"{best.name} spec" if best.bandwidth_gbs else f"{best.name}: bandwidth unknown, assumed {gbs:.0f} GB/s"
+        gpu_flops = GPU_FLOPS_PER_BYTE.get(best.vendor, 40.0) * gbs * 1e9
+        gpu = DeviceRates("gpu", gbs, ETA_GPU, T0_GPU, gpu_flops, source=source)
     return Rates(cpu, gpu)
 
 
