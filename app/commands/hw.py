@@ -51,6 +51,8 @@ def describe(hw: HardwareInfo, bw: BandwidthResult) -> list[tuple[str, str]]:
         ("memory bandwidth", (f"{bw.read_gbs:.1f} GB/s read, {bw.copy_gbs:.1f} GB/s copy ({bw.threads} "
                              f"threads; {when})")),
     ]
+    if bw.gemm_gflops:
+        lines.append(("CPU compute", f"{bw.gemm_gflops:.0f} GFLOP/s float32 matrix multiply (prefill yardstick)"))
     if not hw.gpus:
         lines.append(("GPU", "none detected (decode runs from RAM)"))
     for g in hw.gpus:
