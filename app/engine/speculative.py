@@ -12,16 +12,20 @@ Imported only by the engine worker (it touches llama.cpp through the `Llama` obj
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
 
 MAX_NGRAM = 3  # longest n-gram of recent tokens looked up in the history
+MIN_NGRAM = 2  # a single matching token is weak evidence: in free text its drafts are mostly rejected
 MAX_DRAFT = 8  # most tokens drafted per step: a longer batch costs more when it is rejected
+TIE_MARGIN = 1.5  # logits; batched vs single-token evaluation differed by up to ~1 logit (measured)
 
 
-def find_draft(history: list[int] | np.ndarray, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT) -> list[int]:
+def find_draft(history: list[int] | np.ndarray, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
+               min_ngram: int = 1) -> list[int]:
     """Tokens that followed the most recent earlier occurrence of the longest matching tail n-gram.
 
     Same idea as llama_cpp.llama_speculative.LlamaPromptLookupDecoding (longest n-gram first), but the
@@ -29,7 +33,7 @@ def find_draft(history: list[int] | np.ndarray, max_ngram: int = MAX_NGRAM, max_
     """
     ids = np.asarray(history, dtype=np.int64)
     n = ids.shape[0]
-    for size in range(min(max_ngram, n - 1), 0, -1):
+    for size in range(min(max_ngram, n - 1), max(1, min_ngram) - 1, -1):
         tail = ids[n - size:]
         # windows over ids[:-1]: a match must have at least one token after it
         windows = np.lib.stride_tricks.sliding_window_view(ids[:n - 1], size)
@@ -50,9 +54,18 @@ class PromptLookup:
     """
 
     def __init__(self, llm: Any, *, top_k: int, top_p: float, min_p: float, temp: float,
-                 repeat_penalty: float, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT) -> None:
+                 repeat_penalty: float, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
+                 min_ngram: int = MIN_NGRAM, tie_margin: float = TIE_MARGIN) -> None:
         self.llm = llm
+        # Greedy only: a batched position whose top two candidates are closer than this is decided again
+        # with a single-token evaluation, because batched logits differ slightly from single-token ones.
+        self.tie_margin = tie_margin if temp <= 0 else 0.0
+        self.repeat_penalty = repeat_penalty
+        self.recent: list[int] = []  # tokens the sampler has accepted (its penalty window)
+        self.n_vocab = llm.n_vocab()
+        self.tie_steps = 0
         self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
         self.max_draft = max(1, min(max_draft, llm.n_batch - 1))
         self.sampler = llm._init_sampler(top_k=top_k, top_p=top_p, min_p=min_p, temp=temp,
                                          repeat_penalty=repeat_penalty)
@@ -60,9 +73,42 @@ class PromptLookup:
         self.accepted = 0
         self.plain_steps = 0
         self.batch_steps = 0
+        self.plain_s = 0.0  # wall time of single-token steps (the "off" speed, same run, same depth)
+        self.batch_s = 0.0  # wall time of draft batches, sampling included
+        self.batch_tokens = 0  # tokens those batches produced
+
+    def speedup(self, fallback_plain_ms: float | None = None) -> float | None:
+        """Measured decode speed-up vs plain decoding: plain ms/token over effective ms/token.
+
+        The plain rate comes from this run's own single-token steps, else from `fallback_plain_ms`
+        (the engine's last generation without lookup); None when neither exists."""
+        plain_ms = 1000.0 * self.plain_s / self.plain_steps if self.plain_steps else fallback_plain_ms
+        tokens = self.plain_steps + self.batch_tokens
+        if not plain_ms or tokens == 0:
+            return None
+        effective_ms = 1000.0 * (self.plain_s + self.batch_s) / tokens
+        return plain_ms / effective_ms if effective_ms > 0 else None
 
     def _sample(self, idx: int) -> int:
-        return int(self.sampler.sample(self.llm._ctx, idx))
+        token = int(self.sampler.sample(self.llm._ctx, idx))
+        self.recent.append(token)
+        return token
+
+    def _near_tie(self, idx: int) -> bool:
+        """Top two candidates at batch row `idx` (after the repeat penalty) closer than tie_margin."""
+        import llama_cpp  # the worker already imported it; only the worker imports this module
+
+        ptr = llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, idx)
+        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        top = np.argpartition(logits, -16)[-16:]
+        vals = logits[top].astype(np.float64)
+        if self.repeat_penalty != 1.0:
+            seen = set(self.recent[-self.llm.last_n_tokens_size:])
+            for j, tok in enumerate(top):
+                if int(tok) in seen:
+                    vals[j] = vals[j] * self.repeat_penalty if vals[j] <= 0 else vals[j] / self.repeat_penalty
+        a, b = np.sort(vals)[-2:]
+        return bool(b - a < self.tie_margin)
 
     def _trim(self, keep: int) -> None:
         llm = self.llm
@@ -71,7 +117,7 @@ class PromptLookup:
                 raise RuntimeError("llama.cpp could not remove rejected draft tokens from the KV cache")
             llm.n_tokens = keep
 
-    def generate(self, prompt: list[int]) -> Iterator[int]:
+    def generate(self, prompt: list[int]) -> Generator[int, None, None]:
         llm = self.llm
         n_ctx = llm.n_ctx()
         # Reuse the cached prefix like Llama.generate; always evaluate at least one token for fresh logits.
@@ -95,14 +141,17 @@ class PromptLookup:
                 room = n_ctx - n_past - 1
                 if room <= 0:
                     return
-                draft = find_draft(history, self.max_ngram, min(self.max_draft, room))
+                draft = find_draft(history, self.max_ngram, min(self.max_draft, room), self.min_ngram)
                 if not draft:
-                    self.plain_steps += 1
+                    t0 = time.perf_counter()
                     llm.eval([token])
                     token = self._sample(-1)
+                    self.plain_s += time.perf_counter() - t0
+                    self.plain_steps += 1
                     history.append(token)
                     continue
                 self.batch_steps += 1
+                t0 = time.perf_counter()
                 batch = [token, *draft]
                 # One decode for the pending token and its drafts, logits at every batch position.
                 llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
@@ -112,6 +161,13 @@ class PromptLookup:
                 self.drafted += len(draft)
                 out: list[int] = []
                 for i in range(len(batch)):
+                    if self.tie_margin > 0 and self._near_tie(i):
+                        # decide this position as the plain path would: evaluate batch[i] alone
+                        self.tie_steps += 1
+                        self._trim(n_past + i)
+                        llm.eval([batch[i]])
+                        out.append(self._sample(-1))
+                        break
                     t = self._sample(i)
                     out.append(t)
                     if i == len(draft) or t != draft[i]:
@@ -119,6 +175,8 @@ class PromptLookup:
                 good = len(out) - 1
                 self.accepted += good
                 self._trim(n_past + 1 + good)  # keep the pending token and the accepted drafts
+                self.batch_s += time.perf_counter() - t0
+                self.batch_tokens += len(out)
                 history.extend(out)
                 for t in out[:-1]:
                     emitted += 1

@@ -127,6 +127,7 @@ class Engine:
         self._flash_used = False
         self._gguf: Any = None  # GGUFInfo of the loaded file (parsed in Python before llama.cpp sees it)
         self._piece_buf = ctypes.create_string_buffer(256)
+        self._plain_ms_per_token: float | None = None  # last decode rate without prompt lookup
 
     # --------------------------------------------------------------- command plumbing
     def next_command(self) -> Any:
@@ -495,6 +496,9 @@ class Engine:
         if lookup is not None:
             data["lookup_batch_steps"] = lookup.batch_steps
             data["lookup_plain_steps"] = lookup.plain_steps
+            data["lookup_speedup"] = lookup.speedup(self._plain_ms_per_token)
+        elif metrics.decode_tokens > 0:
+            self._plain_ms_per_token = metrics.decode_ms / metrics.decode_tokens  # reference for lookup runs
         send(P.Done(req.request_id, "".join(text_parts), finish, data))
 
     # --------------------------------------------------------------- llama-bench style measurement
