@@ -132,6 +132,8 @@ def load_cached(key: str) -> BandwidthResult | None:
         result = BandwidthResult.from_dict(entry)
     except (OSError, ValueError, TypeError):
         return None  # missing or damaged cache: measure again
+    if not result.gemm_gflops:
+        return None  # written before the compute yardstick existed
     result.cached = True
     return result
 
