@@ -173,3 +173,13 @@ def test_hardware_roundtrip_keeps_recommendation(llama8b: dict[str, GGUFInfo]) -
     b = recommend([llama8b["Q8_0"]], again, n_ctx=8192).variants[0]
     assert dataclasses.astuple(a.quality) == dataclasses.astuple(b.quality)
     assert (a.verdict, a.n_gpu_layers, a.max_ctx) == (b.verdict, b.n_gpu_layers, b.max_ctx)
+
+
+def test_text_report_with_gpu(llama8b: dict[str, GGUFInfo], capsys: pytest.CaptureFixture[str]) -> None:
+    from app.commands.recommend import print_report
+
+    print_report(recommend(list(llama8b.values()), desktop(), n_ctx=8192))
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("Q4_K_M: fits in your 8 GB GPU")
+    assert "★ Q4_K_M" in out and "partial GPU" in out and "what-if decode tok/s by n_gpu_layers: 0:" in out
+    assert "uncalibrated" in out and "Llama-3-8B" in out
