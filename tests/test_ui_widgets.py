@@ -142,11 +142,11 @@ def test_window_list_models(qtbot, qtmodeltester):
     qtmodeltester.check(win.conversations.model, force_py=True)
     qtmodeltester.check(win.model_combo.model(), force_py=True)
     assert win.model_combo.count() >= 2  # the default model and "Open GGUF file…"
-    assert win.pages.count() == 1
+    assert [win.pages.tabText(i) for i in range(win.pages.count())] == ["Chat", "Models", "Lab"]
     from PySide6.QtWidgets import QLabel
 
-    win.add_page("Models", QLabel("models"))
-    assert win.pages.count() == 2 and win.pages.tabText(1) == "Models"
+    win.add_page("Extra", QLabel("extra"))
+    assert win.pages.count() == 4 and win.pages.tabText(3) == "Extra"
 
 
 def test_display_problem():

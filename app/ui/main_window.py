@@ -41,6 +41,7 @@ from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
 from app.ui.dashboard import DashboardDock
 from app.ui.engine_qt import EngineQt
+from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
 from app.ui.sampling_panel import SamplingPanel
 
@@ -181,6 +182,12 @@ class MainWindow(QMainWindow):
         self.chat_page = split
         self.add_page("Chat", split)
 
+        # ---- Models and Lab pages, built when first opened
+        self.models_page = LazyPage(self._make_models_page)
+        self.add_page("Models", self.models_page)
+        self.lab_page = LazyPage(self._make_lab_page)
+        self.add_page("Lab", self.lab_page)
+
         # ---- dashboard dock
         self.dock = DashboardDock(self.engine, self)
         self.dashboard = self.dock.dashboard
@@ -266,6 +273,38 @@ class MainWindow(QMainWindow):
         """Add a page to the central tab widget (Models, Lab...). Returns its index."""
         return self.pages.addTab(widget, title)
 
+    def _make_models_page(self) -> QWidget:
+        from app.ui.models_page import ModelsPage
+
+        page = ModelsPage()
+        page.model_chosen.connect(self._model_from_library)
+        return page
+
+    def _model_from_library(self, path: str) -> None:
+        self.pages.setCurrentWidget(self.chat_page)
+        if path != self.session.model_path or self.engine.loaded_info is None:
+            self.load_model(Path(path))
+
+    def _make_lab_page(self) -> QWidget:
+        from app.ui.lab_page import LabPage
+
+        page = LabPage(model_path=self.session.model_path)
+        tuned = self._tuned(self.session.model_path)
+        if tuned:
+            page.load_overrides = dict(tuned)
+        return page
+
+    def _tuned(self, model: str | Path | None) -> dict[str, int] | None:
+        """The auto-tuned threads/ubatch for this machine and model (`roofline tune`), when threads are auto."""
+        if model is None or self.settings.threads is not None:
+            return None
+        from app.core.autotune import tuned_config
+
+        try:
+            return tuned_config(model)
+        except (OSError, ValueError):
+            return None
+
     # ------------------------------------------------------------------ models
     def _populate_models(self) -> None:
         from app.core.default_model import default_model_path
@@ -312,10 +351,15 @@ class MainWindow(QMainWindow):
 
     def load_config(self, model: Path) -> P.LoadConfig:
         s = self.settings
-        return P.LoadConfig(model_path=str(model), n_ctx=s.n_ctx, n_threads=s.threads, n_threads_batch=s.threads,
-                            n_gpu_layers=-1 if s.n_gpu_layers is None else s.n_gpu_layers,
-                            n_batch=s.n_batch, n_ubatch=s.n_ubatch, type_k=s.kv_cache_type,
-                            type_v=s.kv_cache_type, flash_attn=s.flash_attn)
+        cfg = P.LoadConfig(model_path=str(model), n_ctx=s.n_ctx, n_threads=s.threads, n_threads_batch=s.threads,
+                           n_gpu_layers=-1 if s.n_gpu_layers is None else s.n_gpu_layers,
+                           n_batch=s.n_batch, n_ubatch=s.n_ubatch, type_k=s.kv_cache_type,
+                           type_v=s.kv_cache_type, flash_attn=s.flash_attn)
+        tuned = self._tuned(model)
+        if tuned:  # threads are "auto": use what `roofline tune` measured best for this model
+            cfg.n_threads, cfg.n_threads_batch = tuned["n_threads"], tuned["n_threads_batch"]
+            cfg.n_ubatch, cfg.n_batch = tuned["n_ubatch"], max(tuned["n_batch"], tuned["n_ubatch"])
+        return cfg
 
     def load_model(self, model: Path) -> None:
         if self.session.busy:
@@ -376,6 +420,9 @@ class MainWindow(QMainWindow):
         self.session.model_path = loaded.model_path
         self._select_model_in_combo(loaded.model_path)
         self.settings.last_model = loaded.model_path
+        self._mark_used(loaded.model_path)
+        if self.lab_page.widget is not None:
+            self.lab_page.widget.model_path = loaded.model_path  # type: ignore[attr-defined]
         self.model_info.setText(
             f"{quant_of(loaded)} · ctx {loaded.n_ctx} · template {loaded.chat_template_name} "
             f"({loaded.chat_template_source}) · load {loaded.load_ms:.0f} ms")
@@ -390,6 +437,15 @@ class MainWindow(QMainWindow):
         if not self._bandwidth_known and self.measure_bandwidth_on_load:
             self._bandwidth_from_core(measure=True)
         self._update_buttons()
+
+    @staticmethod
+    def _mark_used(path: str) -> None:
+        from app.core.library import mark_used
+
+        try:
+            mark_used(path)
+        except OSError:
+            pass  # "last used" is a nicety; never let it disturb a load
 
     def _engine_error(self, error: P.Error) -> None:
         if error.fatal:

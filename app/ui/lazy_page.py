@@ -1,0 +1,33 @@
+"""A page that builds its real widget the first time it is shown.
+
+The Models and Lab pages scan disks, read headers and start workers; building them only when the user
+opens them keeps start-up fast and keeps their background work out of the chat's way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+
+class LazyPage(QWidget):
+    def __init__(self, factory: Callable[[], QWidget], parent: QWidget | None = None):
+        super().__init__(parent)
+        self._factory = factory
+        self.widget: QWidget | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+
+    def ensure(self) -> QWidget:
+        if self.widget is None:
+            self.widget = self._factory()
+            layout = self.layout()
+            assert layout is not None
+            layout.addWidget(self.widget)
+        return self.widget
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)
+        self.ensure()
+        super().showEvent(event)
