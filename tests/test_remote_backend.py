@@ -14,7 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -180,13 +180,15 @@ def test_plain_http_to_another_host_needs_an_explicit_opt_in(monkeypatch: pytest
     client.start()
     assert "not encrypted" in capsys.readouterr().err and client.warnings
     with pytest.raises(EngineError, match="Not a server URL"):
-        RemoteClient("ftp://host/x")
+        RemoteClient("ftp://host/x").start()
+    with pytest.raises(EngineError, match="Bad port"):
+        RemoteClient("http://127.0.0.1:notaport").start()
 
 
 class _AuthEcho(http.server.BaseHTTPRequestHandler):
     seen: list[str] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:
         self.seen.append(self.headers.get("Authorization", ""))
         body = json.dumps({"data": [{"id": "echo-model"}]}).encode()
         self.send_response(200)
@@ -206,7 +208,7 @@ def test_keyring_key_is_used_when_none_is_given(monkeypatch: pytest.MonkeyPatch)
 
     class Memory(KeyringBackend):
         priority = 1  # type: ignore[assignment]
-        store: dict[tuple[str, str], str] = {}
+        store: ClassVar[dict[tuple[str, str], str]] = {}
 
         def set_password(self, service: str, username: str, password: str) -> None:
             self.store[(service, username)] = password

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from app.commands._common import add_model_arg, print_json, resolve_model
 
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
             [{"role": "user", "content": args.prompt}]
     sampling = P.Sampling(temperature=args.temp, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
                           repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, seed=args.seed)
+    engine: Any  # EngineClient or RemoteClient: the same interface where it matters here
     if args.remote:
         from app.engine.remote import RemoteClient  # written for the remote-backend feature
 

@@ -64,14 +64,18 @@ class RemoteClient:
             allow_insecure_http = os.environ.get("ROOFLINE_ALLOW_INSECURE_HTTP") == "1"
         self._allow_http = allow_insecure_http
         parts = urlsplit(self.url if "://" in self.url else f"http://{self.url}")
+        self._bad_url: str | None = None  # reported by start(), inside the caller's error handling
+        try:
+            port = parts.port
+        except ValueError:
+            port, self._bad_url = None, f"Bad port in {url!r}"
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise _err("bad_request", f"Not a server URL: {url!r} (expected http(s)://host[:port])")
+            self._bad_url = f"Not a server URL: {url!r} (expected http(s)://host[:port])"
         self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.host = parts.hostname or ""
+        self.port = port or (443 if parts.scheme == "https" else 80)
         prefix = parts.path.rstrip("/")
-        if prefix.endswith("/v1"):
-            prefix = prefix[:-3]
+        prefix = prefix.removesuffix("/v1")
         self._prefix = prefix
         self.loaded: P.Loaded | None = None
         self._counter = 0
@@ -83,6 +87,8 @@ class RemoteClient:
 
     # ------------------------------------------------------------------ lifetime
     def start(self) -> None:
+        if self._bad_url:
+            raise _err("bad_request", self._bad_url)
         if self.scheme == "http" and not is_loopback(self.host):
             if not self._allow_http:
                 raise _err("bad_request", f"Refusing plain http to {self.host}: the prompt, the reply and the "
@@ -105,7 +111,7 @@ class RemoteClient:
             _abort(conn)
         self._started = False
 
-    def __enter__(self) -> "RemoteClient":
+    def __enter__(self) -> RemoteClient:
         self.start()
         return self
 
@@ -210,6 +216,10 @@ class RemoteClient:
         if self._on_event is not None:
             self._on_event(self.loaded)
         return self.loaded
+
+    def load(self, config: P.LoadConfig, timeout: float = 300.0) -> P.Loaded:
+        """A remote server loads its own models: there is nothing to send a LoadConfig to."""
+        raise _err("bad_request", "A remote server loads its own models; use connect() instead of load().")
 
     # ------------------------------------------------------------------ generation
     def _body(self, req: P.Generate, extras: bool) -> tuple[str, dict[str, Any]]:

@@ -64,6 +64,9 @@ class PromptLookup:
         self.recent: list[int] = []  # tokens the sampler has accepted (its penalty window)
         self.n_vocab = llm.n_vocab()
         self.tie_steps = 0
+        # Draft length adapts: on a CPU a batch costs roughly its length in compute (the output matrix of a
+        # big vocabulary dominates), so draft about as far as drafts have recently been right.
+        self.k = min(4, max_draft)
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.max_draft = max(1, min(max_draft, llm.n_batch - 1))
@@ -141,7 +144,7 @@ class PromptLookup:
                 room = n_ctx - n_past - 1
                 if room <= 0:
                     return
-                draft = find_draft(history, self.max_ngram, min(self.max_draft, room), self.min_ngram)
+                draft = find_draft(history, self.max_ngram, min(self.k, room), self.min_ngram)
                 if not draft:
                     t0 = time.perf_counter()
                     llm.eval([token])
@@ -174,6 +177,7 @@ class PromptLookup:
                         break  # first disagreement (or the bonus token after a fully accepted draft)
                 good = len(out) - 1
                 self.accepted += good
+                self.k = min(self.max_draft, self.k + 2) if good == len(draft) else max(2, good + 1)
                 self._trim(n_past + 1 + good)  # keep the pending token and the accepted drafts
                 self.batch_s += time.perf_counter() - t0
                 self.batch_tokens += len(out)
