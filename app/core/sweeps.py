@@ -305,7 +305,7 @@ def _grid(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, dict[str, f
             finding += (f" Caution: the cells at {', '.join(map(str, odd))} tokens disagree with that split, so "
                         "the machine was probably busy; repeat with more repetitions.")
     elif all(c["dominant"] == "decode" for c in row):
-        tail = (f" (a linear extrapolation puts the crossover near ~{nice(p_star)} tokens)"
+        tail = (f"; a linear extrapolation puts the crossover near ~{nice(p_star)} tokens"
                 if p_star is not None else "")
         finding = (f"On this machine, {g}-token answers are decode-dominated for every prompt measured, up to "
                    f"{big['n_prompt']} tokens{tail}{rates}.")

@@ -21,6 +21,7 @@ import numpy as np
 MAX_NGRAM = 3  # longest n-gram of recent tokens looked up in the history
 MIN_NGRAM = 2  # a single matching token is weak evidence: in free text its drafts are mostly rejected
 MAX_DRAFT = 8  # most tokens drafted per step: a longer batch costs more when it is rejected
+PAUSE_TOKENS = 48  # plain tokens before lookup is tried again after losing
 TIE_MARGIN = 1.5  # logits; batched vs single-token evaluation differed by up to ~1 logit (measured)
 
 
@@ -55,8 +56,13 @@ class PromptLookup:
 
     def __init__(self, llm: Any, *, top_k: int, top_p: float, min_p: float, temp: float,
                  repeat_penalty: float, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
-                 min_ngram: int = MIN_NGRAM, tie_margin: float = TIE_MARGIN) -> None:
+                 min_ngram: int = MIN_NGRAM, tie_margin: float = TIE_MARGIN,
+                 plain_ms_hint: float | None = None) -> None:
         self.llm = llm
+        self.plain_ms_hint = plain_ms_hint  # ms/token of plain decoding seen before (the engine's last run)
+        self.paused_until = 0  # drafting is paused while batches cost more per token than plain steps
+        self.pauses = 0
+        self._win_s, self._win_tokens, self._win_steps = 0.0, 0, 0  # recent batches, for that decision
         # Greedy only: a batched position whose top two candidates are closer than this is decided again
         # with a single-token evaluation, because batched logits differ slightly from single-token ones.
         self.tie_margin = tie_margin if temp <= 0 else 0.0
@@ -91,6 +97,19 @@ class PromptLookup:
             return None
         effective_ms = 1000.0 * (self.plain_s + self.batch_s) / tokens
         return plain_ms / effective_ms if effective_ms > 0 else None
+
+    def _maybe_pause(self, emitted: int) -> None:
+        """Stop drafting for a while when verified batches have cost more per token than plain steps.
+
+        On a CPU where even decode is compute-bound (small model, big vocabulary) verification costs about
+        as much per token as decoding, so lookup can only lose; this keeps the loss to a few batches."""
+        plain = 1000.0 * self.plain_s / self.plain_steps if self.plain_steps >= 2 else self.plain_ms_hint
+        if plain is None or self._win_steps < 3 or self._win_tokens == 0:
+            return
+        if 1000.0 * self._win_s / self._win_tokens > plain:
+            self.paused_until = emitted + PAUSE_TOKENS
+            self.pauses += 1
+        self._win_s, self._win_tokens, self._win_steps = 0.0, 0, 0  # judge the next batches on their own
 
     def _sample(self, idx: int) -> int:
         token = int(self.sampler.sample(self.llm._ctx, idx))
@@ -144,7 +163,8 @@ class PromptLookup:
                 room = n_ctx - n_past - 1
                 if room <= 0:
                     return
-                draft = find_draft(history, self.max_ngram, min(self.k, room), self.min_ngram)
+                draft = [] if emitted < self.paused_until else \
+                    find_draft(history, self.max_ngram, min(self.k, room), self.min_ngram)
                 if not draft:
                     t0 = time.perf_counter()
                     llm.eval([token])
@@ -179,8 +199,13 @@ class PromptLookup:
                 self.accepted += good
                 self.k = min(self.max_draft, self.k + 2) if good == len(draft) else max(2, good + 1)
                 self._trim(n_past + 1 + good)  # keep the pending token and the accepted drafts
-                self.batch_s += time.perf_counter() - t0
+                dt = time.perf_counter() - t0
+                self.batch_s += dt
                 self.batch_tokens += len(out)
+                self._win_s += dt
+                self._win_tokens += len(out)
+                self._win_steps += 1
+                self._maybe_pause(emitted)
                 history.extend(out)
                 for t in out[:-1]:
                     emitted += 1

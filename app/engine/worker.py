@@ -420,7 +420,7 @@ class Engine:
         lookup: PromptLookup | None = None
         if req.prompt_lookup:
             lookup = PromptLookup(llm, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, temp=s.temperature,
-                                  repeat_penalty=s.repeat_penalty)
+                                  repeat_penalty=s.repeat_penalty, plain_ms_hint=self._plain_ms_per_token)
             gen = lookup.generate(tokens)
         else:
             gen = llm.generate(tokens, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, temp=s.temperature,
@@ -497,6 +497,7 @@ class Engine:
             data["lookup_batch_steps"] = lookup.batch_steps
             data["lookup_plain_steps"] = lookup.plain_steps
             data["lookup_speedup"] = lookup.speedup(self._plain_ms_per_token)
+            data["lookup_pauses"] = lookup.pauses  # times drafting stopped because it was losing
         elif metrics.decode_tokens > 0:
             self._plain_ms_per_token = metrics.decode_ms / metrics.decode_tokens  # reference for lookup runs
         send(P.Done(req.request_id, "".join(text_parts), finish, data))

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.sweeps import KINDS, SweepResult, context_needed, grid_cells, plan, run_sweep
+from app.core.sweeps import KINDS, SweepResult, context_needed, grid_cells, nice, plan, run_sweep
 from app.ui import theme
 
 KIND_TITLES = {
@@ -53,9 +53,12 @@ def _ints(text: str) -> list[int]:
 def draw_result(plot: pg.PlotWidget, result: SweepResult) -> None:
     """Draw a sweep result into `plot` (cleared first)."""
     plot.clear()
+    plot.enableAutoRange()
     item = plot.getPlotItem()
-    if item.legend is not None:
-        item.legend.scene().removeItem(item.legend)
+    if item.legend is not None:  # clear() leaves the legend: drop it, each chart adds its own
+        scene = item.legend.scene()
+        if scene is not None:
+            scene.removeItem(item.legend)
         item.legend = None
     plot.setTitle(KIND_TITLES.get(result.kind, result.kind), size="10pt")
     bottom = plot.getAxis("bottom")
@@ -83,7 +86,6 @@ def draw_result(plot: pg.PlotWidget, result: SweepResult) -> None:
         plot.setLabel("left", "tok/s")
     elif result.kind == "kv":
         _draw_kv(plot, result)
-    plot.enableAutoRange()
 
 
 def _line(plot: pg.PlotWidget, xs: list[Any], ys: list[float], color: str, name: str) -> None:
@@ -101,7 +103,7 @@ def _draw_grid(plot: pg.PlotWidget, result: SweepResult) -> None:
     scale, unit = (1000.0, "s") if max(c["total_ms"] for c in cells) > 3000 else (1.0, "ms")
     k = len(gens)
     width = 0.8 / k
-    legend = plot.addLegend(offset=(-10, 10))  # top right: the short-prompt bars sit on the left
+    legend = plot.addLegend(offset=(10, 5))
     for j, g in enumerate(gens):
         row = {c["n_prompt"]: c for c in cells if c["n_gen"] == g}
         xs = [i - 0.4 + width * (j + 0.5) for i, p in enumerate(prompts) if p in row]
@@ -122,13 +124,15 @@ def _draw_grid(plot: pg.PlotWidget, result: SweepResult) -> None:
             text.setPos(x, a + b)
             plot.addItem(text)
     plot.getAxis("bottom").setTicks([[(i, str(p)) for i, p in enumerate(prompts)]])
+    # headroom above the tallest bar for the legend, the bar labels and the crossover label
+    plot.setYRange(0, 1.3 * max(c["total_ms"] for c in cells) / scale, padding=0)
     plot.setLabel("bottom", "prompt tokens (bars: one per answer length, labelled with its tokens)")
     plot.setLabel("left", f"time ({unit})")
     cross = result.crossover
     if cross and len(prompts) > 1:
         x = _index_position(prompts, cross["n_prompt"])
         tag = "extrapolated " if cross.get("extrapolated") else ""
-        label = f"{tag}crossover ≈ {cross['n_prompt']:,.0f} tok (answers of {cross['n_gen']:.0f})"
+        label = f"{tag}crossover ≈ {nice(cross['n_prompt'])} tok (answers of {cross['n_gen']:.0f})"
         line = pg.InfiniteLine(pos=x, angle=90, pen=pg.mkPen(theme.ROOF, width=2, style=Qt.PenStyle.DashLine),
                                label=label, labelOpts={"position": 0.92, "color": theme.colors().text,
                                                        "fill": _with_alpha(theme.colors().base, 220)})
@@ -201,7 +205,8 @@ def render_png(result: SweepResult, path: str | Path, size: tuple[int, int] = (9
     lay.addWidget(label)
     draw_result(plot, result)
     box.resize(*size)
-    box.show()
+    box.ensurePolished()
+    lay.activate()  # lay out without show(): grab() renders hidden widgets
     QApplication.processEvents()
     if not box.grab().save(str(path)):
         raise OSError(f"could not write {path}")
