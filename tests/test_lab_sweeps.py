@@ -178,3 +178,23 @@ def test_the_validator_rejects_what_llama_bench_would_not_write() -> None:
                    {**row, "samples_ts": [1.0, 2.0]}):
         with pytest.raises(ValueError):
             read_llama_bench_json(json.dumps([broken]))
+
+
+@pytest.mark.model
+def test_kv_and_ubatch_sweeps_reload_the_engine_per_variant(default_model: Path) -> None:
+    from app.engine import protocol as P
+    from app.engine.client import EngineClient
+    from app.engine.sweep_backend import EngineSweepBackend
+
+    base = P.LoadConfig(model_path=str(default_model), n_ctx=256, n_threads=1, n_threads_batch=1)
+    with EngineClient() as engine:
+        backend = EngineSweepBackend(engine, base, warmup=False)
+        kv = run_sweep("kv", plan("kv", {"n_prompt": 32, "n_gen": 4, "n_depth": 32}), backend, 1)
+        ub = run_sweep("ubatch", plan("ubatch", {"ubatches": [16, 64], "n_prompt": 64}), backend, 1)
+    rows = read_llama_bench_json(json.dumps(kv.rows() + ub.rows()))
+    # the engine's own report of each loaded configuration, not the plan's
+    seen = {(r["type_k"], r["type_v"], r["flash_attn"]) for r in rows[:6]}
+    assert seen == {("f16", "f16", False), ("f16", "f16", True), ("q8_0", "q8_0", True)}
+    assert [r["n_ubatch"] for r in rows[6:]] == [16, 64]
+    assert len(kv.points) == 3 and kv.finding.startswith("Against K f16/V f16, FA off")
+    assert "n_ubatch" in ub.finding
