@@ -216,3 +216,44 @@ def test_kv_bytes_used_follow_each_cache_when_the_sliding_window_cache_is_small(
         used = done.metrics["kv_cells_used"]
         assert used > swa_cells
         assert done.metrics["kv_bytes_used"] == per_cell_full * used + per_cell_swa * swa_cells
+
+
+def test_engine_exits_when_its_parent_dies_mid_job(default_model: Path, tmp_path: Path) -> None:
+    """A parent killed while the engine benchmarks leaves no orphan holding the model's memory."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        from app.engine import protocol as P
+        from app.engine.client import EngineClient
+        c = EngineClient(); c.start()
+        c.load(P.LoadConfig(model_path={str(default_model)!r}, n_ctx=2048, n_threads=1))
+        c.send(P.Bench(request_id="long", n_prompt=1024, repetitions=50))
+        print(c.pid, flush=True)
+        time.sleep(600)
+    """))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    engine_pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(engine_pid, 0)
+        except ProcessLookupError:
+            break
+        # a zombie is gone for our purposes: it holds no memory
+        try:
+            with open(f"/proc/{engine_pid}/stat") as fh:
+                if fh.read().split()[2] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(engine_pid, signal.SIGKILL)
+        pytest.fail("the engine outlived its parent by 20 s")

@@ -619,8 +619,19 @@ def _stdin_reader(inbox: "queue.Queue[Any]") -> None:
     inbox.put(P.Shutdown())  # the app closed our stdin (or died): stop instead of lingering as an orphan
 
 
+def _watch_parent() -> None:
+    """Exit when the app that started us is gone, even mid-prefill or mid-benchmark (when stdin EOF is not
+    noticed until the current llama.cpp call returns): an orphan engine would hold GBs of memory."""
+    parent = os.getppid()
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
 def main() -> int:
     _setup_streams()
+    threading.Thread(target=_watch_parent, name="parent-watch", daemon=True).start()
     inbox: queue.Queue[Any] = queue.Queue()
     engine = Engine(inbox)
     threading.Thread(target=_stdin_reader, args=(inbox,), name="stdin", daemon=True).start()
