@@ -183,3 +183,18 @@ def test_text_report_with_gpu(llama8b: dict[str, GGUFInfo], capsys: pytest.Captu
     assert out.splitlines()[0].startswith("Q4_K_M: fits in your 8 GB GPU")
     assert "★ Q4_K_M" in out and "partial GPU" in out and "what-if decode tok/s by n_gpu_layers: 0:" in out
     assert "uncalibrated" in out and "Llama-3-8B" in out
+
+
+def test_non_text_model_is_not_recommended(tmp_path: Path, llama8b: dict[str, GGUFInfo]) -> None:
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(tmp_path / "mmproj.gguf"), "clip")
+    w.add_tensor("v.patch_embd.weight", np.zeros((64, 48), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    clip = inspect_gguf(tmp_path / "mmproj.gguf")
+    rec = recommend([clip, llama8b["Q4_K_M"]], desktop(gpu=None), n_ctx=4096)
+    assert rec.variants[0].verdict == "not a text model" and rec.pick is rec.variants[1]

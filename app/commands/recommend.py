@@ -61,7 +61,7 @@ def print_report(rec: Recommendation) -> None:
     for v in rec.variants:
         ctx = "/".join(f"{v.max_ctx[t] // 1024}k" if v.max_ctx[t] >= 1024 else str(v.max_ctx[t])
                        for t in ("f16", "q8_0", "q4_0"))
-        speed = (f"{v.prefill_tps:>7.0f}/s {v.decode_tps:>6.1f}/s" if v.verdict != "does not fit"
+        speed = (f"{v.prefill_tps:>7.0f}/s {v.decode_tps:>6.1f}/s" if v.verdict not in ("does not fit", "not a text model")
                  else f"{'-':>9} {'-':>8}")
         kld = f"KLD {'≈' if v.quality.estimated else ''}{v.quality.kld:.3g}" if v.quality.kld is not None else "?"
         mark = "★ " if v.recommended else "  "

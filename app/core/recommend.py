@@ -29,7 +29,8 @@ MIN_DECODE_TPS = 5.0
 GPU_BACKEND_OVERHEAD = {"nvidia": 450 * 1024**2, "amd": 450 * 1024**2, "apple": 256 * 1024**2}
 
 FULL, PARTIAL, CPU, NONE = "full GPU", "partial GPU", "CPU only", "does not fit"
-_RANK = {FULL: 0, PARTIAL: 1, CPU: 2, NONE: 3}
+UNSUPPORTED = "not a text model"  # e.g. a vision projector (mmproj) or a vocabulary-only file
+_RANK = {FULL: 0, PARTIAL: 1, CPU: 2, NONE: 3, UNSUPPORTED: 4}
 
 
 @dataclass
@@ -205,6 +206,14 @@ def max_context(info: GGUFInfo, kv_type: str, ngl: int, budget: Budget) -> int:
 def assess(cand: Candidate, machine: Machine, n_ctx: int, kv_type: str, budget: Budget) -> VariantReport:
     info = cand.info
     ctx = min(n_ctx, info.n_ctx_train) if info.n_ctx_train else n_ctx
+    if info.n_layers == 0 or info.n_vocab == 0:
+        return VariantReport(
+            name=cand.name or info.file_type or info.name, file_type=info.file_type,
+            size=cand.size if cand.size is not None else (info.file_size or info.tensor_bytes),
+            verdict=UNSUPPORTED, n_layers=0, n_gpu_layers=0, n_ctx=0, max_ctx={t: 0 for t in KV_TYPES},
+            prefill_tps=0.0, decode_tps=0.0, speed_label="", decode_bound="", quality=quality(info.file_type),
+            memory=None, speed=None,
+        )
     verdict, ngl, est = place(info, ctx, kv_type, budget)
     rates = machine.rates if budget.gpu is not None else Rates(machine.rates.cpu, None)
     cfg = _config(info, ctx, kv_type, ngl)
@@ -225,7 +234,7 @@ def assess(cand: Candidate, machine: Machine, n_ctx: int, kv_type: str, budget: 
 
 
 def choose(reports: list[VariantReport]) -> VariantReport | None:
-    fitting = [r for r in reports if r.verdict != NONE]
+    fitting = [r for r in reports if r.verdict not in (NONE, UNSUPPORTED)]
     if not fitting:
         return None
     best_class = min(_RANK[r.verdict] for r in fitting)
@@ -272,4 +281,7 @@ def recommend(candidates: list[Candidate] | list[GGUFInfo], machine: Machine, n_
     pick = choose(reports)
     if pick is not None:
         pick.recommended = True
-    return Recommendation(reports, pick, explain(pick, budget, want), budget, want, kv_type)
+    sentence = explain(pick, budget, want)
+    if pick is None and reports and all(r.verdict == UNSUPPORTED for r in reports):
+        sentence = "None of these files is a text model (a vision projector or vocabulary file?): nothing to run."
+    return Recommendation(reports, pick, sentence, budget, want, kv_type)
