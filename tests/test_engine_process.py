@@ -230,8 +230,9 @@ def test_engine_exits_when_its_parent_dies_mid_job(default_model: Path, tmp_path
         from app.engine import protocol as P
         from app.engine.client import EngineClient
         c = EngineClient(); c.start()
-        c.load(P.LoadConfig(model_path={str(default_model)!r}, n_ctx=2048, n_threads=1))
-        c.send(P.Bench(request_id="long", n_prompt=1024, repetitions=50))
+        c.load(P.LoadConfig(model_path={str(default_model)!r}, n_ctx=8192, n_threads=1))
+        # One long llama.cpp call (the warm-up pass over 8000 tokens): no chance to read stdin meanwhile.
+        c.send(P.Bench(request_id="long", n_prompt=8000, repetitions=1))
         print(c.pid, flush=True)
         time.sleep(600)
     """))
