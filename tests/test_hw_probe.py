@@ -3,6 +3,7 @@ Apple sysctl strings, an AMD sysfs tree), the real machine, and the bandwidth pr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -192,7 +193,8 @@ def test_real_machine_probe_is_fast_and_complete() -> None:
     assert again.machine_key == hw.machine_key and again == hw
 
 
-def test_bandwidth_measure_and_cache() -> None:
+def test_bandwidth_measure_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)  # other tests may load the machine
     first = bandwidth.get_bandwidth("k1", budget_s=1.0)
     assert not first.cached and first.read_gbs > 0.5 and first.copy_gbs > 0.1
     assert first.buffer_bytes >= 256 << 20 and first.seconds < 3
@@ -204,9 +206,10 @@ def test_bandwidth_measure_and_cache() -> None:
     assert not bandwidth.get_bandwidth("k1", budget_s=0.5).cached  # damaged cache: measured again
 
 
-def test_hw_cli(capsys: pytest.CaptureFixture[str]) -> None:
+def test_hw_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from app.cli import main
 
+    monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)
     t = time.perf_counter()
     assert main(["hw", "--json"]) == 0
     assert time.perf_counter() - t < 3
@@ -215,3 +218,17 @@ def test_hw_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["hw"]) == 0
     out = capsys.readouterr().out
     assert "memory bandwidth" in out and "cached" in out
+
+
+def test_busy_measurement_is_retried_and_keeps_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bandwidth, "machine_busy", lambda: True)
+    first = bandwidth.get_bandwidth("k", budget_s=0.3)
+    assert first.busy
+    # pretend the first run was badly disturbed: the next call measures again and keeps the better value
+    bandwidth.store(dataclasses.replace(first, read_gbs=1000.0, cached=False))
+    second = bandwidth.get_bandwidth("k", budget_s=0.3)
+    assert not second.cached and second.read_gbs == 1000.0
+    monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)
+    quiet = bandwidth.get_bandwidth("k", budget_s=0.3)
+    assert not quiet.busy and quiet.read_gbs < 1000.0  # a quiet measurement replaces the busy ones
+    assert bandwidth.get_bandwidth("k").cached
