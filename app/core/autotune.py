@@ -2,7 +2,7 @@
 
 A short coordinate search through a sweep backend (app.core.sweeps.SweepBackend): first the thread count
 (decode threads judged on tg, batch threads on pp, n_ubatch at llama.cpp's 512), then n_ubatch with the
-chosen batch threads. Configurations are compared by the time of a reference request (512-token prompt,
+chosen batch threads; each phase in interleaved rounds, judged by the fastest repetition. Configurations are compared by the time of a reference request (512-token prompt,
 128-token answer), so neither phase is optimised at the other's expense. The choice is stored in
 cache_dir()/autotune.json keyed by machine and model; `tuned_config(model_path)` returns it (or None) for
 the chat to use when the thread setting is "auto".
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.paths import cache_dir
-from app.core.sweeps import Step, SweepBackend, SweepCancelled
+from app.core.sweeps import Measurement, Step, SweepBackend, SweepCancelled
 
 REF_PROMPT, REF_GEN = 512, 128  # the reference request used to compare configurations
 UBATCHES = (64, 128, 256, 512)
@@ -75,55 +75,62 @@ def thread_candidates(n_logical: int | None = None, n_physical: int | None = Non
     return sorted(out)
 
 
+def best_rate(m: Measurement) -> float:
+    """Tokens per second of the fastest repetition: other load on the machine only ever slows a run down,
+    so the fastest one is the best estimate of what the configuration can do."""
+    n = m.step.n_prompt + m.step.n_gen
+    return n / (min(m.samples_ns) / 1e9) if m.samples_ns and min(m.samples_ns) > 0 else 0.0
+
+
 def _measure(backend: SweepBackend, cand: Candidate, reps: int, pp: bool = True, tg: bool = True) -> None:
+    """Measure and keep the best rate seen for this candidate (candidates are measured in several rounds)."""
     backend.configure(cand.config)
     if pp:
-        cand.prefill_tps = backend.measure(Step(TUNE_PP, 0), reps).tps
+        cand.prefill_tps = max(cand.prefill_tps, best_rate(backend.measure(Step(TUNE_PP, 0), reps)))
     if tg:
-        cand.decode_tps = backend.measure(Step(0, TUNE_TG), reps).tps
+        cand.decode_tps = max(cand.decode_tps, best_rate(backend.measure(Step(0, TUNE_TG), reps)))
 
 
 def autotune(backend: SweepBackend, threads: list[int] | None = None, ubatches: tuple[int, ...] = UBATCHES,
-             repetitions: int = 2, progress: Callable[[int, int, str], None] | None = None,
+             repetitions: int = 2, rounds: int = 2, progress: Callable[[int, int, str], None] | None = None,
              cancelled: Callable[[], bool] | None = None) -> TuneResult:
-    """Short coordinate search; returns the best configuration seen (and everything tried)."""
+    """Short coordinate search, each phase in `rounds` interleaved rounds (order reversed every other
+    round) so that a burst of load on the machine cannot pick the winner; returns the best configuration."""
     threads = threads or thread_candidates()
-    total = len(threads) + len([u for u in ubatches if u != 512])
-    tried: list[Candidate] = []
+    total = rounds * (len(threads) + len(ubatches))
+    done = 0
+    phase1 = [Candidate(t, t, 512) for t in threads]
+    phase2: list[Candidate] = []
 
     def step(label: str) -> None:
+        nonlocal done
         if cancelled is not None and cancelled():
             raise SweepCancelled()
         if progress is not None:
-            progress(len(tried), total, label)
+            progress(done, total, label)
+        done += 1
+
+    def interleaved(cands: list[Candidate], label: Callable[[Candidate], str], tg: bool) -> None:
+        for r in range(rounds):
+            for cand in cands if r % 2 == 0 else cands[::-1]:
+                step(label(cand))
+                _measure(backend, cand, repetitions, tg=tg)
 
     try:
-        for t in threads:
-            step(f"threads {t}")
-            cand = Candidate(t, t, 512)
-            _measure(backend, cand, repetitions)
-            tried.append(cand)
-        t_dec = max(tried, key=lambda c: c.decode_tps).n_threads
-        t_pp = max(tried, key=lambda c: c.prefill_tps).n_threads
-        by_pp = {c.n_threads: c for c in tried}
-        base = Candidate(t_dec, t_pp, 512, by_pp[t_pp].prefill_tps, by_pp[t_dec].decode_tps)
-        best = base
-        for u in ubatches:
-            if u == 512:
-                continue
-            step(f"n_ubatch {u}")
-            cand = Candidate(t_dec, t_pp, u, decode_tps=base.decode_tps)
-            _measure(backend, cand, repetitions, tg=False)  # n_ubatch only changes prompt batches
-            tried.append(cand)
-            if cand.reference_ms < best.reference_ms:
-                best = cand
+        interleaved(phase1, lambda c: f"threads {c.n_threads}", tg=True)
+        t_dec = max(phase1, key=lambda c: c.decode_tps)
+        t_pp = max(phase1, key=lambda c: c.prefill_tps)
+        # n_ubatch only changes prompt batches: decode keeps the rate measured for the decode threads
+        phase2 = [Candidate(t_dec.n_threads, t_pp.n_threads, u, decode_tps=t_dec.decode_tps) for u in ubatches]
+        interleaved(phase2, lambda c: f"n_ubatch {c.n_ubatch}", tg=False)
     except SweepCancelled:
+        tried = [c for c in phase1 + phase2 if c.prefill_tps > 0 and c.decode_tps > 0]
         if not tried:
             raise
-        return TuneResult(min(tried, key=lambda c: c.reference_ms), tried, cancelled=True)
+        return TuneResult(min(tried, key=lambda c: c.reference_ms), phase1 + phase2, cancelled=True)
     if progress is not None:
         progress(total, total, "done")
-    return TuneResult(best, tried)
+    return TuneResult(min(phase2, key=lambda c: c.reference_ms), phase1 + phase2)
 
 
 # ------------------------------------------------------------------------------------------ storage
