@@ -74,12 +74,13 @@ def main() -> int:
         m = measure(engine, info, cfg, str(default), n_gen=32, n_prompt=256, depths=(0, 1024),
                     repetitions=args.repetitions, n_threads=args.threads,
                     progress=lambda s: print(f"  calibration: {s}", file=sys.stderr))
-        cal = calibration.calibrate(hw.machine_key, "cpu", m.decode, m.prefill, T0_CPU, m.n_threads, default.name)
+        unc = default_rates(hw, bw)
+        cal = calibration.calibrate(hw.machine_key, "cpu", m.decode, m.prefill, T0_CPU, m.n_threads, default.name,
+                                    base=unc.cpu)
         print(f"calibration on {default.name} ({m.n_threads} threads): effective bandwidth "
               f"{cal.effective_bandwidth_gbs:.2f} GB/s (η = {cal.effective_bandwidth_gbs / bw.read_gbs:.2f}), "
               f"t0 {cal.t0_s * 1000:.2f} ms{' (fitted)' if cal.t0_fitted else ' (default)'}, "
-              f"prefill {cal.prefill_gflops:.1f} GFLOP/s")
-        unc = default_rates(hw, bw)
+              f"decode compute roof {cal.decode_gflops:.1f} GFLOP/s, prefill {cal.prefill_gflops:.1f} GFLOP/s")
         calibrated = calibration.Rates(calibration.apply(unc.cpu, cal), None)
 
         for label, path in models:

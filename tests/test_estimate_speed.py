@@ -204,3 +204,24 @@ def test_gpu_with_unknown_bandwidth_still_predicts() -> None:
     hw = HardwareInfo(CPUInfo("x", "x86_64", 8, 16, ["AVX2"]), 32 * GiB, 30 * GiB, [gpu], True)
     r = default_rates(hw, None)
     assert r.gpu is not None and r.gpu.bandwidth_gbs > 0 and "assumed" in r.gpu.source
+
+
+def test_roofline_calibration_transfers_across_models() -> None:
+    """Calibrating on a compute-bound model scales both roofs, so a bandwidth-bound model is still
+    predicted right; one fitted effective bandwidth would not be."""
+    base = DeviceRates("cpu", 20.0, 0.5, 0.001, 100e9, decode_flops=50e9)  # 10 GB/s, 50 GFLOP/s roofs
+
+    def true_tps(b: float, f: float) -> float:  # the machine is 0.8x the base rates, t0 1 ms
+        return 1 / (max(b / 8e9, f / 40e9) + 0.001)
+
+    a = [(250e6, 2.5e9), (250e6, 2.5e9), (270e6, 2.6e9)]  # compute-bound model (10 FLOP/byte), two depths
+    samples = [DecodeSample(b, true_tps(b, f), f) for b, f in a]
+    prefill = [PrefillSample(2e8, 500.0)]
+    cal = calibration.calibrate("k", "cpu", samples, prefill, 0.001, base=base)
+    rates = calibration.apply(base, cal)
+    b2, f2 = 140e6, 60e6  # bandwidth-bound model (F32-like: few FLOPs per byte)
+    predicted = 1 / (max(b2 / rates.effective_bandwidth, f2 / rates.decode_flops) + rates.t0_s)
+    assert predicted == pytest.approx(true_tps(b2, f2), rel=0.02)
+    single = calibration.apply(base, calibration.calibrate("k", "cpu", samples, prefill, 0.001))
+    one_roof = 1 / (b2 / single.effective_bandwidth + single.t0_s)
+    assert abs(one_roof / true_tps(b2, f2) - 1) > 0.2  # the folded bandwidth misjudges it

@@ -41,7 +41,7 @@ def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, *, 
             n_threads: int | None = None, progress: Any = None) -> Measured:
     """Run tg (at each depth) and pp through a started EngineClient; samples for calibration."""
     from app.core.calibration import DecodeSample, PrefillSample
-    from app.core.speed import decode_traffic, prefill_flops
+    from app.core.speed import decode_flops, decode_traffic, prefill_flops
     from app.engine import protocol as P
 
     need = max(depths) + n_gen + n_prompt
@@ -60,8 +60,10 @@ def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, *, 
                                    repetitions=repetitions if depth == 0 else max(2, repetitions - 1),
                                    warmup=depth == 0))
         threads = res.n_threads
-        bytes_tok = decode_traffic(info, cfg, depth + (n_gen - 1) // 2, has_gpu).total
-        decode += [DecodeSample(bytes_tok, n_gen / (ns / 1e9)) for ns in res.samples_ns]
+        mean_depth = depth + (n_gen - 1) // 2
+        bytes_tok = decode_traffic(info, cfg, mean_depth, has_gpu).total
+        flops_tok = sum(decode_flops(info, cfg, mean_depth, has_gpu).values())
+        decode += [DecodeSample(bytes_tok, n_gen / (ns / 1e9), flops_tok) for ns in res.samples_ns]
         decode_depths += [depth] * len(res.samples_ns)
     if progress:
         progress(f"prefill pp{n_prompt}")
@@ -101,11 +103,11 @@ def run(args: argparse.Namespace) -> int:
     except EngineError as exc:
         return fail(f"the engine failed: {exc}")
     backend = "gpu" if m.gpu_offload and args.n_gpu_layers else "cpu"
+    before = default_rates(hw, bw)
     cal = calibration.calibrate(hw.machine_key, backend, m.decode, m.prefill,
                                 t0_default=T0_GPU if backend == "gpu" else T0_CPU, n_threads=m.n_threads,
-                                model=path.name)
+                                model=path.name, base=before.cpu if backend == "cpu" else before.gpu)
     calibration.store(cal)
-    before = default_rates(hw, bw)
     after = calibration.calibrated_rates(before, hw.machine_key, "cpu", "gpu")
     p0, p1 = predict(info, before, cfg, n_gen=32), predict(info, after, cfg, n_gen=32)
     measured_tg = sorted(s.tokens_per_s for s, d in zip(m.decode, m.decode_depths, strict=True) if d == 0)
@@ -118,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"calibrated {backend} on {path.name} ({m.n_threads} threads):")
     print(f"  decode: effective bandwidth {cal.effective_bandwidth_gbs:.1f} GB/s"
           + (f" (η = {eta:.2f} of the measured {bw.read_gbs:.1f} GB/s)" if eta else "")
-          + f", per-token overhead {cal.t0_s * 1000:.2f} ms" + ("" if cal.t0_fitted else " (default)"))
+          + f", per-token overhead {cal.t0_s * 1000:.2f} ms" + ("" if cal.t0_fitted else " (default)")
+          + (f", compute roof {cal.decode_gflops:.0f} GFLOP/s" if cal.decode_gflops else ""))
     print(f"  prefill: {cal.prefill_gflops:.1f} GFLOP/s effective")
     print(f"  decode tok/s: measured {measured_tg[len(measured_tg) // 2]:.1f}, "
           f"predicted {p0.decode_tps:.1f} before / {p1.decode_tps:.1f} after calibration")

@@ -4,6 +4,8 @@ Decode samples are (bytes read per token, tokens/s); with at least two clearly d
 (two models, or one model at two KV depths) a least-squares line through seconds/token = bytes /
 (η·BW) + t0 gives both the effective bandwidth η·BW and the fixed overhead t0; with one (or when the
 line is unphysical), t0 keeps its default and only η·BW is fitted, on the smallest byte count.
+When the base rates have a compute roof (CPUs) and the samples carry FLOPs, the same fit runs on the
+time each sample would take at the base rates and scales both roofs of the roofline by one factor.
 Prefill samples are (FLOPs per token, tokens/s); the effective FLOP/s is their median product. Results live in `paths.cache_dir()/calibration.json`, keyed by machine
 key and backend ("cpu", "cuda", "metal", ...).
 """
@@ -30,6 +32,7 @@ MAX_T0 = 0.02  # published per-token overheads are 1-6 ms; a fit far above that 
 class DecodeSample:
     bytes_per_token: float
     tokens_per_s: float
+    flops_per_token: float = 0.0  # known: the roofline's compute roof can be calibrated too
 
 
 @dataclass
@@ -51,6 +54,7 @@ class Calibration:
     n_threads: int | None = None
     model: str = ""
     measured_at: str = ""
+    decode_gflops: float = 0.0  # compute roof for decode; 0: the effective bandwidth alone describes decode
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,13 +98,28 @@ def fit_prefill(samples: list[PrefillSample]) -> float:
 
 
 def calibrate(machine_key: str, backend: str, decode: list[DecodeSample], prefill: list[PrefillSample],
-              t0_default: float, n_threads: int | None = None, model: str = "") -> Calibration:
-    eff_bw, t0, fitted = fit_decode(decode, t0_default)
+              t0_default: float, n_threads: int | None = None, model: str = "",
+              base: DeviceRates | None = None) -> Calibration:
+    """Fit rates to samples. With `base` rates that have a compute roof (CPUs) and samples that carry
+    FLOPs, the roofline keeps its shape: the time each sample would take at the base rates,
+    max(bytes / (η·BW), FLOPs / decode FLOP/s), is fitted against the measured time, and both roofs are
+    scaled by the one factor found. That transfers better to models with another FLOPs-per-byte ratio
+    than folding everything into one effective bandwidth."""
+    roofline = base is not None and base.decode_flops > 0 and all(d.flops_per_token > 0 for d in decode)
+    if roofline:
+        assert base is not None
+        at_base = [DecodeSample(max(d.bytes_per_token / base.effective_bandwidth,
+                                    d.flops_per_token / base.decode_flops), d.tokens_per_s) for d in decode]
+        scale, t0, fitted = fit_decode(at_base, t0_default)
+        eff_bw, decode_gflops = scale * base.effective_bandwidth, scale * base.decode_flops / 1e9
+    else:
+        eff_bw, t0, fitted = fit_decode(decode, t0_default)
+        decode_gflops = 0.0
     return Calibration(
         machine_key=machine_key, backend=backend, effective_bandwidth_gbs=eff_bw / 1e9, t0_s=t0,
         t0_fitted=fitted, prefill_gflops=fit_prefill(prefill) / 1e9, n_decode_samples=len(decode),
         n_prefill_samples=len(prefill), n_threads=n_threads, model=model,
-        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        measured_at=datetime.now(UTC).isoformat(timespec="seconds"), decode_gflops=decode_gflops,
     )
 
 
@@ -109,7 +128,7 @@ def apply(rates: DeviceRates, cal: Calibration) -> DeviceRates:
     return replace(
         rates, efficiency=cal.effective_bandwidth_gbs / rates.bandwidth_gbs, t0_s=cal.t0_s,
         prefill_flops=cal.prefill_gflops * 1e9, calibrated=True,
-        decode_flops=0.0,  # the fitted effective bandwidth already includes any compute limit
+        decode_flops=cal.decode_gflops * 1e9,  # 0: the fitted bandwidth already includes any compute limit
         source=f"calibrated {cal.measured_at} on {cal.model or 'a model'}",
     )
 
