@@ -35,6 +35,7 @@ fi
 build_id="$(printf '%s|%s|%s|%s' "$LLAMA_VERSION" "$cmake_args" "$("$VPY" -c 'import sys;print(sys.version_info[:2])')" "$(uname -m)" | sha256sum | cut -c1-16)"
 WHEEL_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/roofline-build/llama-cpp-python-$build_id"
 STAMP="$VENV/.llama-build-id"
+NEED_VERIFY=0
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$build_id" ]; then
   if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
     echo "roofline: building llama-cpp-python $LLAMA_VERSION from source (first time only; takes several minutes)"
@@ -46,17 +47,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$build_id" ]; then
     rm -rf "$WHEEL_DIR" && mv "$WHEEL_DIR.tmp" "$WHEEL_DIR"
   fi
   "$VPY" -m pip install -q --no-deps --force-reinstall "$WHEEL_DIR"/llama_cpp_python-*.whl
-  # Prove the installed build is the one we asked for before trusting it.
-  info="$("$VPY" -c 'import llama_cpp; print(llama_cpp.llama_print_system_info().decode())')"
-  if [[ "$cmake_args" == *mno-amx-tile* && "$info" == *"AMX_INT8 = 1"* ]]; then
-    echo "roofline: the installed llama.cpp was built with AMX despite -mno-amx-*; refusing to use it" >&2
-    exit 1
-  fi
-  if [[ "$cmake_args" == *GGML_CUDA=on* ]] && ! "$VPY" -c 'import llama_cpp,sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)'; then
-    echo "roofline: asked for a CUDA build of llama.cpp but the installed one cannot offload" >&2
-    exit 1
-  fi
-  echo "$build_id" > "$STAMP"
+  NEED_VERIFY=1
 fi
 
 # ---- the app and its dependencies (llama-cpp-python is already satisfied, so pip will not rebuild it) ----
@@ -70,6 +61,20 @@ if [ "$(cat "$VENV/.app-install-id" 2>/dev/null)" != "$want" ]; then
     exit 1
   fi
   echo "$want" > "$VENV/.app-install-id"
+fi
+
+# ---- prove the installed llama.cpp build is the one we asked for (needs its dependencies, installed above)
+if [ "${NEED_VERIFY:-0}" = "1" ]; then
+  info="$("$VPY" -c 'import llama_cpp; print(llama_cpp.llama_print_system_info().decode())')"
+  if [[ "$cmake_args" == *mno-amx-tile* && "$info" == *"AMX_INT8 = 1"* ]]; then
+    echo "roofline: the installed llama.cpp was built with AMX despite -mno-amx-*; refusing to use it" >&2
+    exit 1
+  fi
+  if [[ "$cmake_args" == *GGML_CUDA=on* ]] && ! "$VPY" -c 'import llama_cpp,sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)'; then
+    echo "roofline: asked for a CUDA build of llama.cpp but the installed one cannot offload" >&2
+    exit 1
+  fi
+  echo "$build_id" > "$STAMP"
 fi
 
 # ---- the embedded default model, assembled once into the app data directory ----
