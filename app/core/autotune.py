@@ -24,7 +24,7 @@ from app.core.sweeps import Measurement, Step, SweepBackend, SweepCancelled
 
 REF_PROMPT, REF_GEN = 512, 128  # the reference request used to compare configurations
 UBATCHES = (64, 128, 256, 512)
-TUNE_PP, TUNE_TG = 256, 16  # sizes of the short measurements
+TUNE_PP, TUNE_TG = 512, 16  # pp as long as the largest n_ubatch tried, or n_ubatch cannot matter
 STORE_VERSION = 1
 
 
