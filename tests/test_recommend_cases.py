@@ -198,3 +198,22 @@ def test_non_text_model_is_not_recommended(tmp_path: Path, llama8b: dict[str, GG
     clip = inspect_gguf(tmp_path / "mmproj.gguf")
     rec = recommend([clip, llama8b["Q4_K_M"]], desktop(gpu=None), n_ctx=4096)
     assert rec.variants[0].verdict == "not a text model" and rec.pick is rec.variants[1]
+
+
+def test_a_slow_machine_does_not_get_the_worst_quality_by_default() -> None:
+    """When every variant is slow, demanding all of the fastest one's speed would always pick Q2_K."""
+    from app.core.recommend import VariantReport, choose
+
+    def report(name: str, tps: float) -> VariantReport:
+        return VariantReport(name=name, file_type=name, size=1, verdict=CPU, n_layers=32, n_gpu_layers=0,
+                             n_ctx=4096, max_ctx={}, prefill_tps=1.0, decode_tps=tps, speed_label="",
+                             decode_bound="memory bandwidth", quality=quality(name), memory=None, speed=None)
+
+    slow = [report("Q2_K", 4.0), report("Q3_K_M", 3.4), report("Q4_K_M", 2.7), report("Q8_0", 1.6)]
+    pick = choose(slow)
+    assert pick is not None and pick.name == "Q3_K_M"
+    # On a fast machine the floor is half the fastest: Q8_0 at 55 of 100 tok/s is fast enough and best.
+    fast = [report("Q2_K", 100.0), report("Q4_K_M", 70.0), report("Q8_0", 55.0)]
+    assert choose(fast).name == "Q8_0"  # type: ignore[union-attr]
+    # ... and one just below half is not.
+    assert choose([report("Q2_K", 100.0), report("Q4_K_M", 70.0), report("Q8_0", 45.0)]).name == "Q4_K_M"  # type: ignore[union-attr]

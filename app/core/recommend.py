@@ -240,7 +240,10 @@ def choose(reports: list[VariantReport]) -> VariantReport | None:
     best_class = min(_RANK[r.verdict] for r in fitting)
     group = [r for r in fitting if _RANK[r.verdict] == best_class]
     fastest = max(r.decode_tps for r in group)
-    floor = max(0.5 * fastest, min(MIN_DECODE_TPS, fastest))
+    # "Fast enough": at least half the fastest variant's speed, and MIN_DECODE_TPS where that is within
+    # reach. When even the fastest is slow, demanding all of its speed would always pick the worst
+    # quality (Q2_K), so the floor relaxes to 80 % of it.
+    floor = max(0.5 * fastest, min(MIN_DECODE_TPS, 0.8 * fastest))
     fast_enough = [r for r in group if r.decode_tps >= floor]
     return min(fast_enough, key=lambda r: (r.quality.kld if r.quality.kld is not None else 9.0, -r.decode_tps))
 
