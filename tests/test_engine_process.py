@@ -258,3 +258,17 @@ def test_engine_exits_when_its_parent_dies_mid_job(default_model: Path, tmp_path
     else:
         os.kill(engine_pid, signal.SIGKILL)
         pytest.fail("the engine outlived its parent by 20 s")
+
+
+def test_load_reports_progress_from_llama_cpp(default_model: Path) -> None:
+    events: list[object] = []
+    with EngineClient(on_event=events.append) as client:
+        client.send(P.Load(P.LoadConfig(model_path=str(default_model), n_ctx=256, n_threads=1)))
+        deadline = time.monotonic() + 120
+        while not any(isinstance(e, (P.Loaded, P.Error)) for e in events) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    fractions = [e.fraction for e in events if isinstance(e, P.Progress)]
+    assert any(isinstance(e, P.Loaded) for e in events)
+    # llama.cpp's own progress callback, not just our 0 and 1 bookends.
+    assert any(0.0 < f < 1.0 for f in fractions), fractions
+    assert fractions == sorted(fractions)

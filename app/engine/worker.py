@@ -263,7 +263,9 @@ class Engine:
             return True
 
         callback = llama_cpp.llama_progress_callback(on_progress)
-        original = llama_cpp.llama_model_default_params
+        # Llama() calls it through the ctypes module (`llama_cpp.llama_cpp`), not the package namespace.
+        bindings = llama_cpp.llama_cpp
+        original = bindings.llama_model_default_params
 
         def params_with_progress() -> Any:
             params = original()
@@ -271,7 +273,7 @@ class Engine:
             return params
 
         # Llama() offers no progress hook; it builds its params from this function, so wrap it for one call.
-        llama_cpp.llama_model_default_params = params_with_progress
+        bindings.llama_model_default_params = params_with_progress
         try:
             flash: Any = cfg.flash_attn
             if cfg.type_v != "f16" and flash is None:
@@ -293,7 +295,7 @@ class Engine:
                 verbose=False,
             )
         finally:
-            llama_cpp.llama_model_default_params = original
+            bindings.llama_model_default_params = original
         self._flash_used = bool(flash)
         return llm
 
