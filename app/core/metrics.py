@@ -100,6 +100,8 @@ class PhaseMetrics:
         def fmt(v: float, unit: str = "") -> str:
             return "n/a" if math.isnan(v) else f"{v:.1f}{unit}"
 
+        if self.source.startswith("client-side"):
+            return self._remote_summary_lines(fmt)
         new = self.prompt_tokens - self.reused_tokens
         lines = [
             f"prefill : {self.prefill_tokens} tok in {self.prefill_ms:.1f} ms = {self.prefill_tps:.1f} tok/s"
@@ -117,6 +119,19 @@ class PhaseMetrics:
             lines.append(f"lookup  : {self.draft_accepted}/{self.draft_tokens} draft tokens accepted "
                          f"({100 * self.draft_acceptance:.0f} %)")
         return lines
+
+    def _remote_summary_lines(self, fmt: Any) -> list[str]:
+        """A remote server's kernels are invisible: say what was measured at the client, and no more."""
+        prompt = f"{self.prompt_tokens} tok (server's count)" if self.prompt_tokens else "not reported by the server"
+        return [
+            f"TTFT    : {self.ttft_ms:.1f} ms (client-side: network + queueing + the server's prefill)",
+            f"prompt  : {prompt}",
+            f"decode  : {self.decode_tokens} tok in {self.decode_wall_ms:.1f} ms = "
+            f"{self.decode_wall_tps:.1f} tok/s (client-side, as chunks arrived)",
+            f"ITL     : p50 {fmt(self.itl_p50, ' ms')}  p95 {fmt(self.itl_p95, ' ms')}"
+            f"  p99 {fmt(self.itl_p99, ' ms')}  ({len(self.itl_ms)} gaps)",
+            "server  : KV cache and memory are not visible from a remote client",
+        ]
 
 
 def fmt_bytes(n: float) -> str:
