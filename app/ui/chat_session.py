@@ -31,6 +31,7 @@ class ChatSession(QObject):
         self.store = store
         self.engine = engine
         self.sampling = P.Sampling()
+        self.prompt_lookup = False  # speculative prompt-lookup decoding (a chat setting)
         self.model_path: str | None = None
         self.conversation: Conversation | None = None
         self._request: str | None = None
@@ -161,7 +162,8 @@ class ChatSession(QObject):
         self._writer.text = reply.content
         self._reply_id = reply.id
         self._request = request_id
-        self.engine.generate(P.Generate(request_id=request_id, messages=messages, sampling=sampling))
+        self.engine.generate(P.Generate(request_id=request_id, messages=messages, sampling=sampling,
+                                        prompt_lookup=self.prompt_lookup))
         self._flush_timer.start()
         self.busy_changed.emit(True)
         return True

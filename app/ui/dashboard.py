@@ -343,7 +343,10 @@ class Dashboard(QWidget):
             return
         self.card_ttft.set(_fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
         self.card_prefill.set(_fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
-        self.card_decode.set(_fmt(m.decode_tps, 1, " tok/s"), f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms")
+        detail = f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
+        if m.draft_tokens:  # prompt lookup was on: how many drafted tokens the model agreed with
+            detail += f" · lookup {100 * m.draft_acceptance:.0f} % accepted"
+        self.card_decode.set(_fmt(m.decode_tps, 1, " tok/s"), detail)
         self.card_itl.set(_fmt(m.itl_p50, 1, " ms"), f"p95 {_ms(m.itl_p95)} · p99 {_ms(m.itl_p99)} ms")
         new = m.prompt_tokens - m.reused_tokens
         self.card_prompt.set(f"{m.prompt_tokens}", f"{new} new · {m.reused_tokens} reused")

@@ -422,7 +422,7 @@ class MainWindow(QMainWindow):
         self.settings.last_model = loaded.model_path
         self._mark_used(loaded.model_path)
         if self.lab_page.widget is not None:
-            self.lab_page.widget.model_path = loaded.model_path  # type: ignore[attr-defined]
+            self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
         self.model_info.setText(
             f"{quant_of(loaded)} · ctx {loaded.n_ctx} · template {loaded.chat_template_name} "
             f"({loaded.chat_template_source}) · load {loaded.load_ms:.0f} ms")
@@ -543,6 +543,7 @@ class MainWindow(QMainWindow):
 
     def _apply_sampling(self) -> None:
         self.session.sampling = self.sampling_panel.sampling()
+        self.session.prompt_lookup = self.sampling_panel.prompt_lookup.isChecked()
         for key, value in self.sampling_overrides.items():
             setattr(self.session.sampling, key, value)
 
@@ -695,6 +696,8 @@ class MainWindow(QMainWindow):
                 self.session.stop()
                 self.session._abandon()
             self.save_settings()
+            if self.lab_page.widget is not None:
+                self.lab_page.widget.shutdown()  # type: ignore[attr-defined]
             self.engine.shutdown()
             if self._owns_store:
                 self.store.close()

@@ -78,6 +78,11 @@ class SamplingPanel(QWidget):
         form.addRow("Repeat penalty", self.repeat_penalty)
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("Seed", seed_row)
+        self.prompt_lookup = QCheckBox("Prompt lookup (speculative)")
+        self.prompt_lookup.setToolTip(
+            "Drafts tokens by copying from the conversation and checks them in one batch. Helps when the reply "
+            "repeats its input (editing code); can be slower otherwise: the dashboard shows the acceptance rate.")
+        form.addRow("", self.prompt_lookup)
         reset = QPushButton("Reset to defaults")
         reset.clicked.connect(lambda: self.set_values(SamplingDefaults()))
         form.addRow(reset)
