@@ -66,3 +66,20 @@ def test_bad_env_is_ignored_with_warning(monkeypatch):
     result = S.load_settings()
     assert result.warning and "environment" in result.warning
     assert result.settings.n_ctx == 4096
+
+
+def test_broken_file_in_a_read_only_folder_is_left_alone(roofline_home, monkeypatch):
+    """Moving the bad file aside can fail (read-only config folder): defaults, a warning, nothing touched."""
+    import os as _os
+
+    path = S.settings_path()
+    path.write_text("{broken")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(_os, "replace", refuse)
+    result = S.load_settings()
+    assert result.settings.n_ctx == S.Settings().n_ctx
+    assert result.backup is None and "left untouched" in (result.warning or "")
+    assert path.read_text() == "{broken"

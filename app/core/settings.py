@@ -165,9 +165,13 @@ def load_settings(path: Path | None = None) -> LoadResult:
                 return LoadResult(Settings(**data))
             except ValidationError as exc:
                 return LoadResult(file_only, f"Ignored invalid ROOFLINE_* environment settings: {_errors(exc)}")
-    backup = _move_aside(path)
-    warning = f"Settings file {path} could not be used ({problem}); defaults are in effect. " \
-              f"The old file was kept as {backup.name}."
+    try:
+        backup: Path | None = _move_aside(path)
+        kept = f"The old file was kept as {backup.name}."  # type: ignore[union-attr]
+    except OSError as exc:  # a read-only config folder: leave the file exactly as it is
+        backup = None
+        kept = f"The file was left untouched (it could not be moved aside: {exc.strerror or exc})."
+    warning = f"Settings file {path} could not be used ({problem}); defaults are in effect. {kept}"
     return LoadResult(Settings(), warning, backup)
 
 
