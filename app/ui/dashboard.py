@@ -341,8 +341,13 @@ class Dashboard(QWidget):
             for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
                 card.set("—", "")
             return
-        self.card_ttft.set(_fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
-        self.card_prefill.set(_fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
+        if m.source.startswith("client-side"):  # a remote server: its prefill is hidden inside TTFT
+            self.card_ttft.set(_fmt(m.ttft_ms, 0, " ms"), "client-side: network + queue + prefill")
+            self.card_prefill.set("n/a", "remote server: not visible from here")
+        else:
+            self.card_ttft.set(_fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
+            self.card_prefill.set(_fmt(m.prefill_tps, 0, " tok/s"),
+                                  f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
         detail = f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
         if m.draft_tokens:  # prompt lookup was on: how many drafted tokens the model agreed with
             detail += f" · lookup {100 * m.draft_acceptance:.0f} % accepted"

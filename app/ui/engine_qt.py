@@ -41,7 +41,9 @@ class EngineQt(QObject):
     def __init__(self, parent: QObject | None = None,
                  client_factory: Callable[..., EngineClient] = EngineClient):
         super().__init__(parent)
-        self._client = client_factory(on_event=self._on_reader_event)
+        self._factory = client_factory
+        self._client: Any = client_factory(on_event=self._on_reader_event)
+        self.remote: tuple[str, str | None, str | None] | None = None  # (url, api key, model) when remote
         self._pending: collections.deque[P.Token] = collections.deque()
         self._batch = QTimer(self)
         self._batch.setInterval(TOKEN_BATCH_MS)
@@ -70,11 +72,46 @@ class EngineQt(QObject):
 
     @property
     def pid(self) -> int | None:
-        return self._client.pid if self._client.alive else None
+        return getattr(self._client, "pid", None) if self._client.alive else None
 
     @property
-    def client(self) -> EngineClient:
+    def client(self) -> Any:
         return self._client
+
+    # ------------------------------------------------------------------ remote servers
+    def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
+        """Chat with an OpenAI-compatible server instead of the local engine (which is shut down to free its
+        memory). Connecting runs on a thread; `loaded` or `error` arrives as for a local load."""
+        import threading
+
+        from app.engine.remote import RemoteClient
+
+        self._batch.stop()
+        self._pending.clear()
+        self._active_request = None
+        self._client.close(2.0)
+        self.loaded_info = None
+        self.remote = (url, api_key, model)
+        client = RemoteClient(url, api_key=api_key, model=model, on_event=self._on_reader_event)
+        self._client = client
+        self._set_state(LOADING)
+
+        def work() -> None:
+            try:
+                client.connect()  # delivers Loaded through on_event
+            except EngineError as exc:
+                self._on_reader_event(exc.error)
+            except Exception as exc:  # noqa: BLE001 - a thread must report, never die silently
+                self._on_reader_event(P.Error(None, "load_failed", f"{type(exc).__name__}: {exc}"))
+
+        threading.Thread(target=work, name="remote-connect", daemon=True).start()
+
+    def _back_to_local(self) -> None:
+        if self.remote is not None:
+            self._client.close(2.0)
+            self.remote = None
+            self._client = self._factory(on_event=self._on_reader_event)
+            self._set_state(STOPPED)
 
     @property
     def active_request(self) -> str | None:
@@ -95,6 +132,7 @@ class EngineQt(QObject):
         self._set_state(STARTING)
 
     def load(self, config: P.LoadConfig) -> None:
+        self._back_to_local()
         self._last_config = config
         self.start()
         if self._send(P.Load(config)):
@@ -133,6 +171,9 @@ class EngineQt(QObject):
         self._batch.stop()
         self._pending.clear()
         self._active_request = None
+        if self.remote is not None:
+            self.connect_remote(*self.remote)
+            return
         self._client.kill()
         self._set_state(STOPPED)
         self.start()
@@ -141,7 +182,8 @@ class EngineQt(QObject):
 
     def kill(self) -> None:
         """SIGKILL the engine (tests; the user's last resort)."""
-        self._client.kill()
+        if hasattr(self._client, "kill"):
+            self._client.kill()
 
     def new_request_id(self) -> str:
         return self._client.new_request_id("chat")

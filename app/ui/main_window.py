@@ -46,6 +46,7 @@ from app.ui.message_view import InputBox, MessageView
 from app.ui.sampling_panel import SamplingPanel
 
 OPEN_FILE = "__open__"
+CONNECT_REMOTE = "__remote__"
 _QUANT_RE = re.compile(r"(?i)(IQ\d_[A-Z]+|Q\d_K_[SML]|Q\d_K|Q\d_\d|F16|BF16|F32|MXFP4)")
 
 
@@ -327,9 +328,19 @@ class MainWindow(QMainWindow):
             self.model_combo.addItem(path.name, key)
             self.model_combo.setItemData(self.model_combo.count() - 1, key, Qt.ItemDataRole.ToolTipRole)
         self.model_combo.addItem("Open GGUF file…", OPEN_FILE)
+        self.model_combo.addItem("Connect to a server…", CONNECT_REMOTE)
 
     def _model_chosen(self, index: int) -> None:
         data = self.model_combo.itemData(index)
+        if data == CONNECT_REMOTE:
+            from app.ui.remote_dialog import RemoteDialog
+
+            dialog = RemoteDialog(self, url=self.engine.remote[0] if self.engine.remote else "")
+            if dialog.exec() == RemoteDialog.DialogCode.Accepted:
+                self.connect_remote(*dialog.values())
+            else:
+                self._select_model_in_combo(self.session.model_path)
+            return
         if data == OPEN_FILE:
             path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", str(self.settings.resolved_models_dir()),
                                                   "GGUF models (*.gguf)")
@@ -368,6 +379,13 @@ class MainWindow(QMainWindow):
         self._select_model_in_combo(str(model))
         self.model_info.setText("loading…")
         self.engine.load(self.load_config(model))
+
+    def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
+        """Chat with an OpenAI-compatible server through the same window (client-side timings)."""
+        if self.session.busy:
+            self.session.stop()
+        self.model_info.setText(f"connecting to {url}…")
+        self.engine.connect_remote(url, api_key, model)
 
     def load_default_model(self) -> None:
         """Load the last model, else the embedded default (assembled off the GUI thread if needed)."""
@@ -419,13 +437,19 @@ class MainWindow(QMainWindow):
         self.progress.hide()
         self.session.model_path = loaded.model_path
         self._select_model_in_combo(loaded.model_path)
-        self.settings.last_model = loaded.model_path
-        self._mark_used(loaded.model_path)
+        remote = loaded.chat_template_source == "server"
+        if not remote:  # a server URL is not a file to reopen or to list in the library
+            self.settings.last_model = loaded.model_path
+            self._mark_used(loaded.model_path)
         if self.lab_page.widget is not None:
             self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
-        self.model_info.setText(
-            f"{quant_of(loaded)} · ctx {loaded.n_ctx} · template {loaded.chat_template_name} "
-            f"({loaded.chat_template_source}) · load {loaded.load_ms:.0f} ms")
+        if remote:
+            self.model_info.setText(f"{loaded.model_desc} · {loaded.model_path} · chat template: the server's "
+                                    f"· timings measured client-side")
+        else:
+            self.model_info.setText(
+                f"{quant_of(loaded)} · ctx {loaded.n_ctx} · template {loaded.chat_template_name} "
+                f"({loaded.chat_template_source}) · load {loaded.load_ms:.0f} ms")
         self.model_info.setToolTip(
             f"{loaded.model_desc}\n{loaded.n_params / 1e6:.0f} M parameters, {fmt_bytes(loaded.model_size)}\n"
             f"architecture {loaded.architecture}, trained context {loaded.n_ctx_train}\n"

@@ -1,0 +1,65 @@
+"""The chat window against a real OpenAI-compatible server (llama-cpp-python's, on loopback): the same UI,
+client-side timings labelled as such, and the way back to the local engine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from test_remote_backend import KEY, _start_server
+
+from app.ui import engine_qt as E
+from app.ui.main_window import MainWindow
+
+OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+pytestmark = [pytest.mark.gui, pytest.mark.model, OFFSCREEN_NOISE]
+
+
+@pytest.fixture(scope="module")
+def server(default_model: Path) -> Iterator[str]:
+    proc, url = _start_server(default_model)
+    yield url
+    proc.kill()
+    proc.wait(10)
+
+
+def test_chat_through_a_remote_server_then_back_to_local(qtbot, server: str, default_model: Path) -> None:
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.show()
+    win.measure_bandwidth_on_load = False
+    win.sampling_panel.max_tokens.setValue(8)
+    win.connect_remote(server, api_key=KEY)
+    qtbot.waitUntil(lambda: win.engine.loaded_info is not None, timeout=30_000)
+    assert win.engine.remote is not None and win.engine.pid is None  # no local engine process meanwhile
+    assert "client-side" in win.model_info.text()
+    win.input.setPlainText("Say hello.")
+    qtbot.keyClick(win.input, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: not win.session.busy, timeout=60_000)
+    reply = win.store.messages(win.session.conversation.id)[-1]
+    assert reply.role == "assistant" and reply.state == "complete" and reply.content
+    assert reply.metrics is not None and reply.metrics["source"] == "client-side wall clock"
+    assert reply.metrics["ttft_ms"] > 0
+    assert win.dashboard.card_prefill.value.text() == "n/a"
+    assert "client-side" in win.dashboard.card_ttft.detail.text()
+    # A remote URL is not a file: it is not remembered as the last model to reopen.
+    assert win.settings.last_model != win.engine.loaded_info.model_path
+    # Back to the local engine.
+    win.load_model(default_model)
+    qtbot.waitUntil(lambda: win.engine.loaded_info is not None and win.engine.remote is None, timeout=90_000)
+    assert win.engine.pid is not None and win.engine.state == E.IDLE
+    win.close()
+
+
+def test_a_bad_server_url_is_an_error_not_a_crash(qtbot) -> None:
+    win = MainWindow()
+    qtbot.addWidget(win)
+    errors = []
+    win.engine.error.connect(errors.append)
+    win.connect_remote("http://127.0.0.1:1", api_key=None)  # nothing listens on port 1
+    qtbot.waitUntil(lambda: bool(errors), timeout=30_000)
+    assert not errors[0].fatal and win.engine.loaded_info is None
+    assert win.engine.state == E.IDLE
+    win.close()
