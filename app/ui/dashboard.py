@@ -342,8 +342,8 @@ class Dashboard(QWidget):
                 card.set("—", "")
             return
         if m.source.startswith("client-side"):  # a remote server: its prefill is hidden inside TTFT
-            self.card_ttft.set(_fmt(m.ttft_ms, 0, " ms"), "client-side: network + queue + prefill")
-            self.card_prefill.set("n/a", "remote server: not visible from here")
+            self.card_ttft.set(_fmt(m.ttft_ms, 0, " ms"), "client-side")
+            self.card_prefill.set("n/a", "inside TTFT (remote)")
         else:
             self.card_ttft.set(_fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
             self.card_prefill.set(_fmt(m.prefill_tps, 0, " tok/s"),
@@ -354,13 +354,20 @@ class Dashboard(QWidget):
         self.card_decode.set(_fmt(m.decode_tps, 1, " tok/s"), detail)
         self.card_itl.set(_fmt(m.itl_p50, 1, " ms"), f"p95 {_ms(m.itl_p95)} · p99 {_ms(m.itl_p99)} ms")
         new = m.prompt_tokens - m.reused_tokens
-        self.card_prompt.set(f"{m.prompt_tokens}", f"{new} new · {m.reused_tokens} reused")
+        if m.source.startswith("client-side") and not m.prompt_tokens:
+            self.card_prompt.set("n/a", "not reported")
+        else:
+            self.card_prompt.set(f"{m.prompt_tokens}", f"{new} new · {m.reused_tokens} reused")
 
     def _update_series(self) -> None:
         xs = list(range(1, len(self.history) + 1))
-        self.curve_prefill.setData(xs, [m.prefill_tps for m in self.history])
+        # Replies from a remote server have no visible prefill rate or (often) prompt length: leave them out
+        # of those plots rather than plot zeros.
+        local = [(x, m) for x, m in zip(xs, self.history) if not m.source.startswith("client-side")]
+        self.curve_prefill.setData([x for x, _ in local], [m.prefill_tps for _, m in local])
         self.curve_decode.setData(xs, [m.decode_tps for m in self.history])
-        self.scatter_ttft.setData([m.prompt_tokens for m in self.history], [m.ttft_ms for m in self.history])
+        counted = [m for m in self.history if m.prompt_tokens > 0]
+        self.scatter_ttft.setData([m.prompt_tokens for m in counted], [m.ttft_ms for m in counted])
         # Rates start at zero: honest proportions, and a flat series gets sane ticks.
         for plot, values in ((self.plot_prefill, [m.prefill_tps for m in self.history]),
                              (self.plot_decode, [m.decode_tps for m in self.history])):
@@ -400,6 +407,12 @@ class Dashboard(QWidget):
             self.kv_bar.setValue(0)
             self.swa_label.setText("")
             self.card_kv.set("—", "")
+            return
+        if loaded.chat_template_source == "server":
+            self.kv_label.setText("The KV cache lives on the remote server: not visible from here.")
+            self.kv_bar.setValue(0)
+            self.swa_label.setText("")
+            self.card_kv.set("n/a", "remote server")
             return
         cells_alloc = stats.kv_cells_allocated if stats and stats.loaded else loaded.kv_cells_allocated
         bytes_alloc = stats.kv_bytes_allocated if stats and stats.loaded else loaded.kv_bytes_allocated

@@ -356,7 +356,10 @@ class MainWindow(QMainWindow):
             return
         i = self.model_combo.findData(path)
         if i < 0:
-            self.model_combo.insertItem(0, Path(path).name, path)
+            remote = self.engine.remote is not None and self.engine.loaded_info is not None \
+                and self.engine.loaded_info.model_path == path
+            name = self.engine.loaded_info.model_desc if remote and self.engine.loaded_info else Path(path).name
+            self.model_combo.insertItem(0, name, path)
             i = 0
         self.model_combo.setCurrentIndex(i)
 
@@ -444,8 +447,7 @@ class MainWindow(QMainWindow):
         if self.lab_page.widget is not None:
             self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
         if remote:
-            self.model_info.setText(f"{loaded.model_desc} · {loaded.model_path} · chat template: the server's "
-                                    f"· timings measured client-side")
+            self.model_info.setText("remote server · its own chat template · timings measured client-side")
         else:
             self.model_info.setText(
                 f"{quant_of(loaded)} · ctx {loaded.n_ctx} · template {loaded.chat_template_name} "

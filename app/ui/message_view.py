@@ -208,10 +208,15 @@ class MessageWidget(QFrame):
         self.state_label.setText(label)
         if m.metrics:
             pm = PhaseMetrics.from_dict(m.metrics)
-            self.metrics_label.setText(
-                f"<span style='color:{c.muted}'>TTFT {pm.ttft_ms:.0f} ms</span> · "
-                f"<span style='color:{theme.PREFILL}'>prefill {pm.prefill_tps:.0f} tok/s</span> · "
-                f"<span style='color:{theme.DECODE}'>decode {pm.decode_tps:.1f} tok/s</span>")
+            if pm.source.startswith("client-side"):  # a remote server: only what the client saw
+                self.metrics_label.setText(
+                    f"<span style='color:{c.muted}'>TTFT {pm.ttft_ms:.0f} ms (client-side)</span> · "
+                    f"<span style='color:{theme.DECODE}'>decode {pm.decode_tps:.1f} tok/s</span>")
+            else:
+                self.metrics_label.setText(
+                    f"<span style='color:{c.muted}'>TTFT {pm.ttft_ms:.0f} ms</span> · "
+                    f"<span style='color:{theme.PREFILL}'>prefill {pm.prefill_tps:.0f} tok/s</span> · "
+                    f"<span style='color:{theme.DECODE}'>decode {pm.decode_tps:.1f} tok/s</span>")
             self.metrics_label.setToolTip("\n".join(pm.summary_lines()))
         else:
             self.metrics_label.setText("")
