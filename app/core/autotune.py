@@ -135,14 +135,9 @@ def autotune(backend: SweepBackend, threads: list[int] | None = None, ubatches: 
 
 # ------------------------------------------------------------------------------------------ storage
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from app.core.hardware import probe_cpu  # one place reads /proc/cpuinfo (and sysctl on macOS)
+
+    return probe_cpu().model
 
 
 def machine_key() -> str:

@@ -7,7 +7,6 @@ tokens / seconds per repetition, reported as mean ± sample standard deviation.
 from __future__ import annotations
 
 import datetime as _dt
-import platform
 import statistics
 from typing import Any
 
@@ -19,14 +18,9 @@ def test_name(n_prompt: int, n_gen: int, n_depth: int = 0) -> str:
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from app.core.hardware import probe_cpu  # one place reads /proc/cpuinfo (and sysctl on macOS)
+
+    return probe_cpu().model
 
 
 def bench_row(*, n_prompt: int, n_gen: int, n_depth: int, samples_ns: list[int],
@@ -49,7 +43,7 @@ def bench_row(*, n_prompt: int, n_gen: int, n_depth: int, samples_ns: list[int],
         "no_kv_offload": False, "flash_attn": bool(model_info.get("flash_attn", False)),
         "use_mmap": True, "embeddings": False,
         "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth,
-        "test_time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "test_time": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "avg_ns": int(avg_ns),
         "stddev_ns": int(statistics.stdev(samples_ns)) if len(samples_ns) > 1 else 0,
         "avg_ts": statistics.fmean(samples_ts) if samples_ts else 0.0,
