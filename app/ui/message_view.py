@@ -102,10 +102,14 @@ class MessageWidget(QFrame):
         head.addWidget(self.role_label)
         self.state_label = QLabel()
         head.addWidget(self.state_label)
-        head.addStretch(1)
         self.metrics_label = QLabel()
         self.metrics_label.setTextFormat(Qt.TextFormat.RichText)
-        head.addWidget(self.metrics_label)
+        self.metrics_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        # Never let the metrics line widen the message past the view (the body would be cut off instead of
+        # wrapping); in a narrow window it is clipped, and its tooltip keeps the full summary.
+        self.metrics_label.setMinimumWidth(1)
+        self.metrics_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        head.addWidget(self.metrics_label, 1)
         self.edit_button: QToolButton | None = None
         if message.role == "user":
             self.edit_button = QToolButton()
