@@ -27,7 +27,7 @@ class LoadConfig:
     n_ubatch: int = 512
     type_k: str = "f16"  # f16 | q8_0 | q4_0
     type_v: str = "f16"
-    flash_attn: bool | None = None  # None: llama.cpp decides (auto)
+    flash_attn: bool | None = None  # None: off, unless the V cache is quantized (llama.cpp then needs it on)
     swa_full: bool = True  # llama-cpp-python's default: full-size sliding-window cache
     seed: int = -1
     chat_template: str | None = None  # override; None = GGUF's own or one chosen from the architecture
