@@ -272,3 +272,16 @@ def test_load_reports_progress_from_llama_cpp(default_model: Path) -> None:
     # llama.cpp's own progress callback, not just our 0 and 1 bookends.
     assert any(0.0 < f < 1.0 for f in fractions), fractions
     assert fractions == sorted(fractions)
+
+
+def test_seeded_sampling_repeats_and_the_reply_is_not_greedy(engine: EngineClient) -> None:
+    """The engine samples with app.core.sampling: a seed fixes the reply; temperature really samples."""
+    msgs = [{"role": "user", "content": "Tell me a story about a fox."}]
+
+    def reply(rid: str, sampling: P.Sampling) -> str:
+        return run(engine, P.Generate(request_id=rid, messages=msgs, sampling=sampling))[1].text
+
+    hot = P.Sampling(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, max_tokens=40, seed=11, ignore_eos=True)
+    first, second = reply("s1", hot), reply("s2", hot)
+    assert first == second
+    assert first != reply("g1", greedy(40, ignore_eos=True))  # 40 tokens drawn at T=1.5 from 262k: never all the best

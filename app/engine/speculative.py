@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from app.core.sampling import Sampler
+from app.engine.decoding import logits_row, reuse_prefix
+
 MAX_NGRAM = 3  # longest n-gram of recent tokens looked up in the history
 MIN_NGRAM = 2  # a single matching token is weak evidence: in free text its drafts are mostly rejected
 MAX_DRAFT = 8  # most tokens drafted per step: a longer batch costs more when it is rejected
@@ -54,20 +57,18 @@ class PromptLookup:
     `llm.n_tokens`/`input_ids` exactly as the plain path would (prompt + emitted tokens minus the last).
     """
 
-    def __init__(self, llm: Any, *, top_k: int, top_p: float, min_p: float, temp: float,
-                 repeat_penalty: float, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
+    def __init__(self, llm: Any, sampler: Sampler, *, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
                  min_ngram: int = MIN_NGRAM, tie_margin: float = TIE_MARGIN,
                  plain_ms_hint: float | None = None) -> None:
         self.llm = llm
+        self.sampler = sampler  # the plain path's sampler: the same distribution at every position
         self.plain_ms_hint = plain_ms_hint  # ms/token of plain decoding seen before (the engine's last run)
         self.paused_until = 0  # drafting is paused while batches cost more per token than plain steps
         self.pauses = 0
         self._win_s, self._win_tokens, self._win_steps = 0.0, 0, 0  # recent batches, for that decision
         # Greedy only: a batched position whose top two candidates are closer than this is decided again
         # with a single-token evaluation, because batched logits differ slightly from single-token ones.
-        self.tie_margin = tie_margin if temp <= 0 else 0.0
-        self.repeat_penalty = repeat_penalty
-        self.recent: list[int] = []  # tokens the sampler has accepted (its penalty window)
+        self.tie_margin = tie_margin if sampler.params.temperature <= 0 else 0.0
         self.n_vocab = llm.n_vocab()
         self.tie_steps = 0
         # Draft length adapts: on a CPU a batch costs roughly its length in compute (the output matrix of a
@@ -76,8 +77,6 @@ class PromptLookup:
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.max_draft = max(1, min(max_draft, llm.n_batch - 1))
-        self.sampler = llm._init_sampler(top_k=top_k, top_p=top_p, min_p=min_p, temp=temp,
-                                         repeat_penalty=repeat_penalty)
         self.drafted = 0
         self.accepted = 0
         self.plain_steps = 0
@@ -112,24 +111,12 @@ class PromptLookup:
         self._win_s, self._win_tokens, self._win_steps = 0.0, 0, 0  # judge the next batches on their own
 
     def _sample(self, idx: int) -> int:
-        token = int(self.sampler.sample(self.llm._ctx, idx))
-        self.recent.append(token)
-        return token
+        return self.sampler.sample(logits_row(self.llm, idx))
 
     def _near_tie(self, idx: int) -> bool:
-        """Top two candidates at batch row `idx` (after the repeat penalty) closer than tie_margin."""
-        import llama_cpp  # the worker already imported it; only the worker imports this module
-
-        ptr = llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, idx)
-        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-        top = np.argpartition(logits, -16)[-16:]
-        vals = logits[top].astype(np.float64)
-        if self.repeat_penalty != 1.0:
-            seen = set(self.recent[-self.llm.last_n_tokens_size:])
-            for j, tok in enumerate(top):
-                if int(tok) in seen:
-                    vals[j] = vals[j] * self.repeat_penalty if vals[j] <= 0 else vals[j] / self.repeat_penalty
-        a, b = np.sort(vals)[-2:]
+        """Top two candidates at batch row `idx` (after the penalties) closer than tie_margin."""
+        x = self.sampler.penalised(logits_row(self.llm, idx))
+        a, b = np.partition(x, x.size - 2)[-2:]
         return bool(b - a < self.tie_margin)
 
     def _trim(self, keep: int) -> None:
@@ -142,15 +129,8 @@ class PromptLookup:
     def generate(self, prompt: list[int]) -> Generator[int, None, None]:
         llm = self.llm
         n_ctx = llm.n_ctx()
-        # Reuse the cached prefix like Llama.generate; always evaluate at least one token for fresh logits.
-        limit = min(llm.n_tokens, len(prompt) - 1)
-        cached = llm.input_ids[:limit]
-        same = np.nonzero(cached != np.asarray(prompt[:limit], dtype=cached.dtype))[0]
-        prefix = int(same[0]) if same.size else limit
-        if prefix > 0 and not llm._ctx.kv_cache_seq_rm(-1, prefix, -1):
-            prefix = 0
-        llm.n_tokens = prefix
-        llm.eval(prompt[prefix:])  # prefill (removes anything cached past `prefix` first)
+        prefix = reuse_prefix(llm, prompt)
+        llm.eval(prompt[prefix:])  # prefill
         history = list(prompt)
         emitted = 0
         try:

@@ -1,7 +1,7 @@
 """The GUI's one handle on the engine process: `EngineClient` events re-emitted as Qt signals.
 
 Events arrive on the client's reader thread. Tokens are parked in a deque and delivered in batches by a
-16 ms QTimer (at most ~60 view updates per second, however fast the model decodes); every other event is
+33 ms QTimer (at most ~30 view updates per second, however fast the model decodes); every other event is
 re-emitted through a signal, which Qt queues onto the GUI thread. Nothing here ever waits on the engine:
 sending is a short pipe write, and a dead engine becomes one `error` signal (kind `engine_died`).
 """
@@ -22,7 +22,9 @@ from app.engine.client import EngineClient, EngineError
 STOPPED, STARTING, IDLE, LOADING, GENERATING, BENCHING, DEAD = (
     "stopped", "starting", "idle", "loading", "generating", "benchmarking", "dead")
 
-TOKEN_BATCH_MS = 16  # ≤ 60 view updates per second
+# ≤ 30 view updates per second: smooth to the eye, and half the repaints of 60. The GUI shares the CPU with
+# llama.cpp, so every repaint on a 2-core laptop is time taken from decoding (measured: scripts/bench_gui).
+TOKEN_BATCH_MS = 33
 
 
 class EngineQt(QObject):

@@ -1,0 +1,71 @@
+"""The decode loop the chat uses: reuse the cached prefix, prefill the rest, then one token per step.
+
+It stands in for llama-cpp-python's `Llama.generate` for one reason, sampling: `generate` samples with
+llama.cpp's chain over a full candidate array, which for Gemma's 262k-token vocabulary costs ~0.9 ms a
+token here (7 % of a decode step of the default model); this loop reads the logits row in place and
+samples with app.core.sampling (~0.15 ms, the same distribution). The bookkeeping (`n_tokens`,
+`input_ids`, KV trimming) stays `Llama`'s own, so prefix reuse across turns and prompt lookup still work.
+
+Imported only by the engine worker (and by speculative.py, which only the worker imports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from app.core.sampling import Sampler
+
+
+def logits_row(llm: Any, idx: int = -1) -> np.ndarray:
+    """Row `idx` of the last batch's logits (-1: the last row), viewed in place: valid until the next decode."""
+    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, idx)
+    if not ptr:
+        raise RuntimeError(f"llama.cpp has no logits for batch row {idx}")
+    return np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),))
+
+
+def reuse_prefix(llm: Any, prompt: Sequence[int]) -> int:
+    """Keep the longest cached prefix of `prompt` in the KV cache and drop the rest; returns its length.
+
+    At least one prompt token is always left to evaluate, so the logits the first sample reads are fresh.
+    A cache that cannot drop a tail (some sliding-window and recurrent caches) starts over from zero."""
+    limit = min(llm.n_tokens, len(prompt) - 1)
+    prefix = 0
+    if limit > 0:
+        cached = llm.input_ids[:limit]
+        differ = np.nonzero(cached != np.asarray(prompt[:limit], dtype=cached.dtype))[0]
+        prefix = int(differ[0]) if differ.size else limit
+    if prefix > 0 and not llm._ctx.kv_cache_seq_rm(-1, prefix, -1):
+        prefix = 0
+    if prefix == 0:
+        llm.reset()  # also clears recurrent/hybrid memory, which a position-based removal cannot
+    llm.n_tokens = prefix
+    return prefix
+
+
+def plain_tokens(llm: Any, prompt: Sequence[int], sampler: Sampler) -> Generator[int, None, None]:
+    """Tokens of the reply to `prompt`, one model call each; the caller stops by closing the generator.
+
+    Afterwards the cache holds the prompt and every yielded token but the last (as after `Llama.generate`)."""
+    prefix = reuse_prefix(llm, prompt)
+    llm.eval(list(prompt[prefix:]))  # prefill
+    n_ctx, n_vocab = llm.n_ctx(), llm.n_vocab()
+    ctx, batch = llm._ctx, llm._batch
+    while True:
+        ptr = llama_cpp.llama_get_logits_ith(ctx.ctx, -1)
+        if not ptr:
+            raise RuntimeError("llama.cpp returned no logits")
+        token = sampler.sample(np.ctypeslib.as_array(ptr, shape=(n_vocab,)))
+        yield token
+        n = llm.n_tokens
+        if n >= n_ctx:
+            return
+        # What Llama.eval([token]) does, minus its per-call KV removal past n_tokens (nothing is there)
+        batch.set_batch(batch=[token], n_past=n, logits_all=False)
+        ctx.decode(batch)  # raises on failure
+        llm.input_ids[n] = token
+        llm.n_tokens = n + 1
