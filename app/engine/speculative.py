@@ -3,9 +3,10 @@
 Why our own: llama-cpp-python's `LlamaPromptLookupDecoding` needs `Llama(draft_model=...)`, which forces
 `logits_all=True` and allocates n_ctx × n_vocab float32 scores (4 GB for Gemma's 262k vocabulary at n_ctx
 4096). Here the drafted tokens are decoded in ONE batch with logits only at the batch positions (the
-pending token and the drafts), each position is sampled with the same sampler chain the plain path uses,
-the longest agreeing prefix is kept, and the rejected tail is removed from the KV cache. With greedy
-sampling the output is the plain path's output; only the number of model calls changes.
+pending token and the drafts), each position is sampled by the plain path's `Sampler`
+(app.core.sampling), the longest agreeing prefix is kept, and the rejected tail is removed from the KV
+cache. With greedy sampling the output is the plain path's output; only the number of model calls
+changes.
 
 Imported only by the engine worker (it touches llama.cpp through the `Llama` object it is handed).
 """
@@ -69,7 +70,6 @@ class PromptLookup:
         # Greedy only: a batched position whose top two candidates are closer than this is decided again
         # with a single-token evaluation, because batched logits differ slightly from single-token ones.
         self.tie_margin = tie_margin if sampler.params.temperature <= 0 else 0.0
-        self.n_vocab = llm.n_vocab()
         self.tie_steps = 0
         # Draft length adapts: on a CPU a batch costs roughly its length in compute (the output matrix of a
         # big vocabulary dominates), so draft about as far as drafts have recently been right.
