@@ -28,6 +28,7 @@ import numpy as np
 NEAR_MARGIN = 10.0  # logits: first look for the top-k set this close to the best logit (usually enough)
 TOP_K_MARGIN = 20.0  # a top-k member further down weighs < e^-20 ≈ 2e-9 of the best: left out
 TAIL_MARGIN = 30.0  # without top-k, all 262k tokens count: e^-30 × 262144 ≈ 2.5e-8 of the mass is left out
+SMALL = 256  # candidate sets up to this size are finished in plain Python (numpy's per-call cost dominates)
 PENALTY_LAST_N = 64  # llama-cpp-python's last_n_tokens_size: the window the penalties look at
 
 
@@ -79,51 +80,70 @@ class Sampler:
         self.recent.append(token)
         self._counts[token] = self._counts.get(token, 0) + 1
 
-    def _penalties(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """(token ids, their penalised logits), or None when no penalty applies."""
+    def _penalise(self, x: np.ndarray) -> list[tuple[int, float]]:
+        """Apply the penalties to `x` in place; returns (token, original logit) pairs to undo it.
+
+        A plain loop: ≤ 64 tokens, where each numpy call would cost more than the arithmetic."""
         p = self.params
         if not (p.penalises and self._counts):
-            return None
-        n = len(self._counts)
-        ids = np.fromiter(self._counts.keys(), dtype=np.intp, count=n)
-        v = x[ids]
-        # llama.cpp: a positive logit is divided by the penalty, a negative one multiplied (both lower it)
-        v = np.where(v <= 0, v * np.float32(p.repeat_penalty), v / np.float32(p.repeat_penalty))
-        if p.frequency_penalty or p.presence_penalty:
-            counts = np.fromiter(self._counts.values(), dtype=np.float32, count=n)
-            v = v - counts * np.float32(p.frequency_penalty) - np.float32(p.presence_penalty)
-        return ids, v.astype(np.float32)
+            return []
+        rp, fp, pp = p.repeat_penalty, p.frequency_penalty, p.presence_penalty
+        saved = []
+        for tok, count in self._counts.items():
+            v = float(x[tok])
+            saved.append((tok, v))
+            # llama.cpp: a positive logit is divided by the penalty, a negative one multiplied (both lower it)
+            new = v * rp if v <= 0 else v / rp
+            if fp or pp:
+                new -= count * fp + pp
+            x[tok] = new
+        return saved
 
     def penalised(self, logits: np.ndarray) -> np.ndarray:
         """A copy of the logits after the repeat/frequency/presence penalties."""
         x = np.array(logits[: self.n_vocab], dtype=np.float32)
-        pen = self._penalties(x)
-        if pen is not None:
-            x[pen[0]] = pen[1]
+        self._penalise(x)
         return x
 
     def distribution(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(token ids, probabilities) the next token is drawn from, most likely first.
+        """(token ids, probabilities) the next token is drawn from, most likely first."""
+        ids, weights = self._candidates(logits)
+        w = np.asarray(weights)
+        return np.asarray(ids), w / w.sum()
+
+    def sample(self, logits: np.ndarray) -> int:
+        """Draw the next token from `logits` (one row, at least n_vocab floats) and accept it."""
+        ids, weights = self._candidates(logits)
+        token = ids[0]
+        if len(ids) > 1:
+            r = self._rng.random() * sum(weights)
+            acc = 0.0
+            for token, w in zip(ids, weights, strict=True):  # noqa: B007 - the last one stands if r rounds up
+                acc += w
+                if acc > r:
+                    break
+        self.accept(token)
+        return token
+
+    def _candidates(self, logits: np.ndarray) -> tuple[list[int], list[float]]:
+        """(token ids, unnormalised weights), most likely first.
 
         A writable `logits` is penalised in place for the duration of the call and restored before it
         returns (copying a 262k row would cost more than everything else here); others are copied."""
         x = logits[: self.n_vocab]
         if not x.flags.writeable:
             x = x.copy()
-        pen = self._penalties(x)
-        if pen is None:
-            return self._distribution(x)
-        original = x[pen[0]]
-        x[pen[0]] = pen[1]
+        saved = self._penalise(x)
         try:
-            return self._distribution(x)
+            return self._select(x)
         finally:
-            x[pen[0]] = original
+            for tok, v in saved:
+                x[tok] = v
 
-    def _distribution(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _select(self, x: np.ndarray) -> tuple[list[int], list[float]]:
         p = self.params
         if p.temperature == 0.0:
-            return np.array([int(np.argmax(x))]), np.array([1.0])
+            return [int(np.argmax(x))], [1.0]
         best = float(x.max())
         if p.temperature < 0.0:  # llama-cpp-python: penalties, then a plain draw over everything
             return self._finish(self._at_least(x, best - TAIL_MARGIN), x, 1.0, 1.0, 0.0)
@@ -145,27 +165,42 @@ class Sampler:
 
     @staticmethod
     def _finish(ids: np.ndarray, x: np.ndarray, temperature: float, top_p: float,
-                min_p: float) -> tuple[np.ndarray, np.ndarray]:
+                min_p: float) -> tuple[list[int], list[float]]:
+        """top-p, then min-p (both at temperature 1), then temperature, on the candidates `ids`."""
+        if ids.size > SMALL:
+            return Sampler._finish_large(ids, x, temperature, top_p, min_p)
+        pairs = sorted(zip(x[ids].tolist(), ids.tolist(), strict=True), key=lambda vt: -vt[0])
+        top = pairs[0][0]
+        n = len(pairs)
+        if top_p < 1.0:  # smallest prefix whose probability reaches top_p
+            ws = [math.exp(v - top) for v, _ in pairs]
+            target, acc = top_p * sum(ws), 0.0
+            for i, w in enumerate(ws):
+                acc += w
+                if acc >= target:
+                    n = i + 1
+                    break
+        if min_p > 0.0:  # tokens at least min_p as likely as the best one
+            limit = math.log(min_p)
+            m = 0
+            while m < n and pairs[m][0] - top >= limit:
+                m += 1
+            n = max(1, m)
+        kept = pairs[:n]
+        return [t for _, t in kept], [math.exp((v - top) / temperature) for v, _ in kept]
+
+    @staticmethod
+    def _finish_large(ids: np.ndarray, x: np.ndarray, temperature: float, top_p: float,
+                      min_p: float) -> tuple[list[int], list[float]]:
+        """`_finish` for thousands of candidates (no top-k): the same rules, vectorised."""
         vals = x[ids].astype(np.float64)
         order = np.argsort(-vals, kind="stable")
         ids, vals = ids[order], vals[order]
         vals -= vals[0]
         n = ids.size
-        if top_p < 1.0:  # smallest prefix whose probability (at temperature 1) reaches top_p
+        if top_p < 1.0:
             cum = np.cumsum(np.exp(vals))
             n = min(n, int(np.searchsorted(cum, top_p * cum[-1], side="left")) + 1)
-        if min_p > 0.0:  # tokens at least min_p as likely as the best one (at temperature 1): vals[0] is 0
+        if min_p > 0.0:
             n = min(n, max(1, int(np.searchsorted(-vals, -math.log(min_p), side="right"))))
-        w = np.exp(vals[:n] / temperature)
-        return ids[:n], w / w.sum()
-
-    def sample(self, logits: np.ndarray) -> int:
-        """Draw the next token from `logits` (one row, at least n_vocab floats) and accept it."""
-        ids, probs = self.distribution(logits)
-        if ids.size == 1:
-            token = int(ids[0])
-        else:
-            i = int(np.searchsorted(np.cumsum(probs), self._rng.random(), side="right"))
-            token = int(ids[min(i, ids.size - 1)])
-        self.accept(token)
-        return token
+        return ids[:n].tolist(), np.exp(vals[:n] / temperature).tolist()
