@@ -120,6 +120,11 @@ def test_same_seed_same_tokens_and_frequencies_follow_the_distribution() -> None
     expected = np.array([0.5, 0.3, 0.2]) / (1.0 + 997 * np.exp(-10.0))  # the other 997 share ~4.3 %
     assert counts[:3] / 20_000 == pytest.approx(expected, abs=0.012)  # binomial sd ≤ 0.0036
     assert counts[3:].sum() / 20_000 == pytest.approx(1.0 - expected.sum(), abs=0.006)
+    # the same through the small-candidate path (top-k 3): exactly the three, 0.5 / 0.3 / 0.2
+    s = Sampler(SamplerParams(temperature=1.0, top_k=3, top_p=1.0, min_p=0.0), 1000, seed=8)
+    counts = np.bincount([s.sample(logits) for _ in range(20_000)], minlength=1000)
+    assert counts[3:].sum() == 0
+    assert counts[:3] / 20_000 == pytest.approx([0.5, 0.3, 0.2], abs=0.012)
 
 
 def test_top_p_and_min_p_cut_where_the_rules_say() -> None:
