@@ -24,11 +24,14 @@ PROMPT = "The capital of France is"
 
 
 def resources_dir() -> Path:
-    """Bundled resources: beside the frozen app's modules, else the source tree's `resources/`."""
+    """Bundled resources: beside the frozen app's modules; else the source tree's `resources/` (a checkout
+    or an editable install); else `<prefix>/share/roofline/resources`, where a wheel install puts them."""
     base = getattr(sys, "_MEIPASS", None)
     if base:
         return Path(base) / "resources"
-    return Path(__file__).resolve().parents[1] / "resources"
+    source = Path(__file__).resolve().parents[1] / "resources"
+    installed = Path(sys.prefix) / "share" / "roofline" / "resources"
+    return source if source.is_dir() or not installed.is_dir() else installed
 
 
 class SelfTest:

@@ -163,3 +163,17 @@ def test_runtime_hook_points_at_the_bundled_model_only_when_it_is_there(tmp_path
     model.write_bytes(b"GGUF")
     assert run() == str(model)
     assert run({"ROOFLINE_DEFAULT_MODEL": "/my/own.gguf"}) == "/my/own.gguf"  # the user's choice wins
+
+
+def test_a_wheel_install_carries_the_icon_set() -> None:
+    """pyproject's data-files put every file of resources/ under <prefix>/share/roofline/resources, where
+    app.selftest.resources_dir() looks when there is no source tree beside the package."""
+    import glob
+    import tomllib
+
+    data_files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
+    shipped = {Path(f).resolve() for patterns in data_files.values() for p in patterns
+               for f in glob.glob(str(ROOT / p))}
+    wanted = {p.resolve() for p in (ROOT / "resources").rglob("*") if p.is_file()}
+    assert wanted and wanted <= shipped
+    assert all(dest.startswith("share/roofline/resources") for dest in data_files)
