@@ -43,11 +43,15 @@ def page(qtbot: Any) -> Any:
     from app.ui.models_page import ModelsPage
 
     p = ModelsPage()
-    qtbot.addWidget(p)
     p.resize(1280, 760)
     yield p
     p.shutdown()
+    # Wait for its background tasks while the page still exists, then close it ourselves: with
+    # qtbot.addWidget, pytest-qt closes (deletes) the page as the test ends, before this teardown, and a
+    # task still running then (a library refresh, under load) reported to a deleted page: busy forever.
     qtbot.waitUntil(lambda: not p.busy(), timeout=20000)
+    p.close()
+    p.deleteLater()
 
 
 def _assessed(page: Any) -> bool:
