@@ -285,3 +285,18 @@ def test_seeded_sampling_repeats_and_the_reply_is_not_greedy(engine: EngineClien
     first, second = reply("s1", hot), reply("s2", hot)
     assert first == second
     assert first != reply("g1", greedy(40, ignore_eos=True))  # 40 tokens drawn at T=1.5 from 262k: never all the best
+
+
+def test_the_engine_can_run_below_normal_priority() -> None:
+    """EngineClient(nice=N) starts the engine N steps nicer than this process (the window uses 5)."""
+    psutil = pytest.importorskip("psutil")
+    if not hasattr(os, "nice"):
+        pytest.skip("POSIX niceness; Windows uses a priority class")
+    client = EngineClient(nice=5)
+    client.start()
+    try:
+        client.wait_for((P.Ready,), timeout=120)
+        assert client.pid is not None
+        assert psutil.Process(client.pid).nice() == min(19, os.nice(0) + 5)
+    finally:
+        client.close()

@@ -61,3 +61,10 @@ def test_send_to_a_stopped_engine_reports_instead_of_raising(qtbot):
         engine.generate(P.Generate(request_id="x", prompt="hi"))  # not running: one error, later
     err = blocker.args[0]
     assert err.kind == "engine_died" and err.fatal and engine.state == E.DEAD
+
+
+def test_the_windows_engine_is_started_below_normal_priority(qtbot):
+    from app.ui.engine_qt import ENGINE_NICE, EngineQt
+
+    engine = EngineQt()
+    assert ENGINE_NICE > 0 and engine.client.nice == ENGINE_NICE

@@ -56,9 +56,11 @@ def describe_exit(code: int | None) -> str:
 class EngineClient:
     """Owns one engine process. Thread-safe `send`; events via `on_event` or the blocking helpers."""
 
-    def __init__(self, on_event: Callable[[Any], None] | None = None, env: dict[str, str] | None = None):
+    def __init__(self, on_event: Callable[[Any], None] | None = None, env: dict[str, str] | None = None,
+                 nice: int = 0):
         self._on_event = on_event
         self._env = env
+        self.nice = nice  # > 0: the engine runs at a lower CPU priority (see worker.lower_priority)
         self._events: queue.Queue[Any] = queue.Queue()
         self._proc: subprocess.Popen[bytes] | None = None
         self._send_lock = threading.Lock()
@@ -77,6 +79,8 @@ class EngineClient:
         self.loaded = None
         env = dict(os.environ if self._env is None else self._env)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        if self.nice > 0:
+            env["ROOFLINE_ENGINE_NICE"] = str(self.nice)
         self._proc = subprocess.Popen(
             worker_command(),
             stdin=subprocess.PIPE,
