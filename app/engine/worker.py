@@ -667,9 +667,9 @@ def lower_priority(value: str | None) -> None:
     """Run below normal CPU priority when asked (the desktop app asks: ROOFLINE_ENGINE_NICE=5).
 
     On a machine with few cores llama.cpp's threads occupy every core; at equal priority the window waits
-    its turn behind them (event-loop stalls of 40–55 ms measured on 2 cores). A little lower priority lets
-    the window, and the rest of the desktop, run first when they need to; they need little, so decode
-    speed is unchanged (scripts/bench_gui, docs/gui.md)."""
+    its turn behind them. A little lower priority lets the window, and the rest of the desktop, run first
+    when they need to; they need little, so decode speed is unchanged (on 2 cores: event-loop p99 stall
+    4.6 -> 2.4 ms; scripts/bench_gui, docs/gui.md)."""
     try:
         n = int(value or 0)
     except ValueError:

@@ -26,7 +26,7 @@ STOPPED, STARTING, IDLE, LOADING, GENERATING, BENCHING, DEAD = (
 # llama.cpp, so every repaint on a 2-core laptop is time taken from decoding (measured: scripts/bench_gui).
 TOKEN_BATCH_MS = 33
 # The window's engine runs at nice +5: the window gets a core first when it needs one (event-loop p99 stall
-# 4.7 -> 2.3 ms, worst 51 -> 45 ms on 2 cores) at no measurable cost to decode (docs/gui.md).
+# 4.6 -> 2.4 ms on 2 cores) at no measurable cost to decode (docs/gui.md).
 ENGINE_NICE = 5
 
 
