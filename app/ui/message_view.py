@@ -4,11 +4,13 @@ being written (cheap at 60 updates/s however long the conversation is), plus the
 from __future__ import annotations
 
 import math
+import re
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QGuiApplication,
     QKeyEvent,
+    QTextBlockFormat,
     QTextCursor,
     QTextDocumentFragment,
     QTextOption,
@@ -33,6 +35,13 @@ from app.ui.markdown_render import markdown_to_html, plain_to_html, stylesheet
 
 FULL_RENDER_CHARS = 6000  # re-render a finished reply as a whole below this size (≈ 15 ms)
 STATE_LABELS = {"streaming": "writing…", "interrupted": "interrupted", "error": "error", "complete": ""}
+# Streamed text that Markdown cannot give any meaning: letters, digits, spaces and sentence punctuation that
+# no inline construct (emphasis, code, links, entities, escapes, HTML) starts or ends with.
+_PLAIN_CHUNK = re.compile(r"[^\W_]*(?:[ ,.;:!?'][^\W_]*)*")
+# A line whose block type (paragraph, list item, heading) is already settled by its start, and whose last
+# character is plain text (after any emphasis/code/link has closed): appending plain words only adds text.
+_SETTLED_LINE = re.compile(r" {0,3}(?:[^\W\d_]|[-+*#]|\d{1,9}[.)]).*[^\W_] *")
+_SPACES = re.compile(r"[ \t]+")
 
 
 def stable_prefix_length(text: str) -> int:
@@ -81,6 +90,7 @@ class AutoHeightBrowser(QTextBrowser):
 
 class MessageWidget(QFrame):
     edit_requested = Signal(int)  # message id
+    fast_append = True  # tests turn it off to compare with the Markdown render of every update
 
     def __init__(self, message: Message, parent: QWidget | None = None):
         super().__init__(parent)
@@ -89,6 +99,8 @@ class MessageWidget(QFrame):
         # Streaming state: document position and text length where the unfinished tail starts.
         self._stable_pos: int | None = None
         self._stable_chars = 0
+        self._stable_format = QTextBlockFormat()  # the last finished block's format, restored after removals
+        self._type_plain_hits = 0  # updates that took the fast path (for tests and benchmarks)
         self.setObjectName("message")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         lay = QVBoxLayout(self)
@@ -155,19 +167,53 @@ class MessageWidget(QFrame):
         self._update_header()
 
     def append(self, text: str) -> None:
-        """Streaming: re-render only the unfinished tail, so the cost does not grow with the reply."""
+        """Streaming: re-render only the unfinished tail, so the cost does not grow with the reply; plain
+        words added to a settled line are typed in directly (most updates: no Markdown, no HTML parse)."""
+        before = self.text
         self.text += text
         if self.message.role == "user":
             self._render()
             return
         if self._stable_pos is None:  # first streamed text: start from an empty document
             self._stable_pos, self._stable_chars = 0, 0
+        elif self.fast_append and self._type_plain(before, text):
+            return
         split = stable_prefix_length(self.text)
         if split > self._stable_chars:
             self._stable_pos = self._replace_tail(markdown_to_html(self.text[self._stable_chars:split]))
             self._stable_chars = split
+            self._stable_format = self.body.document().findBlock(self._stable_pos).blockFormat()
         tail = self.text[split:]
         self._replace_tail(markdown_to_html(tail) if tail.strip() else "")
+
+    def _type_plain(self, before: str, text: str) -> bool:
+        """Add `text` to the document as the Markdown render of `before + text` would show it, when that is
+        just more characters at the end of the last line (same block, same format); False when it may not be.
+
+        Qt's HTML import shows a run of spaces as one (and none at a block's start), so what is typed is the
+        difference between the two lines' visible forms."""
+        if _PLAIN_CHUNK.fullmatch(text) is None:  # (no newline either)
+            return False
+        tail = before[self._stable_chars:]
+        if "|" in tail:  # a table: its cells drop trailing spaces, a paragraph keeps one
+            return False
+        line = tail[tail.rfind("\n") + 1:]
+        if _SETTLED_LINE.fullmatch(line) is None:
+            return False
+        heading = line.lstrip().startswith("#")  # Markdown drops a heading's trailing spaces, not a paragraph's
+        end = line[-40:]  # the difference depends only on the line's end (a long paragraph is one line)
+        if len(line) > 40 and end.strip():
+            line = end
+        shown = _SPACES.sub(" ", line.strip() if heading else line.lstrip())
+        wanted = _SPACES.sub(" ", (line + text).strip() if heading else (line + text).lstrip())
+        if not wanted.startswith(shown):
+            return False
+        self._type_plain_hits += 1
+        if len(wanted) > len(shown):
+            cursor = QTextCursor(self.body.document())
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.insertText(wanted[len(shown):])  # in the format of the plain character before it
+        return True
 
     def _replace_tail(self, html: str) -> int:
         """Replace everything after the finished blocks with `html`; returns the document's end position."""
@@ -180,6 +226,9 @@ class MessageWidget(QFrame):
             cursor.setPosition(self._stable_pos)
             cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
             cursor.removeSelectedText()
+            # Removing across blocks can leave the last finished block with the removed block's format
+            # (a code block's empty last line turned white on the second token): put its own back.
+            cursor.setBlockFormat(self._stable_format)
             if html:
                 # The fragment's first block merges into the block at the cursor (the last finished one),
                 # so lead with a paragraph holding one invisible no-break space: that is what merges, and
