@@ -74,6 +74,7 @@ def test_send_stream_regenerate_edit_and_restart_persistence(qtbot, default_mode
     assert widget is not None and widget.text == reply.content
     assert len(win.dashboard.history) == 1
     assert win.dashboard.card_decode.value.text().endswith("tok/s")
+    qtbot.waitUntil(lambda: win.dashboard.curve_decode.getData()[1] is not None, timeout=2000)  # plots: a frame later
     assert win.dashboard.curve_decode.getData()[1][0] == pytest.approx(reply.metrics["decode_tps"])
 
     # Regenerate replaces the last reply.

@@ -68,3 +68,25 @@ def test_the_windows_engine_is_started_below_normal_priority(qtbot):
 
     engine = EngineQt()
     assert ENGINE_NICE > 0 and engine.client.nice == ENGINE_NICE
+
+
+def test_pacing_follows_whether_llama_cpp_leaves_a_core_free(qtbot, monkeypatch):
+    """Where llama.cpp's threads take every CPU the window updates half as often (its drawing would be
+    taken from decoding); with a core to spare, or a remote server, it streams at full rate."""
+    from test_ui_widgets import _loaded
+
+    from app.core.pacing import ROOMY, SHARED, view_pacing
+
+    assert view_pacing(2, 2) == SHARED and view_pacing(4, 2) == SHARED
+    assert view_pacing(2, 4) == ROOMY and view_pacing(None, 2) == ROOMY and view_pacing(2, None) == ROOMY
+    assert SHARED.text_ms > ROOMY.text_ms and SHARED.histogram_ms > ROOMY.histogram_ms
+    assert 1000 / ROOMY.text_ms <= 60 and "every core" in SHARED.describe()
+    monkeypatch.setattr(E.os, "cpu_count", lambda: 2)
+    engine = E.EngineQt()
+    seen: list[object] = []
+    engine.loaded.connect(seen.append)
+    for loaded, want in ((_loaded(n_threads=2), SHARED), (_loaded(n_threads=1), ROOMY),
+                         (_loaded(n_threads=2, chat_template_source="server"), ROOMY)):
+        engine._dispatch(loaded)
+        assert engine.pacing == want and engine._batch.interval() == want.text_ms
+    assert len(seen) == 3

@@ -220,6 +220,10 @@ def test_dashboard_shows_history_memory_and_roofline(qtbot):
                for p, r, d in ((20, 0, 25.0), (80, 51, 28.0), (150, 111, 30.0))]
     dash.set_history(history[:2])
     dash.add_metrics(history[2])
+    assert dash.card_decode.value.text() == "33.3 tok/s"  # the numbers at once, the plots a frame later
+    qtbot.waitUntil(lambda: len(dash.curve_prefill.getData()[0]) == 3, timeout=2000)
+    assert dash.itl_lines[0].label.format == "p50 28 ms"  # still the previous reply's histogram
+    qtbot.waitUntil(lambda: dash.itl_lines[0].label.format == "p50 30 ms", timeout=2000)
     xs, ys = dash.curve_prefill.getData()
     assert list(xs) == [1, 2, 3] and ys[0] == pytest.approx(history[0].prefill_tps)
     assert list(dash.curve_decode.getData()[1]) == pytest.approx([1000 / 25, 1000 / 28, 1000 / 30])
@@ -237,6 +241,11 @@ def test_dashboard_shows_history_memory_and_roofline(qtbot):
     assert px == pytest.approx(39 * dx)  # prefill batch of 39 new tokens through the same weights
     assert dy < 13e9 * dx and "% of the roof" in dash.roof_label.text()
     assert py == pytest.approx(history[2].prefill_tps * 2 * 268_000_000)
+    # Histogram ranges move in 1-2-2.5-5 steps, so live updates rarely redraw the axes.
+    from app.ui.dashboard import nice_ceiling
+
+    assert [nice_ceiling(v) for v in (0.9, 1.0, 1.01, 2.2, 30, 51, 0.03)] == pytest.approx(
+        [1, 1, 2, 2.5, 50, 100, 0.05])
     # The live histogram follows streamed token timestamps.
     dash.start_reply()
     dash.on_tokens([0.0, 0.02, 0.04])

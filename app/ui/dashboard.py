@@ -40,8 +40,6 @@ from app.ui.engine_qt import EngineQt
 PLOT_HEIGHT = 150
 # While a reply streams: the cards are cheap to update; a pyqtgraph redraw of the histogram costs ~8 ms of
 # CPU (software rendering), which on a 2-core machine comes straight out of llama.cpp's decode.
-LIVE_CARDS_MS = 250
-LIVE_HISTOGRAM_MS = 500
 
 
 def _fmt(v: float, digits: int = 0, unit: str = "") -> str:
@@ -105,6 +103,19 @@ class Card(QFrame):
         self.detail.setText(detail)
 
 
+PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
+
+
+def nice_ceiling(v: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 × 10^k at or above `v` (> 0): axis ranges that change rarely while data
+    grows (a range change redraws the axes' tick text: ~10 ms in software, 25× the bars themselves)."""
+    exp = 10.0 ** math.floor(math.log10(v))
+    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if step * exp >= v * (1 - 1e-12):
+            return step * exp
+    return 10.0 * exp
+
+
 def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
     w = pg.PlotWidget()
     # A fixed height: when a wrapped label elsewhere changes height, the dashboard scrolls a little instead
@@ -151,6 +162,7 @@ class Dashboard(QWidget):
         self._reply_started: float | None = None
         self._itl_drawn_at = 0.0
         self._itl_gaps: list[float] = []
+        self._itl_ranges: tuple[float, float] | None = None  # (x, y) upper limits now shown
         self._last_stats: P.Stats | None = None
         self._nvml: Any = None
         self._nvml_tried = False
@@ -269,8 +281,12 @@ class Dashboard(QWidget):
 
         self._live_timer = QTimer(self)
         self._live_timer.setSingleShot(True)
-        self._live_timer.setInterval(LIVE_CARDS_MS)
+        self._live_timer.setInterval(engine.pacing.cards_ms)
         self._live_timer.timeout.connect(self._refresh_live)
+        self._staged = QTimer(self)  # the per-reply plots, a frame after the reply's numbers
+        self._staged.setSingleShot(True)
+        self._staged.timeout.connect(self._next_stage)
+        self._stage = 0
         self._poll = QTimer(self)
         self._poll.setInterval(1000)
         self._poll.timeout.connect(self.poll)
@@ -294,6 +310,7 @@ class Dashboard(QWidget):
 
     def set_history(self, metrics: list[PhaseMetrics]) -> None:
         self.history = list(metrics)
+        self._staged.stop()
         self._live_timer.stop()
         self._live_times = []
         self._update_series()
@@ -302,15 +319,30 @@ class Dashboard(QWidget):
         self._update_kv(None)
 
     def add_metrics(self, m: PhaseMetrics) -> None:
+        """A reply ended: its numbers at once; the plots in two later frames. Redrawing all five plots in
+        software takes ~25 ms; together with the reply's final render that was one 45–50 ms stall at the end
+        of every reply (scripts/bench_gui), now three pieces the event loop runs between."""
         self.history.append(m)
         self._live_timer.stop()
         self._live_times = []
-        self._update_series()
         self._show_message(m)
-        self._set_itl(m.itl_ms)
         self._update_kv(None)
+        self._stage = 0
+        self._staged.start(PLOTS_AFTER_MS)
+
+    def _next_stage(self) -> None:
+        if self._stage == 0:
+            self._update_series()  # prefill, decode, TTFT and the roofline
+            self._stage = 1
+            self._staged.start(PLOTS_AFTER_MS)
+        elif self.history:
+            self._set_itl(self.history[-1].itl_ms)  # the finished reply's histogram
 
     def start_reply(self) -> None:
+        if self._staged.isActive():  # a reply that ended a moment ago: finish its plots first
+            self._staged.stop()
+            if self._stage == 0:
+                self._update_series()
         self._reply_started = time.monotonic()
         self._live_timer.stop()
         self._live_times = []
@@ -320,13 +352,14 @@ class Dashboard(QWidget):
         self.card_kv.detail.setText("updated when the reply ends")
 
     def on_tokens(self, times: list[float]) -> None:
-        """Live update while streaming, from the engine's token timestamps: the cards 4×/s, the histogram 2×/s."""
+        """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
+        2×/s (half that where llama.cpp takes every core: app.core.pacing)."""
         first = not self._live_times
         self._live_times.extend(times)
         if first:
             self._refresh_live(first=True)
         elif not self._live_timer.isActive():
-            self._live_timer.start()
+            self._live_timer.start(self.engine.pacing.cards_ms)
 
     def _refresh_live(self, first: bool = False) -> None:
         t = self._live_times
@@ -337,7 +370,7 @@ class Dashboard(QWidget):
                 card.set("…", "counted when the reply ends")
         gaps = [1000.0 * (b - a) for a, b in itertools.pairwise(t)]
         now = time.monotonic()
-        if first or now - self._itl_drawn_at >= LIVE_HISTOGRAM_MS / 1000.0:
+        if first or now - self._itl_drawn_at >= self.engine.pacing.histogram_ms / 1000.0:
             self._itl_drawn_at = now
             self._set_itl(gaps)
         elif len(gaps) != len(self._itl_gaps) and not self._live_timer.isActive():
@@ -408,14 +441,19 @@ class Dashboard(QWidget):
         arr = np.asarray(gaps_ms, dtype=float)
         # A few stalls (another process took the CPU) must not squash the bulk into one bar:
         # the range ends at 3× the median (or the max if smaller); slower gaps pile up in the last bin.
-        hi = max(min(float(arr.max()) * 1.05, 3.0 * float(np.median(arr))), 1.0)
+        # Both ranges move in nice steps, so a live update rarely redraws the axes.
+        hi = nice_ceiling(max(min(float(arr.max()) * 1.05, 3.0 * float(np.median(arr))), 1.0))
         counts, edges = np.histogram(np.clip(arr, 0, hi), bins=30, range=(0, hi))
         self.itl_bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
-        self.plot_itl.setXRange(0, hi, padding=0.02)
+        ranges = (hi, nice_ceiling(max(float(counts.max()), 1.0) * 1.1))
+        if ranges != self._itl_ranges:
+            self._itl_ranges = ranges
+            self.plot_itl.setXRange(0, hi, padding=0.02)
+            self.plot_itl.setYRange(0, ranges[1], padding=0)
         for q, line in zip((50, 99), self.itl_lines, strict=True):
             v = percentile(gaps_ms, q)
             line.setPos(min(v, hi))
-            line.label.setFormat(f"p{q} {v:.0f} ms")
+            line.label.setFormat(f"p{q} {v:.0f} ms")  # pyqtgraph skips an unchanged text
 
     def _update_kv(self, stats: P.Stats | None) -> None:
         stats = stats or self._last_stats

@@ -9,12 +9,14 @@ sending is a short pipe write, and a dead engine becomes one `error` signal (kin
 from __future__ import annotations
 
 import collections
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.core.pacing import ROOMY, Pacing, view_pacing
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
 
@@ -22,9 +24,9 @@ from app.engine.client import EngineClient, EngineError
 STOPPED, STARTING, IDLE, LOADING, GENERATING, BENCHING, DEAD = (
     "stopped", "starting", "idle", "loading", "generating", "benchmarking", "dead")
 
-# ≤ 30 view updates per second: smooth to the eye, and half the repaints of 60. The GUI shares the CPU with
-# llama.cpp, so every repaint on a 2-core laptop is time taken from decoding (measured: scripts/bench_gui).
-TOKEN_BATCH_MS = 33
+# ≤ 30 view updates per second (app.core.pacing: 15 where llama.cpp's threads take every core): smooth to
+# the eye, and half the repaints of 60. Every repaint on a 2-core laptop is time taken from decoding.
+TOKEN_BATCH_MS = ROOMY.text_ms
 # The window's engine runs at nice +5: the window gets a core first when it needs one (event-loop p99 stall
 # 4.6 -> 2.4 ms on 2 cores) at no measurable cost to decode (docs/gui.md).
 ENGINE_NICE = 5
@@ -64,6 +66,7 @@ class EngineQt(QObject):
         self._active_request: str | None = None
         self.loaded_info: P.Loaded | None = None
         self.ready_info: P.Ready | None = None
+        self.pacing: Pacing = ROOMY
 
     # ------------------------------------------------------------------ state
     @property
@@ -225,6 +228,10 @@ class EngineQt(QObject):
         except RuntimeError:  # the QObject is gone (app shutting down)
             pass
 
+    def set_pacing(self, pacing: Pacing) -> None:
+        self.pacing = pacing
+        self._batch.setInterval(pacing.text_ms)
+
     def drain_tokens(self) -> None:
         """Deliver parked tokens as one batch per request (GUI thread)."""
         if not self._pending:
@@ -253,6 +260,8 @@ class EngineQt(QObject):
             self.progress.emit(event.stage, float(event.fraction))
         elif isinstance(event, P.Loaded):
             self.loaded_info = event
+            local = event.chat_template_source != "server"  # a remote server decodes on its own machine
+            self.set_pacing(view_pacing(event.n_threads if local else None, os.cpu_count()))
             self._set_state(IDLE)
             self.loaded.emit(event)
         elif isinstance(event, P.Done):
