@@ -62,6 +62,9 @@ def test_send_stream_regenerate_edit_and_restart_persistence(qtbot, default_mode
     _send(qtbot, win, "Roses are red,")
 
     user, reply = _messages(win)
+    # The load decided how often the window draws (half rate where llama.cpp takes every CPU): shown, applied.
+    assert win.engine.pacing.describe() in win.model_info.toolTip()
+    assert win.engine._batch.interval() == win.engine.pacing.text_ms
     assert (user.role, user.content, user.state) == ("user", "Roses are red,", "complete")
     assert reply.role == "assistant" and reply.state == "complete" and reply.finish_reason == "length"
     assert reply.content and "".join(streamed) == reply.content  # the view got exactly the stored text

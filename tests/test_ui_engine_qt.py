@@ -85,8 +85,12 @@ def test_pacing_follows_whether_llama_cpp_leaves_a_core_free(qtbot, monkeypatch)
     engine = E.EngineQt()
     seen: list[object] = []
     engine.loaded.connect(seen.append)
+    blocks = {"gemma3.block_count": "18"}
     for loaded, want in ((_loaded(n_threads=2), SHARED), (_loaded(n_threads=1), ROOMY),
-                         (_loaded(n_threads=2, chat_template_source="server"), ROOMY)):
+                         (_loaded(n_threads=2, chat_template_source="server"), ROOMY),
+                         (_loaded(n_threads=2, n_gpu_layers=18, metadata=blocks), ROOMY),  # decodes on the GPU
+                         (_loaded(n_threads=2, n_gpu_layers=-1), ROOMY),
+                         (_loaded(n_threads=2, n_gpu_layers=9, metadata=blocks), SHARED)):  # half: CPU too
         engine._dispatch(loaded)
         assert engine.pacing == want and engine._batch.interval() == want.text_ms
-    assert len(seen) == 3
+    assert len(seen) == 6

@@ -31,9 +31,20 @@ ROOMY = Pacing(text_ms=33, cards_ms=250, histogram_ms=500, shares_cores=False)
 SHARED = Pacing(text_ms=66, cards_ms=500, histogram_ms=1000, shares_cores=True)
 
 
-def view_pacing(engine_threads: int | None, logical_cpus: int | None) -> Pacing:
+def view_pacing(engine_threads: int | None, logical_cpus: int | None, all_on_gpu: bool = False) -> Pacing:
     """`SHARED` when the engine's decode threads cover every logical CPU, else `ROOMY`. Unknown counts (a
-    remote server decodes elsewhere) leave the CPU to the window."""
-    if not engine_threads or not logical_cpus:
+    remote server decodes elsewhere) and a model wholly on the GPU leave the CPU to the window."""
+    if not engine_threads or not logical_cpus or all_on_gpu:
         return ROOMY
     return SHARED if engine_threads >= logical_cpus else ROOMY
+
+
+def all_layers_on_gpu(n_gpu_layers: int, metadata: dict[str, str]) -> bool:
+    """Whether llama.cpp offloaded every layer (-1 means all; else compare with GGUF's block_count)."""
+    if n_gpu_layers < 0:
+        return True
+    blocks = [v for k, v in metadata.items() if k.endswith(".block_count")]
+    try:
+        return n_gpu_layers > 0 and bool(blocks) and n_gpu_layers >= int(blocks[0])
+    except ValueError:
+        return False

@@ -1,8 +1,9 @@
 """GUI responsiveness while a reply streams at full speed (`scripts/bench_gui`).
 
-Each round runs the engine's llama-bench style tg128 (the decode ceiling: no sampling, no GUI), then
-streams two `--tokens` replies through the window, each in a new chat (so it decodes near depth 0, like
-tg). During the first, a 1 ms precise QTimer records the event loop's gaps: the p99 and max gap are the
+Each round runs the engine's llama-bench style tg128 (the decode ceiling: no sampling, no GUI), then the
+same request the chat would send, straight to the engine (sampling and pipe included, nothing drawn: the
+engine alone), then streams two `--tokens` replies through the window, each in a new chat (so it decodes
+near depth 0, like tg). During the first, a 1 ms precise QTimer records the event loop's gaps: the p99 and max gap are the
 stalls a user would feel (targets: p99 < 16 ms, max < 50 ms). The second runs without that probe (its
 1000 wake-ups a second would take CPU from llama.cpp on a small machine) and gives the decode rate seen by
 the GUI (tokens delivered to the view per second), compared with the round's tg (target ≥ 0.97×) and with
@@ -13,6 +14,7 @@ engine's sampling and detokenising cost). `--trace-stalls MS` prints where the G
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import os
 import statistics
@@ -76,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     win.engine.tokens.connect(lambda _rid, _text, times: arrivals.append((time.monotonic(), len(times))))
     bench_results: list[P.BenchResult] = []
     win.engine.bench_result.connect(bench_results.append)
+    done_ids: list[str] = []
+    win.engine.done.connect(lambda d: done_ids.append(d.request_id))
 
     tg_rates: list[float] = []
+    direct_rates: list[float] = []  # the same request sent straight to the engine: no chat, no view
     gui_rates: list[float] = []  # replies without the probe timer
     probe_rates: list[float] = []  # replies with it
     engine_wall_rates: list[float] = []
@@ -95,6 +100,18 @@ def main(argv: list[str] | None = None) -> int:
         rates = [res.n_gen / (ns / 1e9) for ns in res.samples_ns]
         tg_rates.append(statistics.mean(rates))
         wait_until(lambda: win.engine.state == "idle", 30, what="the engine to be idle")
+
+        # The engine's own rate for the same reply, sampling and pipe included, nothing drawn: the request
+        # goes to the engine directly (the chat ignores a request it did not send).
+        arrivals.clear()
+        rid = f"direct{r}"
+        win._apply_sampling()  # the sampling the chat sends, so both replies decode alike
+        win.engine.generate(P.Generate(request_id=rid, messages=[{"role": "user", "content": prompts[r % len(prompts)]}],
+                                       sampling=dataclasses.replace(win.session.sampling),
+                                       prompt_lookup=win.session.prompt_lookup))
+        wait_until(lambda: rid in done_ids, 600, step_ms=50, what="the direct reply")
+        direct_rates.append(_rate(arrivals))
+        spin(200)
 
         # The same decode through the whole app: engine -> pipe -> reader thread -> Qt -> view + store.
         # Twice: once with the 1 ms probe timer (the stalls), once without it (the rate): on a 2-core
@@ -114,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             wait_until(lambda: not win.session.busy, 600, step_ms=50, what="the reply")
             timer.stop()
             tokens = sum(n for _, n in arrivals)
-            first_t, first_n = arrivals[0]
-            span = arrivals[-1][0] - first_t
-            rate = (tokens - first_n) / span if span > 0 else 0.0
+            rate = _rate(arrivals)
             last = win.store.messages(win.session.conversation.id)[-1]  # type: ignore[union-attr]
             m = last.metrics or {}
             if probe:
@@ -132,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                 engine_wall_rates.append(float(m.get("decode_wall_tps") or 0.0))
                 engine_decode_rates.append(float(m.get("decode_tps") or 0.0))
             spin(200)
-        print(f"round {r + 1}: tg{args.tokens} {tg_rates[-1]:.1f} tok/s | GUI {gui_rates[-1]:.1f} tok/s "
+        print(f"round {r + 1}: tg{args.tokens} {tg_rates[-1]:.1f} tok/s | engine alone {direct_rates[-1]:.1f} | "
+              f"GUI {gui_rates[-1]:.1f} tok/s "
               f"(with the probe {probe_rates[-1]:.1f}; {tokens} tokens in {updates} view updates) | engine wall "
               f"{engine_wall_rates[-1]:.1f}, perf-counter decode {engine_decode_rates[-1]:.1f} tok/s | loop gap "
               f"p99 {percentile(gaps, 99):.1f} ms, max {max(gaps):.1f} ms | GUI thread busy "
@@ -155,14 +171,29 @@ def main(argv: list[str] | None = None) -> int:
     print(f"decode through the GUI: {gui:.1f} tok/s vs engine tg{args.tokens} {tg:.1f} tok/s: median of the "
           f"rounds' ratios {statistics.median(ratios):.3f} x (range {min(ratios):.3f}-{max(ratios):.3f}; target "
           f">= 0.97); with the 1 ms probe running: {statistics.median(probe_ratios):.3f} x")
-    print(f"  GUI vs the engine's own wall-clock rate for the same replies: {gui / wall:.3f} x ({wall:.1f} tok/s)"
-          f" -- the GUI's share; the rest is sampling/detokenising in the engine")
+    direct = [d / t for d, t in zip(direct_rates, tg_rates, strict=True)]
+    view = [g / d for g, d in zip(gui_rates, direct_rates, strict=True)]
+    print(f"  where it goes: the engine alone (same request, sampling and pipe, nothing drawn) "
+          f"{statistics.median(direct):.3f} x tg (range {min(direct):.3f}-{max(direct):.3f}); the window "
+          f"{statistics.median(view):.3f} x the engine alone (range {min(view):.3f}-{max(view):.3f})")
+    counted = [c / t for c, t in zip(engine_decode_rates, tg_rates, strict=True)]
+    print(f"  llama.cpp's own decode rate during the window's replies (its perf counters: the dashboard's Decode "
+          f"card, sampling left out like tg leaves it out): {statistics.median(counted):.3f} x tg (range "
+          f"{min(counted):.3f}-{max(counted):.3f})")
+    print(f"  GUI vs the engine's own wall-clock rate for the same replies: {gui / wall:.3f} x ({wall:.1f} tok/s)")
     if slot_times:
         print("GUI work per call (ms): " + "; ".join(
             f"{name} n={len(v)} p50 {percentile(v, 50):.2f} max {max(v):.1f}" for name, v in sorted(slot_times.items())))
     win.close()
     app.quit()
     return 0
+
+
+def _rate(arrivals: list[tuple[float, int]]) -> float:
+    """Tokens per second as delivered: from the first batch's arrival to the last's (TTFT left out)."""
+    first_t, first_n = arrivals[0]
+    span = arrivals[-1][0] - first_t
+    return (sum(n for _, n in arrivals) - first_n) / span if span > 0 else 0.0
 
 
 def _trace_stalls(ticks: list[float], timer: Any, limit_s: float) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.core.pacing import ROOMY, Pacing, view_pacing
+from app.core.pacing import ROOMY, Pacing, all_layers_on_gpu, view_pacing
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
 
@@ -261,7 +261,8 @@ class EngineQt(QObject):
         elif isinstance(event, P.Loaded):
             self.loaded_info = event
             local = event.chat_template_source != "server"  # a remote server decodes on its own machine
-            self.set_pacing(view_pacing(event.n_threads if local else None, os.cpu_count()))
+            on_gpu = all_layers_on_gpu(event.n_gpu_layers, event.metadata)
+            self.set_pacing(view_pacing(event.n_threads if local else None, os.cpu_count(), on_gpu))
             self._set_state(IDLE)
             self.loaded.emit(event)
         elif isinstance(event, P.Done):

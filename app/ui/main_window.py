@@ -457,7 +457,8 @@ class MainWindow(QMainWindow):
             f"architecture {loaded.architecture}, trained context {loaded.n_ctx_train}\n"
             f"chat template: {loaded.chat_template_name} (from {loaded.chat_template_source})\n"
             f"KV cache {loaded.type_k}/{loaded.type_v}, {fmt_bytes(loaded.kv_bytes_allocated)}; "
-            f"threads {loaded.n_threads}/{loaded.n_threads_batch}; GPU layers {loaded.n_gpu_layers}")
+            f"threads {loaded.n_threads}/{loaded.n_threads_batch}; GPU layers {loaded.n_gpu_layers}\n"
+            f"streaming: {self.engine.pacing.describe()}")
         if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
             self.banner.hide()
         if not self._bandwidth_known and self.measure_bandwidth_on_load:
