@@ -1,7 +1,8 @@
 """The GUI's one handle on the engine process: `EngineClient` events re-emitted as Qt signals.
 
 Events arrive on the client's reader thread. Tokens are parked in a deque and delivered in batches by a
-33 ms QTimer (at most ~30 view updates per second, however fast the model decodes); every other event is
+QTimer (at most ~30 view updates per second however fast the model decodes, 15 where llama.cpp's threads
+take every CPU: `pacing`, set when a model loads); every other event is
 re-emitted through a signal, which Qt queues onto the GUI thread. Nothing here ever waits on the engine:
 sending is a short pipe write, and a dead engine becomes one `error` signal (kind `engine_died`).
 """
