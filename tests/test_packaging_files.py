@@ -25,9 +25,12 @@ APP_ID = "io.github.roofline.Roofline"
 
 
 def _qimage(data: bytes):  # type: ignore[no-untyped-def]
-    from PySide6.QtGui import QGuiApplication, QImage
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QApplication
 
-    _app = QGuiApplication.instance() or QGuiApplication([])  # noqa: F841
+    # A QApplication, not a QGuiApplication: the process's one app object must serve the widget tests that
+    # run after this file too (a QGuiApplication made here aborted them when run in that order).
+    _app = QApplication.instance() or QApplication([])  # noqa: F841
     image = QImage()
     assert image.loadFromData(data, "PNG")
     return image
