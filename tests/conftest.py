@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,15 @@ def roofline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pyte
         monkeypatch.setenv("ROOFLINE_DEFAULT_MODEL", str(model))
     monkeypatch.setenv("ROOFLINE_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="module")
+def server(default_model: Path) -> Iterator[str]:
+    """URL of llama-cpp-python's OpenAI-compatible server on the default model (key `llama_server.KEY`),
+    started once per test module that asks for it."""
+    from llama_server import start_server
+
+    proc, url = start_server(default_model)
+    yield url
+    proc.kill()
+    proc.wait(10)

@@ -11,55 +11,16 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from llama_server import KEY, start_server
 
 from app.core.metrics import PhaseMetrics
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.engine.remote import SOURCE, RemoteClient
-
-KEY = "sk-test-roofline"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_server(model: Path, api_key: str | None = KEY) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "1024", "--n_threads", "2", "--chat_format", "gemma"]
-    if api_key:
-        cmd += ["--api_key", api_key]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("llama_cpp.server exited at start-up")
-        try:
-            req = urllib.request.Request(url + "/v1/models", headers={"Authorization": f"Bearer {api_key}"})
-            urllib.request.urlopen(req, timeout=2).read()
-            return proc, url
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError("llama_cpp.server did not come up in 90 s")
-
-
-@pytest.fixture(scope="module")
-def server(default_model: Path) -> Iterator[str]:
-    proc, url = _start_server(default_model)
-    yield url
-    proc.kill()
-    proc.wait(10)
 
 
 def _greedy(n: int) -> P.Sampling:
@@ -129,7 +90,7 @@ def test_wrong_api_key_is_a_clear_error(server: str) -> None:
 
 @pytest.mark.model
 def test_server_killed_mid_reply_is_reported_with_what_arrived(default_model: Path) -> None:
-    proc, url = _start_server(default_model, api_key=None)
+    proc, url = start_server(default_model, api_key=None)
     try:
         got: list[P.Token] = []
         with RemoteClient(url) as client:

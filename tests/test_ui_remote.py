@@ -3,26 +3,17 @@ client-side timings labelled as such, and the way back to the local engine."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from llama_server import KEY
 from PySide6.QtCore import Qt
-from test_remote_backend import KEY, _start_server
 
 from app.ui import engine_qt as E
 from app.ui.main_window import MainWindow
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, pytest.mark.model, OFFSCREEN_NOISE]
-
-
-@pytest.fixture(scope="module")
-def server(default_model: Path) -> Iterator[str]:
-    proc, url = _start_server(default_model)
-    yield url
-    proc.kill()
-    proc.wait(10)
 
 
 def test_chat_through_a_remote_server_then_back_to_local(qtbot, server: str, default_model: Path) -> None:
