@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import os
 import statistics
@@ -88,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     engine_wall_rates: list[float] = []
     engine_decode_rates: list[float] = []
     all_gaps: list[float] = []
-    cpu_share: list[float] = []
-    proc_share: list[float] = []  # the whole GUI process (all threads) / wall time, replies without the probe  # GUI thread CPU time / wall time while streaming (incl. the 1 ms timer)
+    cpu_share: list[float] = []  # GUI thread CPU time / wall time while streaming (incl. the 1 ms timer)
+    proc_share: list[float] = []  # the whole GUI process (all threads) / wall time, replies without the probe
     prompts = ["The history of the printing press begins", "In the mountains of northern Italy there is"]
     for r in range(args.rounds):
         # Engine ceiling: llama-bench tg (single-token decodes, no sampling, no GUI).
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         win.engine.generate(P.Generate(request_id=rid, messages=[{"role": "user", "content": prompts[r % len(prompts)]}],
                                        sampling=dataclasses.replace(win.session.sampling),
                                        prompt_lookup=win.session.prompt_lookup))
-        wait_until(lambda: rid in done_ids, 600, step_ms=50, what="the direct reply")
+        wait_until(functools.partial(done_ids.__contains__, rid), 600, step_ms=50, what="the direct reply")
         direct_rates.append(_rate(arrivals))
         spin(200)
 
@@ -224,7 +225,7 @@ def _trace_stalls(ticks: list[float], timer: Any, limit_s: float) -> None:
             last = ticks[-1]
             if time.perf_counter() - last > limit_s and last != reported:
                 reported = last
-                frame = sys._current_frames().get(main or 0)  # noqa: SLF001 - a diagnostic, on purpose
+                frame = sys._current_frames().get(main or 0)  # private, on purpose: a diagnostic
                 stack = "".join(traceback.format_stack(frame, limit=8)[-4:]) if frame else "?"
                 print(f"--- GUI thread stuck > {1000 * limit_s:.0f} ms (its CPU ticks since the last check: "
                       f"{cpu_ticks() - cpu0}, load {os.getloadavg()[0]:.1f}) at:\n{stack}", flush=True)

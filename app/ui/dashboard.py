@@ -21,9 +21,9 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
+    QGraphicsItem,
     QGridLayout,
     QGroupBox,
-    QGraphicsItem,
     QLabel,
     QProgressBar,
     QScrollArea,
@@ -38,8 +38,6 @@ from app.ui import roofline_model, theme
 from app.ui.engine_qt import EngineQt
 
 PLOT_HEIGHT = 150
-# While a reply streams: the cards are cheap to update; a pyqtgraph redraw of the histogram costs ~8 ms of
-# CPU (software rendering), which on a 2-core machine comes straight out of llama.cpp's decode.
 
 
 def _fmt(v: float, digits: int = 0, unit: str = "") -> str:
