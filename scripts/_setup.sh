@@ -52,7 +52,7 @@ fi
 
 # ---- the app and its dependencies (llama-cpp-python is already satisfied, so pip will not rebuild it) ----
 EXTRAS="${1:-}"
-want="$(sha256sum pyproject.toml | cut -c1-16)$EXTRAS"
+want="$(cat pyproject.toml app/core/_topk.c | sha256sum | cut -c1-16)$EXTRAS"  # the C file: rebuild on change
 if [ "$(cat "$VENV/.app-install-id" 2>/dev/null)" != "$want" ]; then
   echo "roofline: installing the app and its dependencies into .venv"
   if ! "$VPY" -m pip install -q -e ".${EXTRAS}" >"$VENV/.pip-install.log" 2>&1; then

@@ -1,7 +1,9 @@
 """app.core.sampling: the same distribution as llama.cpp's own sampler chain, at a fraction of the cost.
 
 The reference is llama.cpp itself: its penalties → top-k → typical → top-p → min-p → temp chain (as
-llama-cpp-python builds it) applied to a full candidate array, survivors turned into probabilities."""
+llama-cpp-python builds it) applied to a full candidate array, survivors turned into probabilities. Every
+sampler test runs twice: with the C top-k (app/core/_topk.c) and with the numpy path used where it is not
+built."""
 
 from __future__ import annotations
 
@@ -10,9 +12,20 @@ import ctypes
 import numpy as np
 import pytest
 
+from app.core import sampling
 from app.core.sampling import Sampler, SamplerParams
 
 N_VOCAB = 262_144  # Gemma 3's vocabulary: the size the shortcuts are for
+
+
+@pytest.fixture(params=["native", "numpy"])
+def top_k_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a sampler test through the C top-k and through the numpy fallback."""
+    if request.param == "numpy":
+        monkeypatch.setattr(sampling, "native_topk", None)
+    else:
+        assert sampling.native_topk is not None, "the set-up did not build app.core._topk (no C compiler?)"
+    return str(request.param)
 
 
 def llama_cpp_distribution(logits: np.ndarray, params: SamplerParams, accepted: list[int]) -> dict[int, float]:
@@ -68,7 +81,7 @@ CASES = [
 @pytest.mark.parametrize("params", CASES, ids=lambda p: f"T{p.temperature}-k{p.top_k}-p{p.top_p}-m{p.min_p}"
                          f"-r{p.repeat_penalty}-f{p.frequency_penalty}")
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_distribution_matches_llama_cpp_chain(params: SamplerParams, seed: int) -> None:
+def test_distribution_matches_llama_cpp_chain(params: SamplerParams, seed: int, top_k_path: str) -> None:
     logits = lm_like_logits(seed)
     order = np.argsort(-logits)
     # The reply so far repeats some of the strongest candidates (penalties must move the top), once or twice.
@@ -85,7 +98,7 @@ def test_distribution_matches_llama_cpp_chain(params: SamplerParams, seed: int) 
     assert list(ids[: min(5, len(ids))]) == sorted(ours, key=lambda t: -ours[t])[:5]  # most likely first
 
 
-def test_penalties_touch_only_the_window_and_never_the_callers_logits() -> None:
+def test_penalties_touch_only_the_window_and_never_the_callers_logits(top_k_path: str) -> None:
     logits = np.zeros(1000, dtype=np.float32)
     logits[7], logits[8] = 2.0, -2.0
     s = Sampler(SamplerParams(repeat_penalty=2.0, penalty_last_n=3), 1000, seed=0)
@@ -102,14 +115,14 @@ def test_penalties_touch_only_the_window_and_never_the_callers_logits() -> None:
     assert (x[7], x[8]) == (2.0, -2.0)
 
 
-def test_greedy_takes_the_best_token_after_penalties() -> None:
+def test_greedy_takes_the_best_token_after_penalties(top_k_path: str) -> None:
     logits = np.arange(50, dtype=np.float32)  # 49 is best, 48 next
     s = Sampler(SamplerParams(temperature=0.0, repeat_penalty=1.1), 50, seed=0)
     assert s.sample(logits) == 49
     assert s.sample(logits) == 48  # 49 was accepted: 49/1.1 < 48
 
 
-def test_same_seed_same_tokens_and_frequencies_follow_the_distribution() -> None:
+def test_same_seed_same_tokens_and_frequencies_follow_the_distribution(top_k_path: str) -> None:
     logits = np.full(1000, -10.0, dtype=np.float32)
     logits[:3] = np.log([0.5, 0.3, 0.2]).astype(np.float32)
     params = SamplerParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
@@ -127,7 +140,7 @@ def test_same_seed_same_tokens_and_frequencies_follow_the_distribution() -> None
     assert counts[:3] / 20_000 == pytest.approx([0.5, 0.3, 0.2], abs=0.012)
 
 
-def test_top_p_and_min_p_cut_where_the_rules_say() -> None:
+def test_top_p_and_min_p_cut_where_the_rules_say(top_k_path: str) -> None:
     logits = np.full(100, -50.0, dtype=np.float32)
     logits[:4] = np.log([0.5, 0.3, 0.15, 0.05]).astype(np.float32)
     ids, _ = Sampler(SamplerParams(temperature=1.0, top_k=0, top_p=0.8, min_p=0.0), 100, 0).distribution(logits)
@@ -136,3 +149,59 @@ def test_top_p_and_min_p_cut_where_the_rules_say() -> None:
     assert sorted(ids.tolist()) == [0, 1, 2]  # 0.05 < 0.2 × 0.5
     ids, p = Sampler(SamplerParams(temperature=1.0, top_k=2, top_p=1.0, min_p=0.0), 100, 0).distribution(logits)
     assert ids.tolist() == [0, 1] and p.tolist() == pytest.approx([0.625, 0.375])
+
+
+def reference_top_k(x: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+    """The k largest non-NaN values, largest first, ties by lower id: a stable sort of everything."""
+    ids = np.flatnonzero(~np.isnan(x))
+    ids = ids[np.argsort(-x[ids], kind="stable")][:k]
+    return ids.tolist(), x[ids].astype(np.float64).tolist()
+
+
+@pytest.mark.parametrize("n", [1, 7, 255, 256, 257, 1000, 4096, 10_001, N_VOCAB])
+@pytest.mark.parametrize("k", [1, 3, 40, 300])
+def test_native_top_k_is_exactly_the_k_largest(n: int, k: int) -> None:
+    rng = np.random.default_rng(n * 1000 + k)
+    # random values, plus whole blocks of equal values and repeated maxima: ties at the k-th value
+    x = rng.normal(0.0, 4.0, n).astype(np.float32)
+    x[rng.integers(0, n, max(1, n // 50))] = 3.0
+    x[rng.integers(0, n, 5)] = x.max()
+    assert sampling.native_topk.top_k(x, k) == reference_top_k(x, k)
+    x[rng.integers(0, n, max(1, n // 3))] = np.nan  # NaNs are never chosen, even where few values are left
+    x[rng.integers(0, n, max(1, n // 7))] = -np.inf
+    assert sampling.native_topk.top_k(x, k) == reference_top_k(x, k)
+
+
+def test_native_top_k_edges_and_bad_input() -> None:
+    top_k = sampling.native_topk.top_k
+    assert top_k(np.array([1.0, 5.0, 3.0, np.nan, 5.0, 2.0], np.float32), 3) == ([1, 4, 2], [5.0, 5.0, 3.0])
+    assert top_k(np.array([np.nan, np.nan], np.float32), 2) == ([], [])
+    assert top_k(np.zeros(0, np.float32), 5) == ([], [])
+    assert top_k(np.ones(3, np.float32), 0) == ([], [])
+    # every value in one block far above the rest: the block bound must not cut the block's own values
+    x = np.zeros(100_000, np.float32)
+    x[512:768] = np.arange(256, dtype=np.float32) + 10
+    assert top_k(x, 100) == reference_top_k(x, 100)
+    # the engine's row: a view through ctypes of llama.cpp's buffer (numpy says "<f", not "f")
+    buf = (ctypes.c_float * 600)(*range(600))
+    row = np.ctypeslib.as_array(ctypes.cast(buf, ctypes.POINTER(ctypes.c_float)), shape=(600,))
+    assert top_k(row, 3) == ([599, 598, 597], [599.0, 598.0, 597.0])
+    with pytest.raises(TypeError):
+        top_k(np.ones(3, np.dtype(">f4")), 2)  # the wrong byte order
+    with pytest.raises(ValueError):
+        top_k(np.ones(3, np.float32), -1)
+    with pytest.raises(TypeError):
+        top_k(np.ones(3, np.float64), 2)
+    with pytest.raises((TypeError, ValueError, BufferError)):
+        top_k(np.ones(10, np.float32)[::2], 2)  # not contiguous
+
+
+def test_sampler_takes_the_numpy_path_for_rows_the_c_function_cannot_read(top_k_path: str) -> None:
+    logits = lm_like_logits(5)
+    params = SamplerParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
+    ids32, p32 = Sampler(params, N_VOCAB, seed=0).distribution(logits)
+    ids64, p64 = Sampler(params, N_VOCAB, seed=0).distribution(logits.astype(np.float64))
+    strided = np.repeat(logits, 2)[::2]  # the same values, not contiguous
+    ids_s, p_s = Sampler(params, N_VOCAB, seed=0).distribution(strided)
+    assert ids32.tolist() == ids64.tolist() == ids_s.tolist()
+    assert p32 == pytest.approx(p64, abs=1e-7) and p32 == pytest.approx(p_s, abs=1e-7)
