@@ -68,6 +68,9 @@ def run_gui(args: argparse.Namespace) -> int:
               f"Use the command line instead: `roofline --help` (e.g. `roofline chat`, `roofline bench`).",
               file=sys.stderr)
         return NO_DISPLAY_EXIT
+    from app.ui import qt_env
+
+    qt_env.prepare()  # before Qt starts
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -77,19 +80,13 @@ def run_gui(args: argparse.Namespace) -> int:
     app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setApplicationName("Roofline")
     app.setOrganizationName("Roofline")
-    app.setDesktopFileName("roofline")  # Wayland matches the window to roofline.desktop (icon, name)
     from PySide6.QtGui import QIcon
 
     from app.selftest import resources_dir
 
     icon = resources_dir() / "roofline.svg"
     if icon.is_file():
-        app.setWindowIcon(QIcon(str(icon)))
-    from PySide6.QtGui import QIcon
-
-    from app.selftest import resources_dir
-
-    QApplication.setWindowIcon(QIcon(str(resources_dir() / "roofline.svg")))  # window, taskbar, dock
+        QApplication.setWindowIcon(QIcon(str(icon)))  # window, taskbar, dock
     QApplication.setDesktopFileName("io.github.roofline.Roofline")  # Wayland: match packaging/linux/*.desktop
     window = MainWindow()
     window.show()

@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--greedy", action="store_true",
                         help="top-k 1, no repeat penalty: takes the sampler's cost on a 262k vocabulary out of "
                              "the comparison with tg (which does not sample)")
+    parser.add_argument("--hide-dashboard", action="store_true",
+                        help="stream with the dashboard closed: what the live dashboard costs, by difference")
     parser.add_argument("--profile", action="store_true",
                         help="time the GUI's own slots (rendering, dashboard, store) to explain the stalls")
     parser.add_argument("--trace-stalls", type=float, default=None, metavar="MS",
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     win = MainWindow()
     win.resize(1440, 900)
     win.show()
+    if args.hide_dashboard:
+        win.dock.hide()
     if args.threads:
         win.settings.threads = args.threads
     win.sampling_panel.max_tokens.setValue(args.tokens)
@@ -236,6 +240,8 @@ def _trace_stalls(ticks: list[float], timer: Any, limit_s: float) -> None:
 
 def _instrument(out: dict[str, list[float]]) -> None:
     """Wrap the GUI-thread methods that run per token batch or per poll with timers."""
+    import pyqtgraph as pg
+
     from app.core.chat_store import StreamWriter
     from app.ui.chat_session import ChatSession
     from app.ui.dashboard import Dashboard
@@ -244,7 +250,8 @@ def _instrument(out: dict[str, list[float]]) -> None:
 
     targets = [(MessageWidget, "append"), (Dashboard, "_refresh_live"), (Dashboard, "poll"),
                (Dashboard, "add_metrics"), (StreamWriter, "flush"), (ChatSession, "_end"),
-               (EngineQt, "drain_tokens"), (EngineQt, "_dispatch")]
+               (EngineQt, "drain_tokens"), (EngineQt, "_dispatch"),
+               (pg.GraphicsView, "paintEvent")]  # every plot's repaint (pyqtgraph paints in Python)
     for cls, name in targets:
         original = getattr(cls, name)
 

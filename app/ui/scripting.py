@@ -13,9 +13,12 @@ from collections.abc import Callable
 from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
+from app.ui import qt_env
+
 
 def offscreen_app() -> QApplication:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    qt_env.prepare()  # the window's own settings, so scripts measure what users run
     app = QApplication.instance()
     if not isinstance(app, QApplication):
         app = QApplication(["roofline"])
