@@ -20,7 +20,6 @@ import numpy as np
 
 from app.core.sampling import Sampler
 
-
 _VIEWS: dict[tuple[int, int], np.ndarray] = {}  # (address, length) -> a numpy view of that memory
 _VIEWS_KEPT = 16
 
