@@ -3,7 +3,7 @@
 It stands in for llama-cpp-python's `Llama.generate` for one reason, sampling: `generate` samples with
 llama.cpp's chain over a full candidate array, which for Gemma's 262k-token vocabulary costs ~0.9 ms a
 token here (7 % of a decode step of the default model); this loop reads the logits row in place and
-samples with app.core.sampling (~0.3 ms here, the same distribution). The bookkeeping (`n_tokens`,
+samples with app.core.sampling (~0.2 ms here with its C top-k, the same distribution). The bookkeeping (`n_tokens`,
 `input_ids`, KV trimming) stays `Llama`'s own, so prefix reuse across turns and prompt lookup still work.
 
 Imported only by the engine worker (and by speculative.py, which only the worker imports).
