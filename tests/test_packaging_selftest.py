@@ -36,6 +36,7 @@ def test_self_test_passes_unfrozen(default_model: Path) -> None:
     assert [ln.split(":")[0] for ln in lines if ln.startswith(("ok", "FAIL"))] == [
         "ok   model", "ok   engine", "ok   chat store", "ok   settings", "ok   gui"]
     assert "4 tokens" in out.stdout and lines[-1] == "self-test passed: 5 checks ok, 0 failed"
+    assert "sampler top-k: C" in out.stdout  # the set-up built the C extension
 
 
 def test_self_test_fails_loudly_on_a_bad_model(tmp_path: Path) -> None:
@@ -117,6 +118,7 @@ def test_frozen_build_self_test() -> None:
                              capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]
     assert "frozen app" in out.stdout and "--engine-worker" in out.stdout
+    assert "sampler top-k: C" in out.stdout  # PyInstaller bundled the C extension
     assert "self-test passed: 5 checks ok" in out.stdout
 
 
