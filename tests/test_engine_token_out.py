@@ -24,3 +24,36 @@ def test_tokens_leave_in_bursts_with_their_own_timestamps(monkeypatch: pytest.Mo
     assert [e.t for e in events] == pytest.approx([10.0, 10.01, 10.02, 10.03, 10.04, 10.05])
     out.flush()
     assert len(writes) == 3  # nothing pending: no empty write
+
+
+def test_a_request_chooses_its_burst_interval_within_limits() -> None:
+    assert worker.burst_interval_s(None) == worker.BURST_MS / 1000
+    assert worker.burst_interval_s(66) == pytest.approx(0.066)
+    assert worker.burst_interval_s(-5) == 0.0  # every token at once
+    assert worker.burst_interval_s(10_000) == worker.MAX_BURST_MS / 1000  # tokens never wait long
+    line = P.encode(P.Generate(request_id="r", prompt="hi", stream_interval_ms=66))
+    assert P.decode(line).stream_interval_ms == 66
+
+
+def _arrival_bursts(client, interval_ms: int) -> tuple[int, int]:
+    """(tokens, groups of tokens that reached the app together) for one greedy reply."""
+    import time
+
+    req = P.Generate(request_id=client.new_request_id("b"), prompt="Count slowly from one to fifty:",
+                     sampling=P.Sampling(temperature=0.0, max_tokens=40, seed=1, ignore_eos=True),
+                     stream_interval_ms=interval_ms)
+    arrivals = [time.monotonic() for e in client.generate(req, timeout=300) if isinstance(e, P.Token)]
+    groups = 1 + sum(1 for a, b in zip(arrivals, arrivals[1:]) if b - a > 0.004)
+    return len(arrivals), groups
+
+
+@pytest.mark.model
+def test_the_engine_sends_tokens_at_the_interval_the_request_asks_for(default_model) -> None:
+    from app.engine.client import EngineClient
+
+    with EngineClient() as client:
+        client.load(P.LoadConfig(model_path=str(default_model), n_ctx=512))
+        n0, each = _arrival_bursts(client, 0)  # one write per token: ~13 ms apart here
+        n1, bursts = _arrival_bursts(client, 200)  # ~15 tokens a burst
+    assert n0 == n1 == 40
+    assert each > 3 * bursts, (each, bursts)

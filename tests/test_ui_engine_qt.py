@@ -94,3 +94,15 @@ def test_pacing_follows_whether_llama_cpp_leaves_a_core_free(qtbot, monkeypatch)
         engine._dispatch(loaded)
         assert engine.pacing == want and engine._batch.interval() == want.text_ms
     assert len(seen) == 6
+
+
+def test_generate_asks_the_engine_for_tokens_at_the_views_pace(qtbot, monkeypatch):
+    from app.core.pacing import SHARED
+
+    engine = E.EngineQt()
+    sent: list[object] = []
+    monkeypatch.setattr(engine, "_send", lambda msg, report=True: sent.append(msg) or True)
+    engine.set_pacing(SHARED)
+    engine.generate(P.Generate(request_id="a", prompt="hi"))
+    engine.generate(P.Generate(request_id="b", prompt="hi", stream_interval_ms=5))  # the caller's own choice
+    assert [m.stream_interval_ms for m in sent] == [SHARED.text_ms, 5]

@@ -63,6 +63,10 @@ class Generate:
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
     prompt_lookup: bool = False  # speculative prompt-lookup decoding
+    # Token events leave the engine in bursts this many ms apart (None: the engine's 25 ms). The window asks
+    # for its own redraw interval: sending more often only wakes it, and on a busy CPU each wake-up is decode
+    # time lost.
+    stream_interval_ms: int | None = None
 
 
 @dataclass

@@ -54,13 +54,23 @@ def send_lines(lines: list[str]) -> None:
         _out.flush()
 
 
+BURST_MS = 25  # the default gap between token bursts; a request may ask for another (up to MAX_BURST_MS)
+MAX_BURST_MS = 250
+
+
+def burst_interval_s(requested_ms: int | None) -> float:
+    """Seconds between token bursts for a request: its own wish within [0, MAX_BURST_MS], else BURST_MS."""
+    ms = BURST_MS if requested_ms is None else min(max(int(requested_ms), 0), MAX_BURST_MS)
+    return ms / 1000.0
+
+
 class TokenOut:
     """Token events leave in bursts: one pipe write, and one wake-up of the app's reader thread, per
     `interval_s` instead of per token. On a 2-core machine every wake-up of the app takes a core from
     llama.cpp mid-token. The first token leaves at once (it is the user's TTFT); every token keeps its own
     timestamp, so ITL is exact; the view batches to ≤ 30 updates/s anyway."""
 
-    def __init__(self, interval_s: float = 0.025) -> None:
+    def __init__(self, interval_s: float = BURST_MS / 1000.0) -> None:
         self.interval_s = interval_s
         self.lines: list[str] = []
         self.sent_at: float | None = None
@@ -450,7 +460,7 @@ class Engine:
         perf_first: _Perf | None = None
         generated = 0
         emitted = 0
-        token_out = TokenOut()
+        token_out = TokenOut(burst_interval_s(req.stream_interval_ms))
         lookup: PromptLookup | None = None
         if req.prompt_lookup:
             lookup = PromptLookup(llm, sampler, plain_ms_hint=self._plain_ms_per_token)

@@ -10,6 +10,7 @@ sending is a short pipe write, and a dead engine becomes one `error` signal (kin
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -152,6 +153,8 @@ class EngineQt(QObject):
             self._set_state(LOADING)
 
     def generate(self, request: P.Generate) -> None:
+        if request.stream_interval_ms is None:  # tokens need not arrive more often than the view draws them
+            request = dataclasses.replace(request, stream_interval_ms=self.pacing.text_ms)
         self._pending.clear()
         if self._send(request):
             self._active_request = request.request_id
