@@ -100,9 +100,9 @@ def _check_engine(st: SelfTest, n_tokens: int, timeout: float) -> Callable[[], s
         st.facts["reply"] = text
         m = PhaseMetrics.from_dict(done.metrics)
         mode = "frozen" if getattr(sys, "frozen", False) else "python"
-        from app.core import sampling
+        from app.core import sampling as sampler_module
 
-        top_k = "C" if sampling.native_topk is not None else "numpy (the C extension is missing)"
+        top_k = "C" if sampler_module.native_topk is not None else "numpy (the C extension is missing)"
         return (f"engine pid {pid} ({mode}: {' '.join(Path(a).name for a in worker_command()[:2])}), "
                 f"llama.cpp {client.ready.llama_cpp_version}, loaded {loaded.architecture} in "
                 f"{loaded.load_ms:.0f} ms, n_ctx {loaded.n_ctx}; {generated} tokens {text.strip()[:40]!r}; "

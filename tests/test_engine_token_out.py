@@ -37,13 +37,14 @@ def test_a_request_chooses_its_burst_interval_within_limits() -> None:
 
 def _arrival_bursts(client, interval_ms: int) -> tuple[int, int]:
     """(tokens, groups of tokens that reached the app together) for one greedy reply."""
+    import itertools
     import time
 
     req = P.Generate(request_id=client.new_request_id("b"), prompt="Count slowly from one to fifty:",
                      sampling=P.Sampling(temperature=0.0, max_tokens=40, seed=1, ignore_eos=True),
                      stream_interval_ms=interval_ms)
     arrivals = [time.monotonic() for e in client.generate(req, timeout=300) if isinstance(e, P.Token)]
-    groups = 1 + sum(1 for a, b in zip(arrivals, arrivals[1:]) if b - a > 0.004)
+    groups = 1 + sum(1 for a, b in itertools.pairwise(arrivals) if b - a > 0.004)
     return len(arrivals), groups
 
 
