@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     win.measure_bandwidth_on_load = False  # it would run all cores during the first tg128
     win.load_default_model()
     wait_until(lambda: win.engine.loaded_info is not None, 300, what="the model to load")
+    steal0 = _steal_ticks()
 
     # ---- instruments
     ticks: list[float] = []
@@ -170,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GUI thread CPU while streaming: {100 * statistics.median(cpu_share):.0f} % of one core (with the 1 ms "
           f"probe timer); load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: gaps above the "
           f"GUI's own work are the OS running other processes")
+    steal1 = _steal_ticks()
+    if steal0 is not None and steal1 is not None and steal1[1] > steal0[1]:
+        # On a virtual machine the host can take the CPUs away: every process here stops, the window included.
+        print(f"CPU time taken by the host (steal) during the run: "
+              f"{100 * (steal1[0] - steal0[0]) / (steal1[1] - steal0[1]):.1f} %")
     # Each reply is compared with the tg run just before it (the machine's speed drifts between rounds).
     ratios = [g / t for g, t in zip(gui_rates, tg_rates, strict=True)]
     probe_ratios = [g / t for g, t in zip(probe_rates, tg_rates, strict=True)]
@@ -192,6 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     win.close()
     app.quit()
     return 0
+
+
+def _steal_ticks() -> tuple[int, int] | None:
+    """(steal, total) CPU ticks since boot from /proc/stat (Linux); None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
 
 
 def _rate(arrivals: list[tuple[float, int]]) -> float:

@@ -440,7 +440,8 @@ class Dashboard(QWidget):
         # A few stalls (another process took the CPU) must not squash the bulk into one bar:
         # the range ends at 3× the median (or the max if smaller); slower gaps pile up in the last bin.
         # Both ranges move in nice steps, so a live update rarely redraws the axes.
-        hi = nice_ceiling(max(min(float(arr.max()) * 1.05, 3.0 * float(np.median(arr))), 1.0))
+        # percentile, not np.median: its first call imports numpy.ma (50 ms to over a second, mid-reply)
+        hi = nice_ceiling(max(min(float(arr.max()) * 1.05, 3.0 * percentile(gaps_ms, 50)), 1.0))
         counts, edges = np.histogram(np.clip(arr, 0, hi), bins=30, range=(0, hi))
         self.itl_bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
         ranges = (hi, nice_ceiling(max(float(counts.max()), 1.0) * 1.1))
