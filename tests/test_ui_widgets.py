@@ -253,6 +253,7 @@ def test_dashboard_shows_history_memory_and_roofline(qtbot):
     assert sum(dash.itl_bars.opts["height"]) == 2  # the first batch is drawn at once
     qtbot.waitUntil(lambda: sum(dash.itl_bars.opts["height"]) == 3, timeout=2000)  # later ones ≤ 2×/s
     assert dash.card_itl.value.text() == "20.0 ms" and "p99 29.8" in dash.card_itl.detail.text()
+    assert dash.card_itl.detail.toolTip() == dash.card_itl.detail.text()  # readable on hover when cut
     # A reply that starts right after another ended (its plots still a frame away) draws those plots first,
     # and the finished reply's histogram never lands on the new reply's.
     dash.add_metrics(history[0])

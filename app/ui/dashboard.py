@@ -99,6 +99,7 @@ class Card(QFrame):
     def set(self, value: str, detail: str = "") -> None:
         self.value.setText(value)
         self.detail.setText(detail)
+        self.detail.setToolTip(detail)  # a narrow dock cuts the line: the whole of it on hover
 
 
 PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
@@ -346,8 +347,8 @@ class Dashboard(QWidget):
         self._live_times = []
         self._set_itl([])
         for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
-            card.set("…", "waiting for the first token")
-        self.card_kv.detail.setText("updated when the reply ends")
+            card.set("…", "waiting for token 1")
+        self.card_kv.detail.setText("updated at the end")
 
     def on_tokens(self, times: list[float]) -> None:
         """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
@@ -365,7 +366,7 @@ class Dashboard(QWidget):
             # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.
             self.card_ttft.set(f"{1000 * (t[0] - self._reply_started):.0f} ms", "live; final at the end")
             for card in (self.card_prefill, self.card_prompt):
-                card.set("…", "counted when the reply ends")
+                card.set("…", "counted at the end")
         gaps = [1000.0 * (b - a) for a, b in itertools.pairwise(t)]
         now = time.monotonic()
         if first or now - self._itl_drawn_at >= self.engine.pacing.histogram_ms / 1000.0:
@@ -377,7 +378,7 @@ class Dashboard(QWidget):
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
             self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
-                              f"p95 {_ms(percentile(gaps, 95))} · p99 {_ms(percentile(gaps, 99))} (live)")
+                              f"p95 {_ms(percentile(gaps, 95))} · p99 {_ms(percentile(gaps, 99))}")
 
     def on_stats(self, stats: P.Stats) -> None:
         self._last_stats = stats
