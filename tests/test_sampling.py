@@ -71,6 +71,8 @@ CASES = [
     SamplerParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.1),  # Roofline's
     SamplerParams(temperature=1.5, top_k=100, top_p=0.9, min_p=0.0, repeat_penalty=1.3),
     SamplerParams(temperature=0.7, top_k=0, top_p=0.8, min_p=0.0),
+    SamplerParams(temperature=0.8, top_k=0, top_p=0.95, min_p=0.05),  # min-p alone, a popular choice
+    SamplerParams(temperature=1.2, top_k=0, top_p=1.0, min_p=0.02, repeat_penalty=1.1),
     SamplerParams(temperature=1.0, top_k=20, top_p=1.0, min_p=0.0, frequency_penalty=0.5, presence_penalty=0.4,
                   repeat_penalty=1.2),
     SamplerParams(temperature=0.0, repeat_penalty=1.5),

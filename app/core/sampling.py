@@ -224,15 +224,21 @@ class Sampler:
     @staticmethod
     def _finish_large(ids: np.ndarray, x: np.ndarray, temperature: float, top_p: float,
                       min_p: float) -> tuple[list[int], list[float]]:
-        """`_finish` for thousands of candidates (no top-k): the same rules, vectorised."""
+        """`_finish` for thousands of candidates (no top-k): the same rules, vectorised.
+
+        With min-p, only the tokens it keeps are sorted: both cuts keep a prefix of the sorted candidates,
+        so the result is the shorter prefix, and top-p's needs only the total mass, not a full sort. Sorting
+        Gemma's ~100k candidates took ~30 ms a token; min-p (0.05) usually leaves a handful."""
         vals = x[ids].astype(np.float64)
+        vals -= vals.max()
+        target = top_p * float(np.exp(vals).sum()) if top_p < 1.0 else math.inf
+        if min_p > 0.0:
+            keep = np.flatnonzero(vals >= math.log(min_p))  # never empty: the best token has 0
+            ids, vals = ids[keep], vals[keep]
         order = np.argsort(-vals, kind="stable")
         ids, vals = ids[order], vals[order]
-        vals -= vals[0]
         n = ids.size
         if top_p < 1.0:
             cum = np.cumsum(np.exp(vals))
-            n = min(n, int(np.searchsorted(cum, top_p * cum[-1], side="left")) + 1)
-        if min_p > 0.0:
-            n = min(n, max(1, int(np.searchsorted(-vals, -math.log(min_p), side="right"))))
+            n = min(n, int(np.searchsorted(cum, target, side="left")) + 1)
         return ids[:n].tolist(), np.exp(vals[:n] / temperature).tolist()

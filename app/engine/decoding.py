@@ -3,8 +3,9 @@
 It stands in for llama-cpp-python's `Llama.generate` for one reason, sampling: `generate` samples with
 llama.cpp's chain over a full candidate array, which for Gemma's 262k-token vocabulary costs ~0.9 ms a
 token here (7 % of a decode step of the default model); this loop reads the logits row in place and
-samples with app.core.sampling (~0.2 ms here with its C top-k, the same distribution). The bookkeeping (`n_tokens`,
-`input_ids`, KV trimming) stays `Llama`'s own, so prefix reuse across turns and prompt lookup still work.
+samples with app.core.sampling (~0.2 ms here with its C top-k, the same distribution). The bookkeeping
+(`n_tokens`, `input_ids`, KV trimming) stays `Llama`'s own, so prefix reuse across turns and prompt lookup
+still work.
 
 Imported only by the engine worker (and by speculative.py, which only the worker imports).
 """
@@ -28,8 +29,9 @@ def logits_row(llm: Any, idx: int = -1) -> np.ndarray:
     """Row `idx` of the last batch's logits (-1: the last row), viewed in place until the next decode.
 
     llama.cpp writes each token's logits to the same place, so the view of an address is made once and
-    reused: numpy's `as_array` builds a ctypes array type each call (~0.1 ms a token on the test VM, 0.7 % of
-    a decode step). A view is just (address, length): a reused one reads exactly what a fresh one would."""
+    reused (prompt lookup reads a few rows of a batch: a few addresses): numpy's `as_array` builds a ctypes
+    array type each call (~0.02 ms a token on the test VM). A view is just (address, length): a reused one
+    reads exactly what a fresh one would."""
     ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, idx)
     address = ctypes.cast(ptr, ctypes.c_void_p).value
     if not address:
