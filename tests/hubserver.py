@@ -8,6 +8,8 @@ Endpoints (as read from huggingface_hub 2.4's hf_api.py / file_download.py):
 - GET/HEAD /{repo}/resolve/{rev}/{path}                             the file, with Range, ETag, X-Repo-Commit,
                                                                     X-Linked-Size, X-Linked-ETag headers
 Faults for tests: drop the connection after N bytes of a file (once), throttle, lie about a sha256.
+Hostile hub for security tests: advertise any string as a file's sha256 (a path, say), send a file body that
+never ends (bounded by ENDLESS_LIMIT, and it stops when the client hangs up).
 Counters: bytes of file content served per path, and every request line with its Range header.
 """
 
@@ -24,6 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+ENDLESS_LIMIT = 64 << 20  # an "endless" body stops here so a test that fails cannot fill the disk
 
 
 def sha256_of(path: Path) -> str:
@@ -64,6 +67,8 @@ class HubState:
         self.lie_sha: set[str] = set()  # paths whose advertised sha256 is wrong
         self.throttle_bps: int | None = None  # bytes/s per response
         self.redirect_lfs = False  # resolve answers 302 to /cdn/... as huggingface.co does for LFS files
+        self.sha_override: dict[str, str] = {}  # path in repo -> the exact string advertised as its sha256
+        self.endless: set[str] = set()  # paths whose body goes on past the listed size (up to ENDLESS_LIMIT)
         self.lock = threading.Lock()
 
     def add_repo(self, repo_id: str, files: dict[str, Path], **kw: Any) -> Repo:
@@ -72,6 +77,8 @@ class HubState:
         return repo
 
     def advertised_sha(self, repo: Repo, path: str) -> str:
+        if path in self.sha_override:
+            return self.sha_override[path]
         real = repo.sha(path)
         return hashlib.sha256(real.encode()).hexdigest() if path in self.lie_sha else real
 
@@ -230,8 +237,26 @@ class Handler(BaseHTTPRequestHandler):
             out.append(d)
         self._json(out)
 
+    def _serve_endless(self, file_path: str) -> None:
+        """The file's bytes, then zeros without end (no Content-Length): a hub that never stops sending."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        block = b"\0" * (64 * 1024)
+        sent = 0
+        try:
+            while sent < ENDLESS_LIMIT:
+                self._write(file_path, block)
+                sent += len(block)
+        except OSError:  # the client hung up: what a careful client does
+            return
+
     def _serve_file(self, repo: Repo, file_path: str) -> None:
         state = self.server.state
+        if file_path in state.endless and self.command == "GET":
+            return self._serve_endless(file_path)
         local = repo.files[file_path]
         size = local.stat().st_size
         start, end = 0, size - 1

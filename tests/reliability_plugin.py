@@ -1,7 +1,9 @@
 """Counters of the reliability suite (tests/test_reliability_*.py), printed as one summary at the end of the run.
 
 Tests call `record("kills survived")` etc. as each thing they prove happens; `pytest_terminal_summary`
-prints the totals (only when a reliability test ran). "messages lost" is recorded by the tests that compare
+prints the totals (only when a reliability test ran). Every hostile input counts as tried; `record("hostile
+inputs refused")` also counts it as tried, `hostile_tried()` counts one that was defused rather than refused
+(escape sequences stripped, an endless body cut off, a hostile value read harmlessly). "messages lost" is recorded by the tests that compare
 the chat store with what was committed before a kill; the summary says 0 only when they counted 0.
 """
 
@@ -13,11 +15,19 @@ from typing import Any
 COUNTS: Counter[str] = Counter()
 ORDER = ("kills survived", "engine restarts", "corrupt files rejected", "corrupt files loaded harmlessly",
          "engine crashes on corrupt files", "messages checked after kills", "messages lost",
-         "settings files recovered", "download interruptions survived", "hostile inputs refused")
+         "settings files recovered", "download interruptions survived", "hostile inputs tried",
+         "hostile inputs refused")
 
 
 def record(name: str, n: int = 1) -> None:
     COUNTS[name] += n
+    if name == "hostile inputs refused":
+        COUNTS["hostile inputs tried"] += n
+
+
+def hostile_tried(n: int = 1) -> None:
+    """A hostile input that was defused (not refused): it counts as tried."""
+    COUNTS["hostile inputs tried"] += n
 
 
 def summary_line() -> str:

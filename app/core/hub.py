@@ -18,6 +18,8 @@ from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from app.core import untrusted
+
 DEFAULT_ENDPOINT = "https://huggingface.co"
 SortKey = Literal["downloads", "likes", "updated"]
 _SORT_TO_HUB = {"downloads": "downloads", "likes": "likes", "updated": "last_modified"}
@@ -367,7 +369,13 @@ def list_variants(repo_id: str, revision: str | None = None) -> RepoVariants:
     for s in info.siblings or []:
         if s.size is None:
             continue
-        sha = s.lfs.sha256 if s.lfs else None
+        if not isinstance(s.size, int) or not 0 <= s.size < 1 << 50:
+            raise HubError(f"{repo_id} lists {untrusted.clean_line(s.rfilename, 120)!r} with an impossible size")
+        try:  # the sha names cache entries and checks downloads: 64 hex digits or the listing is refused
+            sha = untrusted.sha256_hex(s.lfs.sha256 if s.lfs else None)
+        except ValueError as exc:
+            raise HubError(f"{repo_id} lists {untrusted.clean_line(s.rfilename, 120)!r} with an invalid "
+                           f"sha256 ({exc}): refusing this repository's listing") from None
         files.append(HubFile(path=s.rfilename, size=int(s.size), sha256=sha))
     variants = [v for v in group_variants(files) if complete_split(v)]
     return RepoVariants(repo_id=repo_id, revision=info.sha or (revision or "main"), variants=variants,

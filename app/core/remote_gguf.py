@@ -2,8 +2,9 @@
 
 The header (metadata + tensor table) is at the start of the file: we fetch the first megabyte and, when the
 parser says the header goes on, only the missing bytes after it (`gguf_info.read_header_bytes`). Headers are
-cached by the file's sha256 (or repo/revision/path) in cache_dir()/remote-headers, so reopening a repo costs
-nothing. A split model's parts each carry their own tensor table: all parts' headers are read and merged.
+cached in cache_dir()/remote-headers under a hash of endpoint, repo, revision, path, size and sha256 (never a
+name the hub chose), so reopening a repo costs nothing. A header larger than `max_remote_header_mib` is refused.
+A split model's parts each carry their own tensor table: all parts' headers are read and merged.
 
 `assess_repo` runs the recommender on every variant of a repo and returns what the picker shows: verdict,
 max context, predicted prefill/decode speed, quality cost, and which variant is recommended.
@@ -11,13 +12,12 @@ max context, predicted prefill/decode speed, quality cost, and which variant is 
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.core import hub, paths
+from app.core import hub, paths, untrusted
 from app.core.gguf_info import (
     _LAYER,
     GGUFError,
@@ -40,15 +40,28 @@ class RemoteHeader:
 
 
 def _cache_path(repo_id: str, revision: str, f: hub.HubFile) -> Path:
-    key = f.sha256 or hashlib.sha256(f"{repo_id}@{revision}/{f.path}".encode()).hexdigest()
+    # Every part of the key comes from the hub: hash them all, so no listing can name a path (a "sha256" of
+    # `../../x` once wrote outside the cache) and no repo can claim another repo's cached header.
+    key = untrusted.cache_key(hub.endpoint(), repo_id, revision, f.path, f.size, f.sha256 or "")
     d = paths.cache_dir() / "remote-headers"
     d.mkdir(parents=True, exist_ok=True)
     return d / f"{key}.bin"
 
 
+def header_limit() -> int:
+    """The most bytes one remote header may take (settings: max_remote_header_mib, 64 MiB by default)."""
+    from app.core.settings import load_settings
+
+    return int(load_settings().settings.max_remote_header_mib) << 20
+
+
 def fetch_header(repo_id: str, revision: str, f: hub.HubFile, client: Any = None,
-                 first: int = FIRST_READ) -> RemoteHeader:
-    """The GGUF facts of one hub file from its first bytes. Raises `hub.HubError` or `GGUFError`."""
+                 first: int = FIRST_READ, limit: int | None = None) -> RemoteHeader:
+    """The GGUF facts of one hub file from its first bytes. Raises `hub.HubError` or `GGUFError`.
+
+    At most `limit` bytes (default `header_limit()`) are fetched: a header that needs more is refused.
+    """
+    limit = header_limit() if limit is None else limit
     cache = _cache_path(repo_id, revision, f)
     if cache.exists():
         try:
@@ -72,6 +85,9 @@ def fetch_header(repo_id: str, revision: str, f: hub.HubFile, client: Any = None
     def read_at(n: int) -> bytes:
         """The first n bytes, asking the server only for what we do not have yet."""
         nonlocal fetched
+        if n > limit:
+            raise GGUFError(f"the header of {untrusted.clean_line(f.path, 120)} needs more than {limit >> 20} MiB "
+                            "(max_remote_header_mib in settings): not fetched")
         if n > len(buf):
             h = dict(headers, Range=f"bytes={len(buf)}-{n - 1}")
             with client.stream("GET", url, headers=h) as resp:
