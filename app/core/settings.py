@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     n_batch: int = Field(default=512, ge=1, le=1 << 16)
     n_ubatch: int = Field(default=512, ge=1, le=1 << 16)
     last_model: str | None = None
+    # The most a hub file's header (metadata + tensor table) may take before it is refused; real ones are 1-10 MiB.
+    max_remote_header_mib: int = Field(default=64, ge=1, le=4096)
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     window: WindowState = Field(default_factory=WindowState)
 
@@ -192,6 +194,10 @@ def save_settings(settings: Settings, path: Path | None = None) -> Path:
             data[name] = previous.get(name, defaults[name])
     data["version"] = SETTINGS_VERSION
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.unlink(missing_ok=True)  # a leftover could carry other permissions
+    # 0600: the settings name the user's models and servers; other local users have no business reading them.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)
     return path
