@@ -7,12 +7,13 @@ Range request. The bytes are hashed and compared with the hub's LFS sha256 befor
 same directory) to its final name: a model in the library is never a partial or corrupt one. A mismatch deletes
 the download and says so.
 
-`download_variant` is the blocking core (used by the CLI); `DownloadManager` runs it on one worker thread
-with a queue, pause/resume/cancel and progress callbacks (used by the GUI).
+`download_variant` is the blocking core (used by the CLI); `download_queue.DownloadManager` runs it on one
+worker thread with a queue, pause/resume/cancel and progress callbacks (used by the GUI).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -22,18 +23,21 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from app.core import hub
+from app.core import hub, untrusted
+from app.core.download_guard import new_folders, remove_empty, too_much
 
 CHUNK = 1 << 20
 DISK_MARGIN = 64 << 20  # keep this much free beyond the download itself
 SIDECAR_SUFFIX = ".part.json"
 ACTIVE = ("downloading", "resuming", "verifying")  # states in which the worker is busy with a job
 PROVENANCE_SUFFIX = ".roofline.json"
+MAX_NAME_BYTES = 200  # one file or folder name
+MAX_PATH_BYTES = 1000  # a whole path in a repo
 
 
 class DownloadError(Exception):
@@ -72,11 +76,16 @@ def safe_relpath(name: str) -> PurePosixPath:
     Refuses `..`, absolute paths, backslashes, drive letters and control characters rather than "cleaning"
     them: a hub that sends such a name is not one to trust with a guess.
     """
+    shown = untrusted.clean_line(name, 100)
     if not name or name.startswith("/") or _BAD_CHARS.search(name):
-        raise UnsafeFilename(f"refusing unsafe file name from the hub: {name!r}")
+        raise UnsafeFilename(f"refusing unsafe file name from the hub: {shown!r}")
     parts = PurePosixPath(name).parts
     if not parts or any(p in ("..", ".", "") or p.startswith(".") for p in parts) or len(parts) > 8:
-        raise UnsafeFilename(f"refusing unsafe file name from the hub: {name!r}")
+        raise UnsafeFilename(f"refusing unsafe file name from the hub: {shown!r}")
+    # Filesystems allow 255 bytes a name; leave room for our ".part.json" and ".roofline.json" suffixes.
+    if any(len(p.encode()) > MAX_NAME_BYTES for p in parts) or len(name.encode()) > MAX_PATH_BYTES:
+        raise UnsafeFilename(f"refusing a file name from the hub longer than {MAX_NAME_BYTES} bytes a part "
+                             f"({len(name.encode())} bytes in all): {shown!r}")
     return PurePosixPath(*parts)
 
 
@@ -244,6 +253,19 @@ def download_file(task: FileTask, *, base_done: int, progress: Progress,
                   on_progress: Callable[[Progress], None] | None = None,
                   control: Control | None = None) -> None:
     """Download one file into place (resuming a .part when there is one), verify it, move it in."""
+    created = new_folders(task.dest.parent)
+    try:
+        _download_file(task, base_done=base_done, progress=progress, on_progress=on_progress, control=control)
+    except BaseException:
+        if not part_path(task.dest).exists():  # nothing to resume from: no sidecar, no empty folders left
+            with contextlib.suppress(OSError):
+                sidecar_path(task.dest).unlink(missing_ok=True)
+            remove_empty(created)
+        raise
+
+
+def _download_file(task: FileTask, *, base_done: int, progress: Progress,
+                   on_progress: Callable[[Progress], None] | None, control: Control | None) -> None:
     import httpx2
 
     control = control or Control()
@@ -295,6 +317,11 @@ def download_file(task: FileTask, *, base_done: int, progress: Progress,
                     raise DownloadError(f"the hub sent the wrong byte range for {task.path}")
                 with part.open("ab" if have else "wb") as fh:
                     for chunk in resp.iter_bytes():  # as they arrive: nothing received is lost on a drop
+                        if got + len(chunk) > task.size:  # a body longer than listed would fill the disk
+                            fh.close()
+                            part.unlink(missing_ok=True)
+                            side.unlink(missing_ok=True)
+                            raise DownloadError(too_much(task.path, task.size))
                         fh.write(chunk)
                         digest.update(chunk)
                         got += len(chunk)
@@ -408,155 +435,10 @@ def pending_downloads(models_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------- queue for the GUI
+def __getattr__(name: str) -> Any:
+    # The GUI's queue lives in download_queue (one job per module); old callers still find it here.
+    if name in ("DownloadManager", "Job"):
+        from app.core import download_queue
 
-
-@dataclass
-class Job:
-    task: VariantTask
-    progress: Progress = field(default_factory=Progress)
-    control: Control = field(default_factory=Control)
-
-    @property
-    def result(self) -> Path | None:
-        """The model file once it is downloaded and verified."""
-        return self.task.dest if self.progress.state == "done" else None
-
-    @property
-    def id(self) -> str:
-        return self.task.id
-
-    def snapshot(self) -> dict[str, Any]:
-        p = asdict(self.progress)
-        p["eta_s"] = self.progress.eta_s
-        return {"id": self.id, "repo_id": self.task.repo_id, "quant": self.task.quant, **p}
-
-
-class DownloadManager:
-    """Runs queued downloads one at a time on a worker thread.
-
-    `on_update(job)` is called from the worker thread on every change; the GUI turns it into a signal.
-    """
-
-    def __init__(self, on_update: Callable[[Job], None] | None = None,
-                 on_finished: Callable[[Job], None] | None = None):
-        self.on_update = on_update or (lambda job: None)
-        self.on_finished = on_finished or (lambda job: None)
-        self.jobs: list[Job] = []
-        self._lock = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._closing = False
-        self._last_emit = 0.0
-
-    def add(self, task: VariantTask) -> Job:
-        """Queue a download; the same variant again returns its job (resumed if it was paused or failed),
-        so one .part file never has two writers."""
-        with self._lock:
-            existing = next((j for j in self.jobs if j.id == task.id
-                             and j.progress.state not in ("done", "cancelled")), None)
-            if existing is None:
-                job = Job(task)
-                job.progress.total = task.total
-                self.jobs.append(job)
-                self._ensure_thread()
-                self._lock.notify_all()
-        if existing is not None:
-            if existing.progress.state in ("paused", "failed"):
-                self.resume(existing)
-            return existing
-        self.on_update(job)
-        return job
-
-    def pause(self, job: Job) -> None:
-        with self._lock:
-            if job.progress.state == "queued":
-                job.progress.state = "paused"
-            elif job.progress.state in ACTIVE:
-                job.control.request("paused")
-        self.on_update(job)
-
-    def resume(self, job: Job) -> None:
-        with self._lock:
-            if job.progress.state in ("paused", "failed"):
-                job.control = Control()
-                job.progress.state = "queued"
-                job.progress.message = ""
-                self._ensure_thread()
-                self._lock.notify_all()
-        self.on_update(job)
-
-    def cancel(self, job: Job) -> None:
-        with self._lock:
-            state = job.progress.state
-            if state in ACTIVE:
-                job.control.request("cancelled")
-            elif state in ("queued", "paused", "failed"):
-                job.progress.state = "cancelled"
-                for f in job.task.files:
-                    part_path(f.dest).unlink(missing_ok=True)
-                    sidecar_path(f.dest).unlink(missing_ok=True)
-        self.on_update(job)
-
-    def close(self) -> None:
-        """Stop the worker; a running download pauses (resumable later)."""
-        with self._lock:
-            self._closing = True
-            for job in self.jobs:
-                if job.progress.state in ACTIVE:
-                    job.control.request("paused")
-            self._lock.notify_all()
-        if self._thread:
-            self._thread.join(10)
-
-    def wait_idle(self, timeout: float = 60.0) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            with self._lock:
-                if not any(j.progress.state == "queued" or j.progress.state in ACTIVE for j in self.jobs):
-                    return True
-            time.sleep(0.02)
-        return False
-
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._closing = False
-            self._thread = threading.Thread(target=self._run, name="downloads", daemon=True)
-            self._thread.start()
-
-    def _next(self) -> Job | None:
-        with self._lock:
-            while not self._closing:
-                for job in self.jobs:
-                    if job.progress.state == "queued":
-                        job.progress.state = "downloading"
-                        return job
-                self._lock.wait(0.5)
-            return None
-
-    def _emit(self, job: Job) -> None:
-        now = time.monotonic()
-        if now - self._last_emit >= 0.1 or job.progress.state != "downloading":
-            self._last_emit = now
-            self.on_update(job)
-
-    def _run(self) -> None:
-        while (job := self._next()) is not None:
-            job.progress.resumed_from = 0
-            try:
-                def on_progress(_p: Progress, j: Job = job) -> None:
-                    self._emit(j)
-
-                download_variant(job.task, on_progress=on_progress, control=job.control, progress=job.progress)
-            except DownloadStopped as stop:
-                job.progress.state = stop.reason
-                job.progress.speed = 0.0
-            except (DownloadError, hub.HubError) as exc:
-                job.progress.state = "failed"
-                job.progress.message = str(exc)
-                job.progress.speed = 0.0
-            except Exception as exc:  # noqa: BLE001 - the queue must survive anything one job does
-                job.progress.state = "failed"
-                job.progress.message = f"{type(exc).__name__}: {exc}"
-            self.on_update(job)
-            if job.progress.state == "done":
-                self.on_finished(job)
+        return getattr(download_queue, name)
+    raise AttributeError(name)
