@@ -23,6 +23,11 @@ from typing import Any, NamedTuple
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGMLQuantizationType, LlamaFileType
 
+from app.core.gguf_errors import GGUFError, GGUFTruncated
+from app.core.gguf_values import SWA_PERIOD, check_metadata, per_layer, swa_layers
+
+__all__ = ["GGUFError", "GGUFTruncated", "SWA_PERIOD"]  # re-exported: callers import them from here
+
 # Limits far above any real model, far below what would exhaust memory.
 MAX_TENSORS = 1 << 20
 MAX_KV = 1 << 16
@@ -32,23 +37,6 @@ MAX_DIMS = 4  # GGML_MAX_DIMS
 KEEP_ARRAY = 4096  # numeric arrays up to this length are kept (per-layer values); longer: length only
 KEEP_STRING_ARRAY = 64  # string arrays up to this length are kept (tags, languages); longer: length only
 FIRST_READ = 8 << 20  # most headers fit; Gemma 3's 262k vocabulary makes 6.5 MB
-
-# Architectures whose sliding-window period llama.cpp hard-codes (llama-model.cpp, set_swa_pattern(n):
-# layer il slides when il % n < n - 1, i.e. every n-th layer is full attention). A
-# `{arch}.attention.sliding_window_pattern` key (period or per-layer array) overrides it.
-SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
-
-
-class GGUFError(ValueError):
-    """The bytes are not a usable GGUF header."""
-
-
-class GGUFTruncated(GGUFError):
-    """The prefix ends inside the header; `needed` bytes (a lower bound) are required to go on."""
-
-    def __init__(self, needed: int):
-        super().__init__(f"truncated header: need at least {needed} bytes")
-        self.needed = needed
 
 
 # ------------------------------------------------------------------------------------------ raw parse
@@ -333,25 +321,6 @@ def file_type_name(value: Any) -> str:
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
-def _per_layer(value: Any, n_layers: int, default: int) -> list[int]:
-    if isinstance(value, list):
-        vals = [int(v) for v in value[:n_layers]]
-        return vals + [vals[-1] if vals else default] * (n_layers - len(vals))
-    return [int(value) if value is not None else default] * n_layers
-
-
-def _swa_layers(arch: str, meta: dict[str, Any], n_layers: int, n_swa: int) -> list[bool]:
-    if n_swa <= 0:
-        return [False] * n_layers
-    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
-    if isinstance(pattern, list):  # per-layer flags: non-zero = sliding
-        flags = [bool(x) for x in pattern[:n_layers]]
-        return flags + [False] * (n_layers - len(flags))
-    period = int(pattern) if isinstance(pattern, int) else SWA_PERIOD.get(arch, 0)
-    # period 0: llama.cpp treats every layer as sliding
-    return [period == 0 or il % period < period - 1 for il in range(n_layers)]
-
-
 def info_from_header(raw: RawHeader, path: str | None = None, file_size: int | None = None) -> GGUFInfo:
     """Turn a parsed header into the facts estimators need."""
     meta = raw.metadata
@@ -359,13 +328,15 @@ def info_from_header(raw: RawHeader, path: str | None = None, file_size: int | N
     if not arch:
         raise GGUFError("no general.architecture in the metadata: not a model file")
 
+    check_metadata(arch, meta)  # every value used below: a whole number in range, or GGUFError naming the key
+
     def key(name: str, default: Any = None) -> Any:
         return meta.get(f"{arch}.{name}", default)
 
     n_layers = int(key("block_count", 0) or 0)
     n_embd = int(key("embedding_length", 0) or 0)
-    n_head = _per_layer(key("attention.head_count"), n_layers, 0)
-    n_head_kv = _per_layer(key("attention.head_count_kv", key("attention.head_count")), n_layers, 0)
+    n_head = per_layer(key("attention.head_count"), n_layers, 0)
+    n_head_kv = per_layer(key("attention.head_count_kv", key("attention.head_count")), n_layers, 0)
     head0 = next((h for h in n_head if h), 0)
     default_head = n_embd // head0 if head0 else 0
     head_k = int(key("attention.key_length", default_head) or 0)
@@ -421,7 +392,7 @@ def info_from_header(raw: RawHeader, path: str | None = None, file_size: int | N
         n_ff=n_ff,
         n_ctx_train=int(key("context_length", 0) or 0),
         sliding_window=n_swa,
-        swa_layers=_swa_layers(arch, meta, n_layers, n_swa),
+        swa_layers=swa_layers(arch, meta, n_layers, n_swa),
         file_type=file_type,
         tensor_bytes=sum(t.n_bytes for t in raw.tensors),
         layer_bytes=layer_bytes,

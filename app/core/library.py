@@ -139,6 +139,15 @@ _info_cache: dict[tuple[str, int, int], GGUFInfo] = {}
 
 def describe(path: Path, source: str, used: dict[str, str] | None = None) -> LocalModel:
     """One library entry; never raises for a bad file (the entry says why it is broken)."""
+    try:
+        return _describe(path, source, used)
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile file triggers, the library still lists it
+        model = LocalModel(path=path, source=source, name=path.name)
+        model.broken = f"not a usable GGUF file: {type(exc).__name__}: {exc}"
+        return model
+
+
+def _describe(path: Path, source: str, used: dict[str, str] | None) -> LocalModel:
     model = LocalModel(path=path, source=source, name=path.name)
     parts = _split_parts(path)
     model.parts = parts
@@ -153,7 +162,8 @@ def describe(path: Path, source: str, used: dict[str, str] | None = None) -> Loc
     prov = provenance_path(path)
     if prov.exists():
         try:
-            model.provenance = json.loads(prov.read_text())
+            loaded = json.loads(prov.read_text())
+            model.provenance = loaded if isinstance(loaded, dict) else {}
         except (OSError, ValueError):
             model.provenance = {}
     if not path.exists():
