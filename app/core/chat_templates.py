@@ -1,18 +1,22 @@
 """Chat prompt formatting: the GGUF's own Jinja template when it has one, else a built-in format chosen
 from the architecture (Gemma turns for `gemma3`, ChatML for Qwen, ...).
 
-GGUF templates are untrusted input: they are rendered in Jinja's immutable sandbox, so a template cannot
-reach Python internals (attribute walks like `''.__class__.__mro__` raise SecurityError).
+GGUF templates are untrusted input: they are rendered in a bounded Jinja sandbox (app/core/template_sandbox.py),
+so a template cannot reach Python internals (attribute walks like `''.__class__.__mro__` raise SecurityError),
+and a step budget, a wall-clock budget and size checks on every string-building operation stop a template that
+spins or allocates, even one that never yields any output.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from jinja2.exceptions import SecurityError, TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from app.core.template_sandbox import BoundedSandbox, end_budget, start_budget
 
 Message = dict[str, str]
 
@@ -115,44 +119,13 @@ def select_template(architecture: str, gguf_template: str | None, override: str 
 
 MAX_PROMPT_CHARS = 4_000_000  # far beyond any context window; a template producing more is broken
 MAX_RENDER_SECONDS = 2.0
-_MAX_REPEAT = 100_000  # 'x' * n, [..] * n, str.center(n) ...
-_WIDTH_METHODS = {"center", "ljust", "rjust", "zfill", "expandtabs"}
+_ENV = BoundedSandbox(trim_blocks=True, lstrip_blocks=True)
 
 
-class _BoundedSandbox(ImmutableSandboxedEnvironment):
-    """Jinja's sandbox stops attribute walks into Python internals; this also stops templates from
-    exhausting memory or time (huge repeats, huge powers, padding to a billion columns)."""
-
-    intercepted_binops = frozenset(["*", "**"])
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "**" and isinstance(right, int) and abs(right) > 64:
-            raise SecurityError("exponent too large")
-        if operator == "*":
-            for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and n * max(1, len(seq)) > _MAX_REPEAT:
-                    raise SecurityError("repetition too large")
-        return super().call_binop(context, operator, left, right)
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's API)
-        name = getattr(__obj, "__name__", "")
-        if name in _WIDTH_METHODS and isinstance(getattr(__obj, "__self__", None), str):
-            if any(isinstance(a, int) and a > _MAX_REPEAT for a in (*args, *kwargs.values())):
-                raise SecurityError("padding width too large")
-        return super().call(__context, __obj, *args, **kwargs)
-
-
-_ENV = _BoundedSandbox(trim_blocks=True, lstrip_blocks=True)
-_ENV.filters["center"] = lambda s, width=80: _ENV.call(None, str(s).center, width)  # type: ignore[arg-type]
-_ENV.filters["indent"] = lambda s, width=4, first=False, blank=False: _bounded_indent(s, width, first, blank)
-
-
-def _bounded_indent(s: str, width: Any = 4, first: bool = False, blank: bool = False) -> str:
-    from jinja2.filters import do_indent
-
-    if isinstance(width, int) and width > 1000:
-        raise SecurityError("indent width too large")
-    return do_indent(s, width, first, blank)
+@functools.lru_cache(maxsize=8)
+def _compile(source: str) -> Any:
+    # A chat renders the same template at every turn; compiling it costs far more than rendering it.
+    return _ENV.from_string(source)
 
 
 def _raise_exception(message: str) -> None:
@@ -166,8 +139,9 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
             raise ChatTemplateError(f"bad message: {m!r}")
     if template.jinja is None:
         return BUILTIN[template.name](messages, bos_token)
+    start_budget(MAX_RENDER_SECONDS)  # counted inside the sandbox: loops, calls and filters, not just output
     try:
-        compiled = _ENV.from_string(template.jinja)
+        compiled = _compile(template.jinja)
         chunks: list[str] = []
         size = 0
         deadline = time.monotonic() + MAX_RENDER_SECONDS
@@ -187,6 +161,10 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
         raise
     except SecurityError as exc:
         raise ChatTemplateError(f"the chat template tried something unsafe and was stopped: {exc}") from exc
+    except MemoryError:  # past the sandbox's checks, stopped by the engine's address-space limit
+        raise ChatTemplateError("the chat template ran out of memory and was stopped") from None
     except (TemplateError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         # OverflowError: the sandbox's range() limit; RecursionError: a macro that calls itself.
         raise ChatTemplateError(f"the chat template could not be rendered: {exc}") from exc
+    finally:
+        end_budget()

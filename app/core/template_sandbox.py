@@ -1,0 +1,312 @@
+"""The Jinja sandbox GGUF chat templates run in: no Python internals, and bounded time, steps and memory.
+
+Jinja's immutable sandbox already refuses attribute walks into Python internals. A template can still spin or
+allocate without producing output, so checks that only look at what it yields come too late. Here:
+
+- Steps: every loop iteration (the loop's iterable is wrapped when the template is parsed), every block entered
+  (if/for/macro bodies), every call and every filter counts one step. Past `MAX_STEPS`, or past the wall-clock
+  deadline (checked every few steps), the render stops with `SecurityError`.
+- Sizes: every operation that makes a string or list from others is checked *before* it runs — `~`, `+`, `*`,
+  `**`, `%`-formatting, `str.format` widths, `replace`, `join`, padding methods, the `replace`/`join`/`format`/
+  `center`/`indent`/`slice`/`sum` filters — and the characters all of them produce in one render are added up
+  against `MAX_CHARS`. `lipsum` (a text generator no chat template needs) is removed.
+
+What is left (a filter fed a huge value in a loop, a MemoryError deep in Python) is caught by `render`, and the
+engine process that renders templates runs under address-space and CPU limits (app/engine/limits.py).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from functools import wraps
+from typing import Any
+
+from jinja2 import nodes
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+MAX_STEPS = 1_000_000  # a real template takes a few dozen steps a message
+MAX_CHARS = 16_000_000  # characters produced by all checked operations in one render
+MAX_PIECE = 4_000_000  # the longest single string or list one operation may produce
+MAX_REPEAT = 100_000  # 'x' * n, [..] * n, str.center(n), format widths
+MAX_INT_BITS = 4096  # integers past ~1200 decimal digits are not chat formatting
+_SMALL = 1024  # results up to this size are not accounted for (the step budget bounds how many there are)
+_CLOCK_EVERY = 64  # steps between wall-clock checks (time.monotonic is cheap but not free)
+_WIDTH_METHODS = {"center", "ljust", "rjust", "zfill", "expandtabs"}
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?[a-zA-Z%]")
+_BIG_FORMAT_NUMBER = re.compile(r"\{[^{}]*?:[^{}]*?\d{6,}")  # '{:>999999}' and the like
+_NESTED_FORMAT = re.compile(r"\{[^{}]*\{")  # '{:{}}': a width taken from the arguments
+
+
+class _Budget:
+    def __init__(self, seconds: float, steps: int):
+        self.deadline = time.monotonic() + seconds
+        self.steps_left = steps
+        self.chars_left = MAX_CHARS
+        self.seconds = seconds
+
+
+_local = threading.local()
+
+
+def _budget() -> _Budget | None:
+    return getattr(_local, "budget", None)
+
+
+def start_budget(seconds: float, steps: int | None = None) -> None:
+    """Give the renders that follow on this thread `seconds` of wall-clock time and `steps` (default
+    MAX_STEPS) steps."""
+    _local.budget = _Budget(seconds, MAX_STEPS if steps is None else steps)
+
+
+def end_budget() -> None:
+    _local.budget = None
+
+
+def tick() -> None:
+    b = getattr(_local, "budget", None)
+    if b is None:
+        return
+    b.steps_left -= 1
+    if b.steps_left < 0:
+        raise SecurityError("the template ran too many steps")
+    if b.steps_left % _CLOCK_EVERY == 0 and time.monotonic() > b.deadline:
+        raise SecurityError(f"the template ran longer than {b.seconds:g} s")
+
+
+def produce(n: int, what: str) -> None:
+    """Account for an operation about to produce `n` characters (or items)."""
+    if n > MAX_PIECE:
+        raise SecurityError(f"{what} would make a value of {n:,} characters")
+    b = _budget()
+    if b is not None:
+        b.chars_left -= n
+        if b.chars_left < 0:
+            raise SecurityError("the template produced too much text")
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, (str, list, tuple)) else len(str(value))
+
+
+def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
+    for item in iterable:
+        tick()
+        yield item
+
+
+def _bounded_concat(parts: list[Any]) -> str:
+    strings = [str(p) for p in parts]
+    produce(sum(len(s) for s in strings), "'~'")
+    return "".join(strings)
+
+
+def _check_percent(fmt: str, args: Any) -> None:
+    values = args if isinstance(args, tuple) else (args,)
+    if isinstance(args, dict):
+        values = tuple(args.values())
+    for width, precision in _PERCENT_SPEC.findall(fmt):
+        for n in (width, precision):
+            if n == "*" and any(isinstance(v, int) and abs(v) > MAX_REPEAT for v in values):
+                raise SecurityError("a %-format width is too large")
+            if n.isdigit() and int(n) > MAX_REPEAT:
+                raise SecurityError("a %-format width is too large")
+    produce(len(fmt) + sum(_size(v) for v in values), "'%'")
+
+
+def _check_format(fmt: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    if _BIG_FORMAT_NUMBER.search(fmt):
+        raise SecurityError("a format width is too large")
+    values = (*args, *kwargs.values())
+    if _NESTED_FORMAT.search(fmt) and any(isinstance(v, int) and abs(v) > MAX_REPEAT for v in values):
+        raise SecurityError("a format width is too large")
+    produce(len(fmt) + sum(_size(v) for v in values), "str.format")
+
+
+def _check_replace(s: str, old: Any, new: Any, count: Any = -1) -> None:
+    old, new = str(old), str(new)
+    hits = s.count(old) if old else len(s) + 1
+    if isinstance(count, int) and count >= 0:
+        hits = min(hits, count)
+    produce(len(s) + hits * max(0, len(new) - len(old)), "replace")
+
+
+def _check_join(sep: str, items: list[Any]) -> None:
+    produce(sum(_size(i) for i in items) + len(sep) * max(0, len(items) - 1), "join")
+
+
+class BoundedSandbox(ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox with the step, time and size budgets described above."""
+
+    intercepted_binops = frozenset(["*", "**", "+", "%"])
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.globals.pop("lipsum", None)
+        self.filters = {name: _filter_with_steps(f) for name, f in self.filters.items()}
+        self.filters.update(_bounded_filters(self.filters))
+        self.filters["_steps"] = _counted
+        self.filters["_concat"] = _bounded_concat
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        tree = super()._parse(source, name, filename)
+        # Loops count a step per item; `a ~ b` goes through a size check. Done on the tree so the compiled
+        # code of every template, whatever its shape, carries the checks.
+        for loop in tree.find_all(nodes.For):
+            loop.iter = nodes.Filter(loop.iter, "_steps", [], [], None, None, lineno=loop.lineno)
+        for concat in list(tree.find_all(nodes.Concat)):
+            parts = nodes.List(list(concat.nodes), lineno=concat.lineno)
+            replacement = nodes.Filter(parts, "_concat", [], [], None, None, lineno=concat.lineno)
+            _replace_node(tree, concat, replacement)
+        return tree
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        # Hot path (every `+` of a template goes through here): loops and calls already count the steps, so a
+        # binop only checks what it is about to build, and small results are not worth accounting for.
+        if operator == "+":
+            if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+                n = len(left) + len(right)
+                if n > _SMALL:
+                    produce(n, "'+'")
+        elif operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
+                    if n * max(1, len(seq)) > MAX_REPEAT:
+                        raise SecurityError("repetition too large")
+                    produce(n * len(seq), "'*'")
+            if isinstance(left, int) and isinstance(right, int):
+                if left.bit_length() + right.bit_length() > MAX_INT_BITS:
+                    raise SecurityError("number too large")
+        elif operator == "**" and isinstance(right, int) and isinstance(left, int):
+            if abs(right) > 64 or abs(left).bit_length() * abs(right) > MAX_INT_BITS:
+                raise SecurityError("exponent too large")
+        elif operator == "%" and isinstance(left, str):
+            _check_percent(left, right)
+        return self.binop_table[operator](left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's API)
+        tick()
+        name = getattr(__obj, "__name__", "")
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, str):
+            if name in _WIDTH_METHODS and any(isinstance(a, int) and a > MAX_REPEAT for a in (*args, *kwargs.values())):
+                raise SecurityError("padding width too large")
+            if name == "replace" and len(args) >= 2:
+                _check_replace(owner, *args[:3])
+            elif name == "join" and args:
+                items = list(_counted(args[0]))
+                _check_join(owner, items)
+                args = (items, *args[1:])
+            elif name == "format":
+                _check_format(owner, args, kwargs)
+            elif name == "format_map":
+                _check_format(owner, (), args[0] if args and isinstance(args[0], dict) else {})
+        result = super().call(__context, __obj, *args, **kwargs)
+        if isinstance(result, str) and len(result) > _SMALL:
+            produce(len(result), name or "a call")
+        return result
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        # Jinja >= 3.1.5 hands templates a wrapper for `str.format` when the attribute is read, so `call` no
+        # longer sees the bound method: check the widths here too.
+        wrapped: Callable[..., str] | None = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        fmt, is_map = str(value.__self__), value.__name__ == "format_map"
+
+        def checked(*args: Any, **kwargs: Any) -> str:
+            if is_map:
+                _check_format(fmt, (), args[0] if args and isinstance(args[0], dict) else {})
+            else:
+                _check_format(fmt, args, kwargs)
+            return wrapped(*args, **kwargs)
+
+        return checked
+
+    def call_filter(self, name: str, value: Any, args: Any = None, kwargs: Any = None, context: Any = None,
+                    eval_ctx: Any = None) -> Any:
+        tick()  # `map`, `select` and friends call filters through here, once per item
+        result = super().call_filter(name, value, args, kwargs, context, eval_ctx)
+        if isinstance(result, str) and len(result) > _SMALL:
+            produce(len(result), f"the {name} filter")
+        return result
+
+
+def _replace_node(tree: nodes.Node, old: nodes.Node, new: nodes.Node) -> None:
+    for parent in tree.find_all(nodes.Node):
+        for field in parent.fields:
+            value = getattr(parent, field, None)
+            if value is old:
+                setattr(parent, field, new)
+                return
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if item is old:
+                        value[i] = new
+                        return
+
+
+def _filter_with_steps(f: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(f)  # keeps Jinja's pass_context / pass_environment marks
+    def stepped(*args: Any, **kwargs: Any) -> Any:
+        tick()
+        result = f(*args, **kwargs)
+        if isinstance(result, str) and len(result) > _SMALL:
+            produce(len(result), f"the {f.__name__} filter")
+        return result
+
+    return stepped
+
+
+def _bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    from jinja2.filters import do_center, do_indent
+
+    join, replace, fmt, slice_, sum_ = (filters[k] for k in ("join", "replace", "format", "slice", "sum"))
+
+    def center(value: Any, width: int = 80) -> str:
+        if isinstance(width, int) and width > MAX_REPEAT:
+            raise SecurityError("padding width too large")
+        return do_center(value, width)
+
+    def indent(s: str, width: Any = 4, first: bool = False, blank: bool = False) -> str:
+        if isinstance(width, int) and width > 1000:
+            raise SecurityError("indent width too large")
+        if isinstance(width, str) and len(width) > 1000:
+            raise SecurityError("indent too long")
+        produce(len(str(s)) * (1 + (len(width) if isinstance(width, str) else int(width))), "indent")
+        return do_indent(s, width, first, blank)
+
+    @wraps(replace)
+    def bounded_replace(eval_ctx: Any, s: Any, old: Any, new: Any, count: Any = None) -> Any:
+        _check_replace(str(s), old, new, -1 if count is None else count)
+        return replace(eval_ctx, s, old, new, count)
+
+    @wraps(join)
+    def bounded_join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> Any:
+        items = list(_counted(value))
+        _check_join(str(d), items)
+        return join(eval_ctx, items, d, attribute)
+
+    def bounded_format(value: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_percent(str(value), kwargs or args)
+        return fmt(value, *args, **kwargs)
+
+    def bounded_slice(value: Any, slices: int, fill_with: Any = None) -> Any:
+        if isinstance(slices, int) and slices > MAX_REPEAT:
+            raise SecurityError("too many slices")
+        return slice_(value, slices, fill_with)
+
+    @wraps(sum_)
+    def bounded_sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+        items = list(_counted(iterable))
+        if isinstance(start, (list, tuple, str)) or any(isinstance(i, (list, tuple)) for i in items[:1]):
+            produce(_size(start) + sum(_size(i) for i in items), "sum")
+        return sum_(environment, items, attribute, start)
+
+    return {"center": _filter_with_steps(center), "indent": _filter_with_steps(indent),
+            "replace": _filter_with_steps(bounded_replace), "join": _filter_with_steps(bounded_join),
+            "format": _filter_with_steps(bounded_format), "slice": _filter_with_steps(bounded_slice),
+            "sum": _filter_with_steps(bounded_sum)}
