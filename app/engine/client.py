@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from app.engine import protocol as P
+from app.engine.limits import supported as limits_supported
 
 
 class EngineError(RuntimeError):
@@ -48,6 +49,7 @@ def describe_exit(code: int | None) -> str:
             "SIGSEGV": " (a crash in native code: often a corrupt or unsupported model file)",
             "SIGILL": " (an instruction this CPU lacks: llama.cpp was built for another CPU)",
             "SIGABRT": " (llama.cpp aborted: see the log below)",
+            "SIGXCPU": " (it used up its CPU-time limit: a request that ran for hours)",
         }.get(name, "")
         return f"was stopped by {name}{hint}"
     return f"exited with code {code}"
@@ -69,6 +71,7 @@ class EngineClient:
         self.ready: P.Ready | None = None
         self.loaded: P.Loaded | None = None
         self._counter = 0
+        self._as_limit: int | None = None  # the engine's address-space limit for the model being loaded
 
     # ------------------------------------------------------------------ process lifetime
     def start(self) -> None:
@@ -143,12 +146,35 @@ class EngineClient:
         if proc is None or proc.stdin is None or proc.poll() is not None:
             raise EngineError(P.Error(None, "engine_died", "the engine is not running", fatal=True))
         line = (P.encode(command) + "\n").encode()
+        self._limit(command, proc.pid)
         with self._send_lock:
             try:
                 proc.stdin.write(line)
                 proc.stdin.flush()
             except (BrokenPipeError, ValueError, OSError) as exc:
                 raise EngineError(P.Error(None, "engine_died", f"the engine is gone ({exc})", fatal=True))
+
+    def _limit(self, command: Any, pid: int) -> None:
+        """Resource limits for what `command` starts (see app/engine/limits.py); never stops the command."""
+        from app.engine import limits
+
+        if not limits.supported():
+            return
+        try:
+            if isinstance(command, P.Load):
+                self._as_limit = limits.address_space_for(command.config.model_path, command.config)
+                if self.ready is not None:  # else applied when Ready says whether a GPU backend is in use
+                    self._apply_as_limit(pid)
+            elif isinstance(command, (P.Generate, P.Bench)):
+                limits.set_cpu_budget(pid, limits.request_cpu_budget())
+        except (OSError, ValueError):
+            pass  # the process is gone or /proc is unreadable: the send itself reports a dead engine
+
+    def _apply_as_limit(self, pid: int) -> None:
+        from app.engine import limits
+
+        if self._as_limit is not None and self.ready is not None and not self.ready.gpu_offload:
+            limits.set_address_space(pid, self._as_limit)
 
     def new_request_id(self, prefix: str = "r") -> str:
         self._counter += 1
@@ -158,6 +184,11 @@ class EngineClient:
     def _emit(self, event: Any) -> None:
         if isinstance(event, P.Ready):
             self.ready = event
+            if self._proc is not None and limits_supported():
+                try:
+                    self._apply_as_limit(self._proc.pid)
+                except (OSError, ValueError):
+                    pass
         elif isinstance(event, P.Loaded):
             self.loaded = event
         if self._on_event is not None:
