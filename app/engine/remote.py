@@ -28,10 +28,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.core.metrics import PhaseMetrics
+from app.core.untrusted import TooLarge, read_capped
 from app.engine import protocol as P
 from app.engine.client import EngineError
 
 SOURCE = "client-side wall clock"
+# A server is untrusted: nothing it sends is read without a bound (an endless /v1/models body once took 2 GB).
+MAX_JSON_BYTES = 8 << 20  # /v1/models: a few KiB in practice
+MAX_ERROR_BYTES = 64 << 10  # an error body: only its first few hundred characters are shown
+MAX_LINE_BYTES = 1 << 20  # one server-sent-events line (one token's chunk)
+MAX_REPLY_CHUNKS = 1 << 20  # one whole reply (a chunk is a token or a few): far beyond any context window
 _LLAMA_EXTRAS = ("top_k", "min_p", "repeat_penalty")  # llama.cpp-family servers accept these; OpenAI does not
 
 
@@ -175,7 +181,10 @@ class RemoteClient:
         try:
             conn.request("GET", self._prefix + path, headers=self._headers())
             resp = conn.getresponse()
-            body = resp.read()
+            body = read_capped(resp, MAX_JSON_BYTES if resp.status == 200 else MAX_ERROR_BYTES,
+                               f"the answer of {self._where()}{path}")
+        except TooLarge as exc:
+            raise _err("protocol", f"{exc} (a broken or hostile server?)") from None
         except (OSError, http.client.HTTPException) as exc:
             raise _err("load_failed", self._explain(exc, "the model list request")) from exc
         finally:
@@ -259,7 +268,10 @@ class RemoteClient:
                            self._explain(exc, "the request"), rid) from exc
             if resp.status == 200:
                 return conn, resp
-            err_body = resp.read()
+            try:
+                err_body = read_capped(resp, MAX_ERROR_BYTES, "the error body")
+            except (TooLarge, OSError, http.client.HTTPException):
+                err_body = b"(an error body too long or broken to show)"
             conn.close()
             # Strict OpenAI-style servers reject llama.cpp's sampling fields: retry once without them.
             if extras and resp.status in (400, 422) and any(k.encode() in err_body for k in
@@ -295,7 +307,7 @@ class RemoteClient:
                     finish = "cancelled"
                     break
                 try:
-                    raw = resp.readline()
+                    raw = resp.readline(MAX_LINE_BYTES + 1)
                 except (OSError, http.client.HTTPException, ValueError) as exc:
                     if rid in self._cancelled:
                         finish = "cancelled"
@@ -310,6 +322,10 @@ class RemoteClient:
                         raise _err("generation_failed", f"The server at {self._where()} closed the connection "
                                    f"mid-reply after {len(times)} tokens (it stopped or crashed).", rid)
                     break
+                if len(raw) > MAX_LINE_BYTES or len(times) > MAX_REPLY_CHUNKS:
+                    raise _err("generation_failed", f"The server at {self._where()} sent more than a reply can "
+                               f"hold (a line over {MAX_LINE_BYTES:,} bytes or over {MAX_REPLY_CHUNKS:,} "
+                               "chunks): stopped.", rid)
                 line = raw.decode("utf-8", "replace").strip()
                 if not line.startswith("data:"):
                     continue  # SSE comments, event names, keep-alives
@@ -321,15 +337,20 @@ class RemoteClient:
                     chunk = json.loads(payload)
                 except ValueError:
                     continue
+                if not isinstance(chunk, dict):
+                    continue
                 if isinstance(chunk.get("error"), (dict, str)):
                     e = chunk["error"]
                     raise _err("generation_failed", f"The server reported: "
                                f"{e.get('message', e) if isinstance(e, dict) else e}", rid)
-                if chunk.get("usage"):
+                if isinstance(chunk.get("usage"), dict):
                     usage = chunk["usage"]
-                for choice in chunk.get("choices") or []:
+                choices = chunk.get("choices")
+                for choice in choices if isinstance(choices, list) else []:
+                    if not isinstance(choice, dict):
+                        continue
                     text = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
-                    if text:
+                    if text and isinstance(text, str):
                         now = time.monotonic()
                         if not times:
                             metrics.ttft_ms = (now - t_request) * 1000.0

@@ -1,0 +1,121 @@
+"""A hostile OpenAI-compatible server on loopback, for the remote backend's security tests.
+
+Modes (set on `HostileState`): an endless `/v1/models` body; model ids and streamed tokens carrying terminal
+escape sequences; a server-sent-events line that never ends. Endless bodies stop at ENDLESS_LIMIT or when the
+client hangs up, and every byte sent is counted. It records each request's Authorization header and, when
+`watch_pid` is set, that process's command line at the moment the request arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ENDLESS_LIMIT = 256 << 20
+ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31m\rEVIL\x9b1;1H\x1b[0m"
+
+
+@dataclass
+class HostileState:
+    endless_models: bool = False
+    endless_line: bool = False
+    model_id: str = "plain-model"
+    tokens: list[str] = field(default_factory=lambda: ["Hello", ", world"])
+    sent: int = 0
+    auth: list[str | None] = field(default_factory=list)
+    watch_pid: int | None = None
+    cmdlines: list[str] = field(default_factory=list)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _note(self) -> None:
+        st = self.server.state
+        st.auth.append(self.headers.get("Authorization"))
+        if st.watch_pid:
+            try:
+                st.cmdlines.append(Path(f"/proc/{st.watch_pid}/cmdline").read_bytes().decode(errors="replace"))
+            except OSError:
+                pass
+
+    def _send(self, data: bytes) -> None:
+        self.wfile.write(data)
+        self.server.state.sent += len(data)
+
+    def _endless(self, head: bytes, filler: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            self._send(head)
+            while self.server.state.sent < ENDLESS_LIMIT:
+                self._send(filler)
+        except OSError:
+            return  # the client stopped reading: what it should do
+
+    def do_GET(self) -> None:
+        self._note()
+        if self.path.rstrip("/").endswith("/v1/models"):
+            if self.server.state.endless_models:
+                return self._endless(b'{"data": [', b'{"id": "m"}, ' * 4096)
+            body = json.dumps({"data": [{"id": self.server.state.model_id}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self._send(body)
+            return
+        self.send_error(404)
+
+    def do_POST(self) -> None:
+        self._note()
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        st = self.server.state
+        if st.endless_line:
+            return self._endless(b'data: {"choices": [{"delta": {"content": "', b"A" * 65536)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for text in st.tokens:
+            chunk = {"choices": [{"delta": {"content": text}, "finish_reason": None}]}
+            self._send(f"data: {json.dumps(chunk)}\n\n".encode())
+        done = {"choices": [{"delta": {}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": len(st.tokens)}}
+        self._send(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, state: HostileState) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.state = state
+
+
+@pytest.fixture
+def hostile_server() -> Iterator[tuple[str, HostileState]]:
+    state = HostileState()
+    server = _Server(state)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", state
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
