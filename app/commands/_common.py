@@ -30,5 +30,19 @@ def print_json(data: Any) -> None:
 
 
 def fail(message: str, code: int = 1) -> int:
-    print(f"roofline: {message}", file=sys.stderr)
+    from app.core.untrusted import clean_text
+
+    print(f"roofline: {clean_text(message)}", file=sys.stderr)  # messages quote hub, file and server text
     return code
+
+
+def api_key_arg(value: str | None) -> str | None:
+    """--api-key: '-' asks for it without echo; absent: ROOFLINE_API_KEY (then the OS keyring). Both keep the
+    key out of the process list, where `--api-key KEY` shows it to every local user."""
+    import os
+
+    if value == "-":
+        import getpass
+
+        return getpass.getpass("API key: ").strip() or None
+    return value or os.environ.get("ROOFLINE_API_KEY") or None

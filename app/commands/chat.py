@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from app.commands._common import add_model_arg, print_json, resolve_model
+from app.commands._common import add_model_arg, api_key_arg, print_json, resolve_model
+from app.core.untrusted import clean_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"])
     p.add_argument("--prompt-lookup", action="store_true", help="speculative prompt-lookup decoding")
     p.add_argument("--remote", default=None, help="OpenAI-compatible server URL instead of the local engine")
-    p.add_argument("--api-key", default=None, help="API key for --remote")
+    p.add_argument("--api-key", default=None, help="API key for --remote; '-' prompts for it; default: "
+                   "$ROOFLINE_API_KEY, then the OS keyring (a key on the command line shows in `ps`)")
     p.add_argument("--model-name", "--remote-model", dest="remote_model", default=None,
                    help="model name on the --remote server")
     p.add_argument("--json", action="store_true", help="print the reply and metrics as JSON")
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.remote:
         from app.engine.remote import RemoteClient  # written for the remote-backend feature
 
-        engine = RemoteClient(args.remote, api_key=args.api_key, model=args.remote_model)
+        engine = RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.remote_model)
         cfg = None
     else:
         from app.engine.client import EngineClient
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                     from app.core.chat_templates import ChatTemplate
 
                     template = ChatTemplate(loaded.chat_template_name, loaded.chat_template_source).describe()
-                print(f"model: {loaded.model_desc}  ({loaded.model_path})", file=sys.stderr)
+                print(clean_text(f"model: {loaded.model_desc}  ({loaded.model_path})"), file=sys.stderr)
                 print(f"chat template: {template}", file=sys.stderr)
                 print(file=sys.stderr)
             req = P.Generate(request_id=engine.new_request_id("c"), messages=messages,
@@ -78,12 +80,12 @@ def run(args: argparse.Namespace) -> int:
             done = None
             for event in engine.generate(req):
                 if isinstance(event, P.Token) and not quiet:
-                    sys.stdout.write(event.text)
+                    sys.stdout.write(clean_text(event.text))  # a reply may carry terminal escapes
                     sys.stdout.flush()
                 elif isinstance(event, P.Done):
                     done = event
     except EngineError as exc:
-        print(f"\nroofline: {exc}", file=sys.stderr)
+        print(f"\nroofline: {clean_text(exc)}", file=sys.stderr)
         return 1
     assert done is not None
     metrics = PhaseMetrics.from_dict(done.metrics)

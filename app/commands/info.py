@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from app.commands._common import add_model_arg, fail, print_json, resolve_model
+from app.core.untrusted import clean_line
 
 if TYPE_CHECKING:
     from app.core.gguf_info import GGUFInfo
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(data)
         return 0
     for label, value in describe(info, choice.name, choice.source):
-        print(f"{label:<22} {value}")
+        print(f"{label:<22} {clean_line(value)}")  # name, path: from the file
     return 0
 
 

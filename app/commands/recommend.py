@@ -51,8 +51,9 @@ def run(args: argparse.Namespace) -> int:
 
 def print_report(rec: Recommendation) -> None:
     from app.core.metrics import fmt_bytes
+    from app.core.untrusted import clean_text
 
-    print(rec.sentence)
+    print(clean_text(rec.sentence))  # may name the model (from its file)
     print()
     header = f"{'variant':<28} {'size':>9}  {'verdict':<12} {'ngl':>4}  {'max ctx f16/q8_0/q4_0':<23} " \
              f"{'prefill':>9} {'decode':>8}  quality"

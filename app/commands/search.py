@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from app.core.untrusted import clean_line
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("search", help="search GGUF models on the hub, or show a repo's quantizations")
@@ -31,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     if not results:
         print(f"no GGUF models match {args.text!r}")
         return 0
+    for r in results:
+        r.repo_id = clean_line(r.repo_id, 96)  # names come from the hub
     width = max(len(r.repo_id) for r in results)
     print(f"{'REPO'.ljust(width)}  {'DOWNLOADS':>10}  {'LIKES':>6}  UPDATED")
     for r in results:
@@ -54,12 +58,12 @@ def _variants(args: argparse.Namespace) -> int:
     if args.json:
         print_json([r.__dict__ for r in rows])
         return 0
-    print(f"{repo} @ {rv.revision[:10]}  (predictions for this machine, from each file's header)")
+    print(f"{repo} @ {clean_line(rv.revision[:10])}  (predictions for this machine, from each file's header)")
     print(f"  {'QUANT':<11} {'SIZE':>10}  {'VERDICT':<10} {'MAX CTX':>8} {'PREFILL':>9} {'DECODE':>9}  QUALITY")
     for r in rows:
         mark = "*" if r.recommended else " "
         if r.error:
-            print(f"{mark} {r.quant:<11} {fmt_bytes(r.size):>10}  unreadable header: {r.error}")
+            print(f"{mark} {r.quant:<11} {fmt_bytes(r.size):>10}  unreadable header: {clean_line(r.error)}")
             continue
         pp = f"{_rate(r.prefill_tps)} t/s" if r.prefill_tps else "-"
         tg = f"{_rate(r.decode_tps)} t/s" if r.decode_tps else "-"
@@ -67,7 +71,7 @@ def _variants(args: argparse.Namespace) -> int:
         ctx = f"{r.max_context}" if r.max_context else "-"
         print(f"{mark} {r.quant:<11} {fmt_bytes(r.size):>10}  {r.verdict:<10} {ctx:>8} {pp:>9} {tg:>9}  {q}")
     best = next((r for r in rows if r.recommended), None)
-    print(f"* recommended: {best.detail.get('sentence', '')}" if best else "none of these fits this machine")
+    print(f"* recommended: {clean_line(best.detail.get('sentence', ''))}" if best else "none of these fits this machine")
     return 0
 
 

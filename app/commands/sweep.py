@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.commands._common import add_model_arg, fail, resolve_model
+from app.commands._common import add_model_arg, api_key_arg, fail, resolve_model
 
 
 def _ints(text: str) -> list[int]:
@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-t", "--threads", type=_ints, help="threads: thread counts (default 1..cores)")
     p.add_argument("-r", "--repetitions", type=int, default=3)
     p.add_argument("--remote", default=None, help="run the grid against an OpenAI-compatible server")
-    p.add_argument("--api-key", default=None, help="API key for --remote (default: the OS keyring)")
+    p.add_argument("--api-key", default=None, help="API key for --remote; '-' prompts for it; default: "
+                   "$ROOFLINE_API_KEY, then the OS keyring")
     p.add_argument("--model-name", default=None, help="model name on the --remote server")
     p.add_argument("--json", dest="json_out", type=Path, help="write llama-bench JSON rows here")
     p.add_argument("--csv", dest="csv_out", type=Path, help="write the analysed points as CSV here")
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             from app.engine.remote import RemoteClient
             from app.engine.sweep_backend import RemoteSweepBackend
 
-            with RemoteClient(args.remote, api_key=args.api_key, model=args.model_name, timeout=120) as remote:
+            with RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.model_name, timeout=120) as remote:
                 remote.connect()
                 result = run_sweep(args.kind, steps, RemoteSweepBackend(remote), args.repetitions, progress)
         else:
