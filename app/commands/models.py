@@ -80,7 +80,7 @@ def _print_table(models: list) -> None:  # type: ignore[type-arg]
         rows.append((m.name[:40], m.architecture, _params(m.n_params), m.quant, fmt_bytes(m.size),
                      str(m.n_ctx_train), "yes" if m.has_chat_template else "no", m.source,
                      m.last_used.strftime("%Y-%m-%d %H:%M") if m.last_used else "-", str(m.path)))
-    rows = [tuple(clean_line(c) for c in r) for r in rows]  # names and errors come from the files
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for r in rows:
+    shown = [[clean_line(c) for c in r] for r in rows]  # names and errors come from the files
+    widths = [max(len(r[i]) for r in shown) for i in range(len(shown[0]) - 1)]
+    for r in shown:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
