@@ -27,17 +27,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.core.metrics import PhaseMetrics
 from app.core.untrusted import TooLarge, read_capped
 from app.engine import protocol as P
 from app.engine.client import EngineError
+from app.engine.openai_stream import (  # noqa: F401 (SOURCE and the limits are part of this module's API)
+    MAX_ERROR_BYTES,
+    MAX_JSON_BYTES,
+    MAX_LINE_BYTES,
+    MAX_REPLY_CHUNKS,
+    SOURCE,
+    client_metrics,
+    parse_line,
+)
 
-SOURCE = "client-side wall clock"
-# A server is untrusted: nothing it sends is read without a bound (an endless /v1/models body once took 2 GB).
-MAX_JSON_BYTES = 8 << 20  # /v1/models: a few KiB in practice
-MAX_ERROR_BYTES = 64 << 10  # an error body: only its first few hundred characters are shown
-MAX_LINE_BYTES = 1 << 20  # one server-sent-events line (one token's chunk)
-MAX_REPLY_CHUNKS = 1 << 20  # one whole reply (a chunk is a token or a few): far beyond any context window
 _LLAMA_EXTRAS = ("top_k", "min_p", "repeat_penalty")  # llama.cpp-family servers accept these; OpenAI does not
 
 
@@ -289,7 +291,7 @@ class RemoteClient:
             self.connect()
         rid = req.request_id
         t_request = time.monotonic()
-        metrics = PhaseMetrics(source=SOURCE)
+        ttft_ms = 0.0
         times: list[float] = []
         parts: list[str] = []
         usage: dict[str, Any] = {}
@@ -301,7 +303,6 @@ class RemoteClient:
             except _Cancelled:
                 finish = "cancelled"
                 resp = None
-            got_done = False
             while resp is not None:
                 if rid in self._cancelled:
                     finish = "cancelled"
@@ -318,68 +319,35 @@ class RemoteClient:
                     if rid in self._cancelled:
                         finish = "cancelled"
                         break
-                    if not got_done:
-                        raise _err("generation_failed", f"The server at {self._where()} closed the connection "
-                                   f"mid-reply after {len(times)} tokens (it stopped or crashed).", rid)
-                    break
+                    raise _err("generation_failed", f"The server at {self._where()} closed the connection "
+                               f"mid-reply after {len(times)} tokens (it stopped or crashed).", rid)
                 if len(raw) > MAX_LINE_BYTES or len(times) > MAX_REPLY_CHUNKS:
                     raise _err("generation_failed", f"The server at {self._where()} sent more than a reply can "
                                f"hold (a line over {MAX_LINE_BYTES:,} bytes or over {MAX_REPLY_CHUNKS:,} "
                                "chunks): stopped.", rid)
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue  # SSE comments, event names, keep-alives
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    got_done = True
+                chunk = parse_line(raw)
+                if chunk is None:
+                    continue
+                if chunk.done:
                     break
-                try:
-                    chunk = json.loads(payload)
-                except ValueError:
-                    continue
-                if not isinstance(chunk, dict):
-                    continue
-                if isinstance(chunk.get("error"), (dict, str)):
-                    e = chunk["error"]
-                    raise _err("generation_failed", f"The server reported: "
-                               f"{e.get('message', e) if isinstance(e, dict) else e}", rid)
-                if isinstance(chunk.get("usage"), dict):
-                    usage = chunk["usage"]
-                choices = chunk.get("choices")
-                for choice in choices if isinstance(choices, list) else []:
-                    if not isinstance(choice, dict):
-                        continue
-                    text = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
-                    if text and isinstance(text, str):
-                        now = time.monotonic()
-                        if not times:
-                            metrics.ttft_ms = (now - t_request) * 1000.0
-                        times.append(now)
-                        parts.append(text)
-                        yield P.Token(rid, text, len(times) - 1, now)
-                    if choice.get("finish_reason"):
-                        finish = "stop" if choice["finish_reason"] == "stop" else "length"
+                if chunk.error is not None:
+                    raise _err("generation_failed", f"The server reported: {chunk.error}", rid)
+                usage = chunk.usage if chunk.usage is not None else usage
+                for text in chunk.texts:
+                    now = time.monotonic()
+                    if not times:
+                        ttft_ms = (now - t_request) * 1000.0
+                    times.append(now)
+                    parts.append(text)
+                    yield P.Token(rid, text, len(times) - 1, now)
+                finish = chunk.finish or finish
         finally:
             with self._lock:
                 self._active.pop(rid, None)
                 self._cancelled.discard(rid)
             if conn is not None:
                 conn.close()
-        t_end = time.monotonic()
-        n_gen = int(usage.get("completion_tokens") or 0) or len(times)
-        metrics.prompt_tokens = metrics.prefill_tokens = int(usage.get("prompt_tokens") or 0)
-        metrics.prefill_ms = metrics.ttft_ms  # network + queueing + prefill: all the client can see
-        metrics.generated_tokens = n_gen
-        metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:])]
-        metrics.decode_wall_ms = (times[-1] - times[0]) * 1000.0 if len(times) > 1 else 0.0
-        metrics.decode_tokens = max(0, n_gen - 1)
-        metrics.decode_ms = metrics.decode_wall_ms
-        metrics.total_ms = (t_end - t_request) * 1000.0
-        data = metrics.to_dict()
-        data["token_times"] = times
-        data["chunks"] = len(times)
-        data["usage"] = usage
-        data["chat_template"] = "server" if req.messages is not None else "none"
+        data = client_metrics(t_request, time.monotonic(), ttft_ms, times, usage, req.messages is not None)
         yield P.Done(rid, "".join(parts), finish, data)
 
     def generate(self, request: P.Generate, timeout: float = 600.0) -> Iterator[Any]:

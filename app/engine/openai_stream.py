@@ -1,0 +1,88 @@
+"""What an OpenAI-style server sends, read defensively: one server-sent-events line at a time, and the phase
+metrics the client can measure from the arrival times of the chunks.
+
+A server is untrusted input: nothing it sends is read without a bound (an endless /v1/models body once took
+2 GB of memory), and a chunk of an unexpected shape is skipped rather than trusted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.metrics import PhaseMetrics
+
+SOURCE = "client-side wall clock"
+MAX_JSON_BYTES = 8 << 20  # /v1/models: a few KiB in practice
+MAX_ERROR_BYTES = 64 << 10  # an error body: only its first few hundred characters are shown
+MAX_LINE_BYTES = 1 << 20  # one server-sent-events line (one token's chunk)
+MAX_REPLY_CHUNKS = 1 << 20  # one whole reply (a chunk is a token or a few): far beyond any context window
+
+
+@dataclass
+class Chunk:
+    """One `data:` line: the texts it adds, its finish reason, usage, an error, or the end of the stream."""
+
+    texts: list[str] = field(default_factory=list)
+    finish: str | None = None  # "stop" | "length"
+    usage: dict[str, Any] | None = None
+    error: str | None = None
+    done: bool = False
+
+
+def parse_line(raw: bytes) -> Chunk | None:
+    """The chunk on one SSE line; None for comments, keep-alives and anything that is not a JSON object."""
+    line = raw.decode("utf-8", "replace").strip()
+    if not line.startswith("data:"):
+        return None  # SSE comments, event names, keep-alives
+    payload = line[5:].strip()
+    if payload == "[DONE]":
+        return Chunk(done=True)
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    chunk = Chunk()
+    err = data.get("error")
+    if isinstance(err, (dict, str)):
+        chunk.error = str(err.get("message", err) if isinstance(err, dict) else err)
+        return chunk
+    if isinstance(data.get("usage"), dict):
+        chunk.usage = data["usage"]
+    choices = data.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        text = (delta.get("content") if isinstance(delta, dict) else None) if "delta" in choice \
+            else choice.get("text")
+        if text and isinstance(text, str):
+            chunk.texts.append(text)
+        if choice.get("finish_reason"):
+            chunk.finish = "stop" if choice["finish_reason"] == "stop" else "length"
+    return chunk
+
+
+def client_metrics(t_request: float, t_end: float, ttft_ms: float, times: list[float],
+                   usage: dict[str, Any], chat: bool) -> dict[str, Any]:
+    """Phase metrics as the client sees them (network and queueing included)."""
+    metrics = PhaseMetrics(source=SOURCE)
+    metrics.ttft_ms = ttft_ms
+    n_gen = int(usage.get("completion_tokens") or 0) or len(times)
+    metrics.prompt_tokens = metrics.prefill_tokens = int(usage.get("prompt_tokens") or 0)
+    metrics.prefill_ms = ttft_ms  # network + queueing + prefill: all the client can see
+    metrics.generated_tokens = n_gen
+    metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:])]
+    metrics.decode_wall_ms = (times[-1] - times[0]) * 1000.0 if len(times) > 1 else 0.0
+    metrics.decode_tokens = max(0, n_gen - 1)
+    metrics.decode_ms = metrics.decode_wall_ms
+    metrics.total_ms = (t_end - t_request) * 1000.0
+    data = metrics.to_dict()
+    data["token_times"] = times
+    data["chunks"] = len(times)
+    data["usage"] = usage
+    data["chat_template"] = "server" if chat else "none"
+    return data
