@@ -18,104 +18,38 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shutil
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from app.core import hub, untrusted
+from app.core import hub
+from app.core.download_files import (  # noqa: F401 (re-exported: callers use downloads.<name>)
+    MAX_NAME_BYTES,
+    MAX_PATH_BYTES,
+    PROVENANCE_SUFFIX,
+    SIDECAR_SUFFIX,
+    ChecksumMismatch,
+    DownloadError,
+    DownloadStopped,
+    InsufficientDisk,
+    UnsafeFilename,
+    destination,
+    part_path,
+    provenance_path,
+    safe_relpath,
+    sidecar_path,
+    write_provenance,
+)
 from app.core.download_guard import new_folders, remove_empty, too_much
 
 CHUNK = 1 << 20
 DISK_MARGIN = 64 << 20  # keep this much free beyond the download itself
-SIDECAR_SUFFIX = ".part.json"
 ACTIVE = ("downloading", "resuming", "verifying")  # states in which the worker is busy with a job
-PROVENANCE_SUFFIX = ".roofline.json"
-MAX_NAME_BYTES = 200  # one file or folder name
-MAX_PATH_BYTES = 1000  # a whole path in a repo
-
-
-class DownloadError(Exception):
-    """A download failed; `str(err)` is a message for the user."""
-
-
-class UnsafeFilename(DownloadError):
-    pass
-
-
-class InsufficientDisk(DownloadError):
-    pass
-
-
-class ChecksumMismatch(DownloadError):
-    pass
-
-
-class DownloadStopped(DownloadError):
-    """Paused or cancelled on request (not a failure)."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason  # "paused" | "cancelled"
-
-
-# ---------------------------------------------------------------- file names
-
-
-_BAD_CHARS = re.compile(r"[\x00-\x1f\\:*?\"<>|]")
-
-
-def safe_relpath(name: str) -> PurePosixPath:
-    """A hub file path we can place under our models directory, or `UnsafeFilename`.
-
-    Refuses `..`, absolute paths, backslashes, drive letters and control characters rather than "cleaning"
-    them: a hub that sends such a name is not one to trust with a guess.
-    """
-    shown = untrusted.clean_line(name, 100)
-    if not name or name.startswith("/") or _BAD_CHARS.search(name):
-        raise UnsafeFilename(f"refusing unsafe file name from the hub: {shown!r}")
-    parts = PurePosixPath(name).parts
-    if not parts or any(p in ("..", ".", "") or p.startswith(".") for p in parts) or len(parts) > 8:
-        raise UnsafeFilename(f"refusing unsafe file name from the hub: {shown!r}")
-    # Filesystems allow 255 bytes a name; leave room for our ".part.json" and ".roofline.json" suffixes.
-    if any(len(p.encode()) > MAX_NAME_BYTES for p in parts) or len(name.encode()) > MAX_PATH_BYTES:
-        raise UnsafeFilename(f"refusing a file name from the hub longer than {MAX_NAME_BYTES} bytes a part "
-                             f"({len(name.encode())} bytes in all): {shown!r}")
-    return PurePosixPath(*parts)
-
-
-def destination(models_dir: Path, repo_id: str, path_in_repo: str) -> Path:
-    """models/<owner>/<repo>/<path in repo>, checked to stay inside models/."""
-    owner, _, name = repo_id.partition("/")
-    rel = safe_relpath(owner) / safe_relpath(name) / safe_relpath(path_in_repo)
-    dest = (models_dir / rel).resolve()
-    root = models_dir.resolve()
-    if root not in dest.parents:
-        raise UnsafeFilename(f"refusing a download outside the models directory: {path_in_repo!r}")
-    return dest
-
-
-def part_path(dest: Path) -> Path:
-    return dest.with_name(dest.name + ".part")
-
-
-def sidecar_path(dest: Path) -> Path:
-    return dest.with_name(dest.name + SIDECAR_SUFFIX)
-
-
-def provenance_path(model: Path) -> Path:
-    return model.with_name(model.name + PROVENANCE_SUFFIX)
-
-
-def write_provenance(model: Path, data: dict[str, Any]) -> None:
-    tmp = provenance_path(model).with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, provenance_path(model))
 
 
 # ---------------------------------------------------------------- progress
