@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -24,9 +24,10 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGMLQuantizationType, LlamaFileType
 
 from app.core.gguf_errors import GGUFError, GGUFTruncated
+from app.core.gguf_facts import GGUFInfo, TensorInfo
 from app.core.gguf_values import SWA_PERIOD, check_metadata, per_layer, swa_layers
 
-__all__ = ["GGUFError", "GGUFTruncated", "SWA_PERIOD"]  # re-exported: callers import them from here
+__all__ = ["SWA_PERIOD", "GGUFError", "GGUFInfo", "GGUFTruncated", "TensorInfo"]  # callers import them from here
 
 # Limits far above any real model, far below what would exhaust memory.
 MAX_TENSORS = 1 << 20
@@ -47,16 +48,6 @@ _SCALAR = {  # GGUFValueType -> struct format
 _NUMPY = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1", 10: "<u8", 11: "<i8",
           12: "<f8"}
 _STRING, _ARRAY = 8, 9
-
-
-@dataclass
-class TensorInfo:
-    name: str
-    ggml_type: str
-    shape: list[int]  # ggml order: shape[0] is the row length
-    n_elements: int
-    n_bytes: int
-    offset: int  # relative to the start of the data section
 
 
 @dataclass
@@ -217,96 +208,6 @@ def parse_header(buf: bytes | memoryview, total_size: int | None = None) -> RawH
 
 
 # ------------------------------------------------------------------------------------------ the facts
-
-
-@dataclass
-class GGUFInfo:
-    """Facts about one GGUF model, enough to estimate memory and speed without loading it."""
-
-    architecture: str
-    name: str
-    n_params: int
-    n_layers: int
-    n_head: list[int]  # per layer
-    n_head_kv: list[int]  # per layer (0: layer keeps no KV, e.g. recurrent)
-    head_dim_k: int
-    head_dim_v: int
-    n_embd: int
-    n_ff: int
-    n_ctx_train: int
-    sliding_window: int  # 0: none
-    swa_layers: list[bool]  # per layer: True = sliding-window attention
-    file_type: str  # "Q4_K_M", "F16", ...
-    tensor_bytes: int
-    layer_bytes: list[int]  # per repeating layer
-    expert_bytes: list[int]  # per layer: bytes of routed-expert tensors (part of layer_bytes)
-    token_embd_bytes: int
-    output_bytes: int  # the output matrix; equals token_embd_bytes when tied
-    other_bytes: int  # outside layers, embedding and output (norms, rope tables...)
-    tied_output: bool
-    n_vocab: int
-    expert_count: int
-    expert_used_count: int
-    chat_template: str | None
-    header_size: int
-    data_offset: int
-    file_size: int | None
-    path: str | None = None
-    gguf_version: int = 3
-    size_label: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    tensors: list[TensorInfo] = field(default_factory=list)
-
-    # -- derived facts
-    @property
-    def has_chat_template(self) -> bool:
-        return bool(self.chat_template)
-
-    @property
-    def n_head_kv_max(self) -> int:
-        return max(self.n_head_kv, default=0)
-
-    @property
-    def n_swa_layers(self) -> int:
-        return sum(self.swa_layers)
-
-    @property
-    def swa_pattern(self) -> str:
-        """'5:1' = five sliding-window layers to one full layer; '' without sliding windows."""
-        n_swa = self.n_swa_layers
-        if not self.sliding_window or n_swa == 0:
-            return ""
-        n_full = self.n_layers - n_swa
-        if n_full == 0:
-            return "all sliding"
-        ratio = n_swa / n_full
-        return f"{round(ratio)}:1" if abs(ratio - round(ratio)) < 0.5 / n_full + 1e-9 else f"{n_swa}:{n_full}"
-
-    @property
-    def is_moe(self) -> bool:
-        return self.expert_count > 1
-
-    @property
-    def bits_per_weight(self) -> float:
-        return 8 * self.tensor_bytes / self.n_params if self.n_params else 0.0
-
-    def kv_row_elements(self, il: int) -> tuple[int, int]:
-        """Elements of one K row and one V row of layer il (one token, all KV heads)."""
-        return self.head_dim_k * self.n_head_kv[il], self.head_dim_v * self.n_head_kv[il]
-
-    def to_dict(self, tensors: bool = False) -> dict[str, Any]:
-        data = asdict(self)
-        if not tensors:
-            data.pop("tensors")
-        data["swa_pattern"] = self.swa_pattern
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GGUFInfo:
-        known = {f for f in cls.__dataclass_fields__}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["tensors"] = [TensorInfo(**t) for t in data.get("tensors", [])]
-        return cls(**kwargs)
 
 
 def file_type_name(value: Any) -> str:
