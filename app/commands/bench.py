@@ -60,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
                                       model_info=res.model_info, backend=backend,
                                       build=f"llama-cpp-python {engine.ready.llama_cpp_version if engine.ready else '?'}"))
         except EngineError as exc:
-            print(f"roofline: {exc}", file=sys.stderr)
+            from app.core.untrusted import clean_text
+
+            print(f"roofline: {clean_text(exc)}", file=sys.stderr)  # may quote llama.cpp on the model's metadata
             return 1
     if args.json:
         print_json(rows)
