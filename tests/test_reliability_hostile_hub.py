@@ -160,3 +160,13 @@ def test_a_failed_first_attempt_leaves_no_empty_folders(hub_server: HubServer, t
     with pytest.raises(downloads.InsufficientDisk):
         downloads.download_file(task.files[0], base_done=0, progress=downloads.Progress())
     assert list(paths.models_dir().rglob("*")) == []
+
+
+def test_reading_the_header_cap_leaves_a_damaged_settings_file_alone() -> None:
+    from app.core.settings import settings_path
+
+    path = settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{broken")
+    assert remote_gguf.header_limit() == 64 << 20  # the default, from a background reader...
+    assert path.read_text() == "{broken" and list(path.parent.iterdir()) == [path]  # ...which moved nothing

@@ -52,7 +52,7 @@ def header_limit() -> int:
     """The most bytes one remote header may take (settings: max_remote_header_mib, 64 MiB by default)."""
     from app.core.settings import load_settings
 
-    return int(load_settings().settings.max_remote_header_mib) << 20
+    return int(load_settings(move_aside=False).settings.max_remote_header_mib) << 20
 
 
 def fetch_header(repo_id: str, revision: str, f: hub.HubFile, client: Any = None,

@@ -138,7 +138,8 @@ def _errors(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:3])
 
 
-def load_settings(path: Path | None = None) -> LoadResult:
+def load_settings(path: Path | None = None, move_aside: bool = True) -> LoadResult:
+    """The settings in effect. `move_aside=False` (a background reader wanting one value) never touches the file."""
     path = path or settings_path()
     if not path.exists():
         try:
@@ -167,6 +168,8 @@ def load_settings(path: Path | None = None) -> LoadResult:
                 return LoadResult(Settings(**data))
             except ValidationError as exc:
                 return LoadResult(file_only, f"Ignored invalid ROOFLINE_* environment settings: {_errors(exc)}")
+    if not move_aside:
+        return LoadResult(Settings(), f"Settings file {path} could not be used ({problem}).")
     try:
         backup: Path | None = _move_aside(path)
         kept = f"The old file was kept as {backup.name}."  # type: ignore[union-attr]
