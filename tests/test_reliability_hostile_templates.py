@@ -1,6 +1,6 @@
 """Chat templates that spin or allocate without producing output, and the engine's resource limits.
 
-The sandbox counts steps (loop items, blocks, calls, filters) and checks sizes before every string-building
+The sandbox counts steps (loop items, calls, filters) and checks sizes before every string-building
 operation, so these stop on a step or size budget, never on absolute speed. The engine process that renders
 templates runs under address-space and CPU-time limits (Linux), checked here on a real engine and on a child.
 """
@@ -73,7 +73,7 @@ def test_the_step_budget_counts_loop_items(monkeypatch: pytest.MonkeyPatch) -> N
     source = "{% for a in range(300) %}{% for b in range(1000) %}{% endfor %}{% endfor %}x"
     template = ChatTemplate("gguf", "gguf", jinja=source)
     monkeypatch.setattr("app.core.chat_templates.MAX_RENDER_SECONDS", 3600.0)
-    assert render(template, MESSAGES) == "x"  # 300k items (two steps each) fit the default budget...
+    assert render(template, MESSAGES) == "x"  # 300k loop items fit the default budget...
     monkeypatch.setattr(template_sandbox, "MAX_STEPS", 200_000)
     with pytest.raises(ChatTemplateError, match="too many steps"):
         render(template, MESSAGES)  # ...and a smaller budget stops them

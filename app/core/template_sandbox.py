@@ -3,8 +3,8 @@
 Jinja's immutable sandbox already refuses attribute walks into Python internals. A template can still spin or
 allocate without producing output, so checks that only look at what it yields come too late. Here:
 
-- Steps: every loop iteration (the loop's iterable is wrapped when the template is parsed), every block entered
-  (if/for/macro bodies), every call and every filter counts one step. Past `MAX_STEPS`, or past the wall-clock
+- Steps: every loop item (the loop's iterable is wrapped when the template is parsed, filtered loops
+  included), every call (macros too) and every filter counts one step. Past `MAX_STEPS`, or past the wall-clock
   deadline (checked every few steps), the render stops with `SecurityError`.
 - Sizes: every operation that makes a string or list from others is checked *before* it runs — `~`, `+`, `*`,
   `**`, `%`-formatting, `str.format` widths, `replace`, `join`, padding methods, the `replace`/`join`/`format`/
