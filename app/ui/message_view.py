@@ -31,7 +31,9 @@ from PySide6.QtWidgets import (
 from app.core.chat_store import Message
 from app.core.metrics import PhaseMetrics
 from app.ui import theme
+from app.ui.fitted_text import FittedTextView
 from app.ui.markdown_render import markdown_to_html, plain_to_html, stylesheet
+from app.ui.safe_text import make_plain, set_plain_tooltip
 
 FULL_RENDER_CHARS = 6000  # re-render a finished reply as a whole below this size (≈ 15 ms)
 STATE_LABELS = {"streaming": "writing…", "interrupted": "interrupted", "error": "error", "complete": ""}
@@ -57,35 +59,6 @@ def stable_prefix_length(text: str) -> int:
         if not in_fence and not stripped and line.endswith("\n"):
             boundary = pos
     return boundary
-
-
-class AutoHeightBrowser(QTextBrowser):
-    """A QTextBrowser as tall as its document: the outer scroll area does the scrolling."""
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setOpenExternalLinks(True)
-        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        self.viewport().setAutoFillBackground(False)
-        self.setStyleSheet("QTextBrowser { background: transparent; }")
-        self.document().setDocumentMargin(2)
-        self.document().documentLayout().documentSizeChanged.connect(self._fit)
-
-    def _fit(self, *_: object) -> None:
-        h = math.ceil(self.document().size().height()) + 2 * self.frameWidth()
-        if h != self.height():
-            self.setFixedHeight(max(h, 18))
-
-    def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
-        super().resizeEvent(event)
-        self._fit()
-
-    def sizeHint(self) -> QSize:
-        return QSize(200, self.height())
 
 
 class MessageWidget(QFrame):
@@ -137,7 +110,7 @@ class MessageWidget(QFrame):
         self.copy_button.clicked.connect(self.copy_text)
         head.addWidget(self.copy_button)
         lay.addLayout(head)
-        self.body = AutoHeightBrowser()
+        self.body = FittedTextView()
         lay.addWidget(self.body)
         self.restyle()
         self.set_message(message)
