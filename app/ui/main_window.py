@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
 
 from app.core import settings as settings_mod
 from app.core.chat_store import ChatStore, Message
-from app.core.store_recovery import OpenedStore, open_chat_store
 from app.core.metrics import PhaseMetrics, fmt_bytes
+from app.core.store_recovery import OpenedStore, open_chat_store
 from app.engine import protocol as P
 from app.ui import engine_qt as E
 from app.ui import theme
@@ -253,8 +253,9 @@ class MainWindow(QMainWindow):
             self._plain_conversations.add(crashed)
             title = next((c.title for c in convs if c.id == crashed), None)
             which = f"the chat “{title}”" if title else "a chat"
-            return [f"The last start stopped while opening {which}, so it was not reopened. It shows as plain "
-                    f"text when you open it from the list."]
+            note = (f"The last start stopped while opening {which}, so it was not reopened. It shows as plain "
+                    f"text when you open it from the list.")
+            return [note]
         if not convs:
             return []
         try:
