@@ -38,6 +38,7 @@ from app.core.store_recovery import OpenedStore, open_chat_store
 from app.engine import protocol as P
 from app.ui import engine_qt as E
 from app.ui import theme
+from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
@@ -80,9 +81,6 @@ class MainWindow(QMainWindow):
         self.session = ChatSession(self.store, self.engine, self)
         self._editing: int | None = None
         self._closed = False
-        self._bandwidth_busy = False
-        self._bandwidth_known = False
-        self._bandwidth_measure_next = False
         # Extra Sampling fields for scripts and tests (e.g. {"ignore_eos": True} for fixed-length replies).
         self.sampling_overrides: dict[str, object] = {}
         # Measure memory bandwidth once per machine after a load (2 s of all cores; tests switch it off).
@@ -167,6 +165,7 @@ class MainWindow(QMainWindow):
         self.dock = DashboardDock(self.engine, self)
         self.dashboard = self.dock.dashboard
         self.dashboard.n_ubatch = self.settings.n_ubatch
+        self.bandwidth = BandwidthFeed(self.dashboard, self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
 
         # ---- toolbar: model selector
@@ -241,7 +240,7 @@ class MainWindow(QMainWindow):
         self._update_buttons()
         if notes:
             self.banner.show_message(" ".join(notes))
-        self._bandwidth_from_core()
+        self.bandwidth.request()
 
     def _open_first_conversation(self) -> list[str]:
         """Reopen the newest chat, unless the last run died while opening one (then start empty and say
@@ -459,8 +458,8 @@ class MainWindow(QMainWindow):
             f"streaming: {self.engine.pacing.describe()}")
         if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
             self.banner.hide()
-        if not self._bandwidth_known and self.measure_bandwidth_on_load:
-            self._bandwidth_from_core(measure=True)
+        if not self.bandwidth.known and self.measure_bandwidth_on_load:
+            self.bandwidth.request(measure=True)
         self._update_buttons()
 
     @staticmethod
@@ -645,49 +644,6 @@ class MainWindow(QMainWindow):
             if old is not None and self.session.model_path and old != self.load_config(Path(self.session.model_path)):
                 self.load_model(Path(self.session.model_path))  # engine settings changed: reload
 
-    _bandwidth_ready = Signal(object, str)  # bytes/s or None, note
-
-    def _bandwidth_from_core(self, measure: bool = False) -> None:
-        """Feed the roofline the machine's read bandwidth from app.core.bandwidth, off the GUI thread.
-
-        measure=False only reads the per-machine cache; measure=True measures (about 2 s, all cores) when
-        there is no cached value: done once, right after a model load while the engine is idle."""
-        if self._bandwidth_busy:
-            self._bandwidth_measure_next = self._bandwidth_measure_next or measure
-            return
-        self._bandwidth_busy = True
-
-        def work() -> None:
-            value: float | None = None
-            try:
-                from app.core import bandwidth, hardware
-
-                key = hardware.machine_key(hardware.probe_cpu(), hardware.probe_memory()[0])
-                result = bandwidth.load_cached(key)
-                if result is None and measure:
-                    result = bandwidth.get_bandwidth(key)
-                if result is not None:
-                    value = result.read_gbs * 1e9
-                    note = f"measured read bandwidth, {result.measured_at[:10]}"
-                else:
-                    note = "not measured yet"
-            except Exception as exc:  # noqa: BLE001 (the roofline just lacks its slope)
-                note = f"not measured ({exc})"
-            try:
-                self._bandwidth_ready.emit(value, note)
-            except RuntimeError:  # window already gone
-                pass
-
-        threading.Thread(target=work, name="bandwidth", daemon=True).start()
-
-    def _on_bandwidth(self, value: float | None, note: str) -> None:
-        self._bandwidth_busy = False
-        self._bandwidth_known = value is not None
-        self.dashboard.set_bandwidth(value, note)
-        if value is None and self._bandwidth_measure_next:
-            self._bandwidth_measure_next = False
-            self._bandwidth_from_core(measure=True)
-
     def restyle(self) -> None:
         app = QGuiApplication.instance()
         if isinstance(app, QGuiApplication):
@@ -706,7 +662,6 @@ class MainWindow(QMainWindow):
             self.restoreState(QByteArray.fromBase64(w.state.encode()))
         self.dock.setVisible(w.dashboard_visible)
         self._default_ready.connect(self._on_default_ready)
-        self._bandwidth_ready.connect(self._on_bandwidth)
 
     def save_settings(self) -> None:
         self.settings.window.geometry = bytes(self.saveGeometry().toBase64().data()).decode()
