@@ -205,3 +205,18 @@ def test_chat_store_and_its_wal_are_private(tmp_path: Path) -> None:
     legacy.chmod(0o644)
     ChatStore(legacy).close()
     assert legacy.stat().st_mode & 0o777 == 0o600
+
+
+def test_chat_titles_show_literally_in_the_list_tooltip(qtbot, tmp_path: Path) -> None:
+    from app.ui.conversation_list import ConversationPanel
+
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    title = HTML_ERROR.format(img="missing.png")
+    store.create_conversation(title)
+    panel = ConversationPanel(store)
+    qtbot.addWidget(panel)
+    panel.reload()
+    index = panel.view.model().index(0, 0)
+    assert index.data() == title
+    assert _shown_as(index.data(Qt.ItemDataRole.ToolTipRole)).startswith(title + "\n")
+    store.close()
