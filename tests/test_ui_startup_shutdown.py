@@ -142,3 +142,46 @@ def test_closing_while_the_engine_dies(qtbot, roofline_home: Path) -> None:
     engine.stats.emit(P.Stats(rss_bytes=1, kv_cells_used=0, kv_cells_allocated=0, kv_bytes_used=0,
                                  kv_bytes_allocated=0, loaded=False))
     assert _replies(default_db_path()) == [("Once upon", "interrupted")]
+
+
+@pytest.mark.model
+@pytest.mark.gui
+def test_closing_on_the_real_engine_while_busy_and_while_it_dies(qtbot, default_model, roofline_home: Path) -> None:
+    """The same two closes with the real engine process: mid-reply, and right after SIGKILL (its death is
+    reported by the reader thread while the window is closing). Nothing may raise; the replies keep their text."""
+    import os
+    import signal
+
+    from app.core.chat_store import default_db_path
+
+    def start() -> MainWindow:
+        win = MainWindow(settings_result=LoadResult(Settings()))
+        qtbot.addWidget(win)
+        win.measure_bandwidth_on_load = False
+        win.sampling_panel.max_tokens.setValue(400)
+        win.sampling_overrides = {"ignore_eos": True}
+        win.show()
+        win.load_default_model()
+        qtbot.waitUntil(lambda: win.engine.loaded_info is not None, timeout=120_000)
+        win.new_chat()
+        win.input.setPlainText("The history of the city")
+        win.submit()
+        reply_id = win.session.streaming_message_id
+        assert reply_id is not None
+        qtbot.waitUntil(lambda: len(win.message_view.widget_for(reply_id).text) > 10,  # type: ignore[union-attr]
+                        timeout=60_000)
+        return win
+
+    win = start()
+    pid = win.engine.pid
+    win.close()  # busy
+    qtbot.wait(300)
+    assert pid is not None
+    win = start()
+    pid = win.engine.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    win.close()  # dying: the reader thread reports the death during or after the close
+    qtbot.wait(1000)
+    replies = _replies(default_db_path())
+    assert len(replies) == 2 and all(state == "interrupted" and text for text, state in replies), replies
