@@ -2,10 +2,11 @@
 
 Checks, each printed as one `ok`/`FAIL` line: the default model is present and its GGUF header parses; the
 engine process starts (in a frozen app: the same executable with `--engine-worker`), loads the model and
-generates a few tokens with phase metrics; the chat store round-trips a streamed reply and passes SQLite's
-integrity check; settings round-trip; the window builds offscreen and the icon renders. Exit code 0 only
-when every check passed. The user's own chats and settings are never touched: everything after locating
-the default model happens under a temporary ROOFLINE_HOME.
+generates a few tokens with phase metrics; the user's chat store passes SQLite's integrity check (opened
+read-only: a damaged one fails the self-test, naming the file); a scratch chat store round-trips a streamed
+reply; settings round-trip; the window builds offscreen and the icon renders. Exit code 0 only when every
+check passed. The user's own chats and settings are never written: everything after locating the default
+model and reading the chat store happens under a temporary ROOFLINE_HOME.
 """
 
 from __future__ import annotations
@@ -108,6 +109,23 @@ def _check_engine(st: SelfTest, n_tokens: int, timeout: float) -> Callable[[], s
                 f"{loaded.load_ms:.0f} ms, n_ctx {loaded.n_ctx}; {generated} tokens {text.strip()[:40]!r}; "
                 f"TTFT {m.ttft_ms:.0f} ms, prefill {m.prefill_tps:.0f} tok/s, decode {m.decode_tps:.0f} tok/s; "
                 f"sampler top-k: {top_k}")
+
+    return run
+
+
+def _check_user_store(path: Path | None = None) -> Callable[[], str]:
+    def run() -> str:
+        from app.core.chat_store import default_db_path
+        from app.core.store_recovery import integrity_problem
+
+        db = path or default_db_path()
+        if not db.exists():
+            return f"no chat store yet ({db})"
+        problem = integrity_problem(db)
+        if problem:
+            raise RuntimeError(f"{db} is damaged: {problem}. The next start of the window keeps it aside "
+                               f"and recovers what it can.")
+        return f"{db} passes PRAGMA integrity_check (read-only)"
 
     return run
 
@@ -215,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     model = Path(args.model).expanduser() if args.model else None
     # Locate (and, unfrozen, assemble) the default model in the real data dir, then isolate the rest.
     have_model = st.check("model", _check_model(st, model))
+    st.check("your chat store", _check_user_store())
     saved_home = os.environ.get("ROOFLINE_HOME")
     with tempfile.TemporaryDirectory(prefix="roofline-selftest-") as home:
         os.environ["ROOFLINE_HOME"] = home

@@ -1,6 +1,7 @@
 """`roofline gui` (also what `roofline` with no sub-command runs): the desktop app.
 
-Without a display it says so in one line and points at the CLI (exit code 2) instead of letting Qt abort.
+Without a display, or without a system library Qt's xcb plugin needs, it says so in one line (naming the
+packages to install) and points at the CLI (exit code 2) instead of letting Qt abort.
 `--screenshot PATH --quit-after SECONDS` saves a PNG of the window and quits: handy for scripts and docs.
 """
 
@@ -68,7 +69,12 @@ def run_gui(args: argparse.Namespace) -> int:
               f"Use the command line instead: `roofline --help` (e.g. `roofline chat`, `roofline bench`).",
               file=sys.stderr)
         return NO_DISPLAY_EXIT
-    from app.ui import qt_env
+    from app.ui import qt_env, xcb_check
+
+    missing = xcb_check.check()  # Qt would abort with no word on what to install
+    if missing:
+        print(missing, file=sys.stderr)
+        return xcb_check.PROBE_EXIT
 
     qt_env.prepare()  # before Qt starts
     from PySide6.QtCore import QTimer

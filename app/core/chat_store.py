@@ -10,6 +10,7 @@ regenerated) and `error`.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -54,6 +55,20 @@ def default_db_path() -> Path:
     return paths.data_dir() / "chats.sqlite3"
 
 
+def make_private(path: Path) -> None:
+    """Chats are private: create the database file 0600 before SQLite opens it (its -wal and -shm files
+    take the database file's mode), and tighten a store an older version left readable by others."""
+    if os.name != "posix" or str(path) == ":memory:":
+        return
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # the umask can only take bits away
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if file.stat().st_mode & 0o077:
+                os.chmod(file, 0o600)
+        except FileNotFoundError:
+            pass
+
+
 @dataclass
 class Conversation:
     id: int
@@ -84,7 +99,15 @@ class ChatStore:
     def __init__(self, path: Path | None = None):
         self.path = path or default_db_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private(self.path)
         self._db = sqlite3.connect(self.path, isolation_level=None)  # autocommit; explicit BEGIN in _tx
+        try:
+            self._setup()
+        except BaseException:
+            self._db.close()  # a damaged or newer file: leave no connection behind for the caller to trip on
+            raise
+
+    def _setup(self) -> None:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a committed write survives an app crash (only an OS crash can lose it).
@@ -99,6 +122,24 @@ class ChatStore:
 
     def close(self) -> None:
         self._db.close()
+        self.closed = True
+
+    closed = False
+
+    def quick_check(self) -> str | None:
+        """None when SQLite finds the file sound (`PRAGMA quick_check`), else its first complaints."""
+        rows = [str(r[0]) for r in self._db.execute("PRAGMA quick_check(5)").fetchall()]
+        return None if rows == ["ok"] else "; ".join(rows)
+
+    def restore_rows(self, conversations: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
+        """Insert rows salvaged from a damaged store, keeping their ids (one transaction)."""
+        with self._tx() as db:
+            db.executemany("INSERT OR REPLACE INTO conversations (id, title, system_prompt, created, updated)"
+                           " VALUES (:id, :title, :system_prompt, :created, :updated)", conversations)
+            db.executemany("INSERT OR REPLACE INTO messages (id, conversation_id, role, content, state, metrics,"
+                           " model, finish_reason, error, created, updated) VALUES (:id, :conversation_id, :role,"
+                           " :content, :state, :metrics, :model, :finish_reason, :error, :created, :updated)",
+                           messages)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -222,9 +263,24 @@ class ChatStore:
         return [json.loads(r[0]) for r in rows]
 
 
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
 def _message(row: sqlite3.Row) -> Message:
+    """A row as a Message, whatever a damaged or hand-edited store holds: text columns become text, and
+    metrics that are not a JSON object are dropped (the message still shows)."""
     data = dict(row)
-    data["metrics"] = json.loads(data["metrics"]) if data["metrics"] else None
+    try:
+        metrics = json.loads(data["metrics"]) if data["metrics"] else None
+    except (TypeError, ValueError, RecursionError):
+        metrics = None
+    data["metrics"] = metrics if isinstance(metrics, dict) else None
+    data["content"] = _text(data["content"])
+    for key in ("model", "finish_reason", "error"):
+        data[key] = None if data[key] is None else _text(data[key])
     return Message(**data)
 
 

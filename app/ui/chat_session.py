@@ -40,9 +40,20 @@ class ChatSession(QObject):
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(250)  # also flush when tokens pause, not only when more arrive
         self._flush_timer.timeout.connect(self._flush)
+        self._closed = False
         engine.tokens.connect(self._on_tokens)
         engine.done.connect(self._on_done)
         engine.error.connect(self._on_error)
+
+    def close(self) -> None:
+        """The window is closing and the store closes next: stop writing, ignore the engine from now on."""
+        from app.ui.shutdown import disconnect_quietly
+
+        self._closed = True
+        self._flush_timer.stop()
+        for signal, slot in ((self.engine.tokens, self._on_tokens), (self.engine.done, self._on_done),
+                             (self.engine.error, self._on_error)):
+            disconnect_quietly(signal, slot)
 
     # ------------------------------------------------------------------ state
     @property
@@ -169,24 +180,24 @@ class ChatSession(QObject):
         return True
 
     def _flush(self) -> None:
-        if self._writer is not None:
+        if self._writer is not None and not self._closed:
             self._writer.maybe_flush()
 
     def _on_tokens(self, request_id: str, text: str, times: list[float]) -> None:
-        if request_id != self._request or self._writer is None or self._reply_id is None:
+        if self._closed or request_id != self._request or self._writer is None or self._reply_id is None:
             return
         self._writer.append(text)
         self.stream_text.emit(self._reply_id, text)
         self.tokens_timed.emit(times)
 
     def _on_done(self, done: P.Done) -> None:
-        if done.request_id != self._request or self._writer is None or self._reply_id is None:
+        if self._closed or done.request_id != self._request or self._writer is None or self._reply_id is None:
             return
         state = "interrupted" if done.finish_reason == "cancelled" else "complete"
         self._end(state, metrics=done.metrics, finish_reason=done.finish_reason)
 
     def _on_error(self, error: P.Error) -> None:
-        if self._request is None:
+        if self._closed or self._request is None:
             return
         if error.fatal:
             self._end("interrupted", error=error.message)

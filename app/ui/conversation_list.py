@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.chat_store import ChatStore, Conversation
+from app.ui.safe_text import tooltip_html
 
 ConversationIdRole = Qt.ItemDataRole.UserRole + 1
 Index = QModelIndex | QPersistentModelIndex
@@ -53,7 +54,9 @@ class ConversationListModel(QAbstractListModel):
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
             return conv.title
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{conv.title}\nlast activity {time.strftime('%Y-%m-%d %H:%M', time.localtime(conv.updated))}"
+            # Titles come from message text: escaped, or a tooltip would render HTML in them.
+            return tooltip_html(f"{conv.title}\nlast activity "
+                                f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(conv.updated))}")
         if role == ConversationIdRole:
             return conv.id
         return None
@@ -144,8 +147,10 @@ class ConversationPanel(QWidget):
             return
         cid = int(index.data(ConversationIdRole))
         if self.confirm_delete:
-            answer = QMessageBox.question(self, "Delete chat", f"Delete “{index.data()}” and all its messages?")
-            if answer != QMessageBox.StandardButton.Yes:
+            box = QMessageBox(QMessageBox.Icon.Question, "Delete chat", f"Delete “{index.data()}” and all its messages?",
+                              QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
+            box.setTextFormat(Qt.TextFormat.PlainText)  # the title is message text
+            if box.exec() != QMessageBox.StandardButton.Yes:
                 return
         self.store.delete_conversation(cid)
         self.model.reload()

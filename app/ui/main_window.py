@@ -34,16 +34,22 @@ from PySide6.QtWidgets import (
 from app.core import settings as settings_mod
 from app.core.chat_store import ChatStore, Message
 from app.core.metrics import PhaseMetrics, fmt_bytes
+from app.core.store_recovery import OpenedStore, open_chat_store
 from app.engine import protocol as P
 from app.ui import engine_qt as E
 from app.ui import theme
+from app.ui.bandwidth_feed import BandwidthFeed
+from app.ui.banner import Banner
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
 from app.ui.dashboard import DashboardDock
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
+from app.ui.safe_text import make_plain, set_plain_tooltip, tooltip_html
 from app.ui.sampling_panel import SamplingPanel
+from app.ui.shutdown import shut_down
+from app.ui.startup_guard import OpeningGuard
 
 OPEN_FILE = "__open__"
 CONNECT_REMOTE = "__remote__"
@@ -58,40 +64,6 @@ def quant_of(loaded: P.Loaded) -> str:
     return loaded.model_desc or "?"
 
 
-class Banner(QFrame):
-    """One line of bad news with an optional action; repeated news replaces, never stacks."""
-
-    restart_requested = Signal()
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setObjectName("banner")
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(10, 6, 6, 6)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(self.label, 1)
-        self.restart_button = QPushButton("Restart engine")
-        self.restart_button.clicked.connect(self.restart_requested)
-        lay.addWidget(self.restart_button)
-        close = QPushButton("Dismiss")
-        close.clicked.connect(self.hide)
-        lay.addWidget(close)
-        self.restyle()
-        self.hide()
-
-    def restyle(self) -> None:
-        c = theme.colors()
-        self.setStyleSheet(f"QFrame#banner {{ background: {c.banner_bg}; border-radius: 6px; }}"
-                           f"QFrame#banner QLabel {{ color: {c.banner_fg}; }}")
-
-    def show_message(self, text: str, restart: bool = False) -> None:
-        self.label.setText(text)
-        self.restart_button.setVisible(restart)
-        self.show()
-
-
 class MainWindow(QMainWindow):
     def __init__(self, store: ChatStore | None = None, settings_result: settings_mod.LoadResult | None = None,
                  engine: EngineQt | None = None):
@@ -99,16 +71,16 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Roofline")
         result = settings_result or settings_mod.load_settings()
         self.settings = result.settings
-        self.store = store or ChatStore()
+        opened = OpenedStore(store) if store is not None else open_chat_store()
+        self.store = opened.store
         self._owns_store = store is None
         self.store.recover_streaming()
+        self._opening = OpeningGuard(self.store.path, self)
+        self._plain_conversations: set[int] = set()  # shown as plain text (one crashed the last start)
         self.engine = engine or EngineQt(self)
         self.session = ChatSession(self.store, self.engine, self)
         self._editing: int | None = None
         self._closed = False
-        self._bandwidth_busy = False
-        self._bandwidth_known = False
-        self._bandwidth_measure_next = False
         # Extra Sampling fields for scripts and tests (e.g. {"ignore_eos": True} for fixed-length replies).
         self.sampling_overrides: dict[str, object] = {}
         # Measure memory bandwidth once per machine after a load (2 s of all cores; tests switch it off).
@@ -193,6 +165,7 @@ class MainWindow(QMainWindow):
         self.dock = DashboardDock(self.engine, self)
         self.dashboard = self.dock.dashboard
         self.dashboard.n_ubatch = self.settings.n_ubatch
+        self.bandwidth = BandwidthFeed(self.dashboard, self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
 
         # ---- toolbar: model selector
@@ -259,15 +232,39 @@ class MainWindow(QMainWindow):
         if isinstance(app, QGuiApplication):
             theme.apply_system_scheme(app)
 
+        make_plain(self.model_info, self.state_label, self.hint_label)
         self._restore_window()
         self._populate_models()
-        convs = self.store.list_conversations()
-        if convs:
-            self.open_conversation(convs[0].id)
+        notes = [w for w in (opened.warning, result.warning) if w]
+        notes += self._open_first_conversation()
         self._update_buttons()
-        if result.warning:
-            self.banner.show_message(result.warning)
-        self._bandwidth_from_core()
+        if notes:
+            self.banner.show_message(" ".join(notes))
+        self.bandwidth.request()
+
+    def _open_first_conversation(self) -> list[str]:
+        """Reopen the newest chat, unless the last run died while opening one (then start empty and say
+        why). Returns what the banner should say."""
+        crashed = self._opening.left_over()
+        self._opening.clear()
+        convs = self.store.list_conversations()
+        if crashed is not None:
+            self._plain_conversations.add(crashed)
+            title = next((c.title for c in convs if c.id == crashed), None)
+            which = f"the chat “{title}”" if title else "a chat"
+            note = (f"The last start stopped while opening {which}, so it was not reopened. It shows as plain "
+                    f"text when you open it from the list.")
+            return [note]
+        if not convs:
+            return []
+        try:
+            self.open_conversation(convs[0].id)
+        except Exception as exc:  # noqa: BLE001 (stored content must never keep the window from starting)
+            self._opening.clear()
+            self.message_view.clear()
+            self.session.conversation = None
+            return [f"The last chat could not be opened ({type(exc).__name__}: {exc}); pick another from the list."]
+        return []
 
     # ------------------------------------------------------------------ pages
     def add_page(self, title: str, widget: QWidget) -> int:
@@ -326,7 +323,7 @@ class MainWindow(QMainWindow):
                 continue
             seen.add(key)
             self.model_combo.addItem(path.name, key)
-            self.model_combo.setItemData(self.model_combo.count() - 1, key, Qt.ItemDataRole.ToolTipRole)
+            self.model_combo.setItemData(self.model_combo.count() - 1, tooltip_html(key), Qt.ItemDataRole.ToolTipRole)
         self.model_combo.addItem("Open GGUF file…", OPEN_FILE)
         self.model_combo.addItem("Connect to a server…", CONNECT_REMOTE)
 
@@ -452,7 +449,7 @@ class MainWindow(QMainWindow):
             self.model_info.setText(
                 f"{quant_of(loaded)} · ctx {loaded.n_ctx} · template {loaded.chat_template_name} "
                 f"({loaded.chat_template_source}) · load {loaded.load_ms:.0f} ms")
-        self.model_info.setToolTip(
+        set_plain_tooltip(self.model_info,
             f"{loaded.model_desc}\n{loaded.n_params / 1e6:.0f} M parameters, {fmt_bytes(loaded.model_size)}\n"
             f"architecture {loaded.architecture}, trained context {loaded.n_ctx_train}\n"
             f"chat template: {loaded.chat_template_name} (from {loaded.chat_template_source})\n"
@@ -461,8 +458,8 @@ class MainWindow(QMainWindow):
             f"streaming: {self.engine.pacing.describe()}")
         if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
             self.banner.hide()
-        if not self._bandwidth_known and self.measure_bandwidth_on_load:
-            self._bandwidth_from_core(measure=True)
+        if not self.bandwidth.known and self.measure_bandwidth_on_load:
+            self.bandwidth.request(measure=True)
         self._update_buttons()
 
     @staticmethod
@@ -479,8 +476,8 @@ class MainWindow(QMainWindow):
             self.model_info.setText("engine stopped")
             first = error.message.strip().splitlines()[0] if error.message.strip() else "The engine stopped."
             self.banner.show_message(f"{first} Your text so far is saved; restart the engine to go on "
-                                     f"(Continue or Regenerate).", restart=True)
-            self.banner.label.setToolTip(error.message)  # the engine's last log lines
+                                     f"(Continue or Regenerate).", restart=True,
+                                     details=error.message)  # the engine's last log lines
         elif error.kind == "load_failed":
             self.model_info.setText("load failed")
             self.banner.show_message(f"Could not load the model: {error.message}")
@@ -510,6 +507,8 @@ class MainWindow(QMainWindow):
 
     def open_conversation(self, conversation_id: int) -> None:
         self.cancel_edit()
+        self._opening.opening(conversation_id)
+        self.message_view.plain_only = conversation_id in self._plain_conversations
         self.session.open(conversation_id)
         self.conversations.select(conversation_id)
 
@@ -616,6 +615,8 @@ class MainWindow(QMainWindow):
         self.send_button.setText("Send")
 
     def _update_buttons(self) -> None:
+        if self._closed:  # engine news after closing: the store is closed and nothing is shown any more
+            return
         busy = self.session.busy
         ready = self.engine.loaded_info is not None and self.engine.alive
         msgs = self.store.messages(self.session.conversation.id) if self.session.conversation else []
@@ -643,49 +644,6 @@ class MainWindow(QMainWindow):
             if old is not None and self.session.model_path and old != self.load_config(Path(self.session.model_path)):
                 self.load_model(Path(self.session.model_path))  # engine settings changed: reload
 
-    _bandwidth_ready = Signal(object, str)  # bytes/s or None, note
-
-    def _bandwidth_from_core(self, measure: bool = False) -> None:
-        """Feed the roofline the machine's read bandwidth from app.core.bandwidth, off the GUI thread.
-
-        measure=False only reads the per-machine cache; measure=True measures (about 2 s, all cores) when
-        there is no cached value: done once, right after a model load while the engine is idle."""
-        if self._bandwidth_busy:
-            self._bandwidth_measure_next = self._bandwidth_measure_next or measure
-            return
-        self._bandwidth_busy = True
-
-        def work() -> None:
-            value: float | None = None
-            try:
-                from app.core import bandwidth, hardware
-
-                key = hardware.machine_key(hardware.probe_cpu(), hardware.probe_memory()[0])
-                result = bandwidth.load_cached(key)
-                if result is None and measure:
-                    result = bandwidth.get_bandwidth(key)
-                if result is not None:
-                    value = result.read_gbs * 1e9
-                    note = f"measured read bandwidth, {result.measured_at[:10]}"
-                else:
-                    note = "not measured yet"
-            except Exception as exc:  # noqa: BLE001 (the roofline just lacks its slope)
-                note = f"not measured ({exc})"
-            try:
-                self._bandwidth_ready.emit(value, note)
-            except RuntimeError:  # window already gone
-                pass
-
-        threading.Thread(target=work, name="bandwidth", daemon=True).start()
-
-    def _on_bandwidth(self, value: float | None, note: str) -> None:
-        self._bandwidth_busy = False
-        self._bandwidth_known = value is not None
-        self.dashboard.set_bandwidth(value, note)
-        if value is None and self._bandwidth_measure_next:
-            self._bandwidth_measure_next = False
-            self._bandwidth_from_core(measure=True)
-
     def restyle(self) -> None:
         app = QGuiApplication.instance()
         if isinstance(app, QGuiApplication):
@@ -704,7 +662,6 @@ class MainWindow(QMainWindow):
             self.restoreState(QByteArray.fromBase64(w.state.encode()))
         self.dock.setVisible(w.dashboard_visible)
         self._default_ready.connect(self._on_default_ready)
-        self._bandwidth_ready.connect(self._on_bandwidth)
 
     def save_settings(self) -> None:
         self.settings.window.geometry = bytes(self.saveGeometry().toBase64().data()).decode()
@@ -719,13 +676,5 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self._closed:
             self._closed = True
-            if self.session.busy:
-                self.session.stop()
-                self.session._abandon()
-            self.save_settings()
-            if self.lab_page.widget is not None:
-                self.lab_page.widget.shutdown()  # type: ignore[attr-defined]
-            self.engine.shutdown()
-            if self._owns_store:
-                self.store.close()
+            shut_down(self)
         super().closeEvent(event)

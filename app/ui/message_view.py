@@ -3,17 +3,16 @@ being written (cheap at 60 updates/s however long the conversation is), plus the
 
 from __future__ import annotations
 
-import math
+import html
 import re
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import (
     QGuiApplication,
     QKeyEvent,
     QTextBlockFormat,
     QTextCursor,
     QTextDocumentFragment,
-    QTextOption,
 )
 from PySide6.QtWidgets import (
     QFrame,
@@ -22,7 +21,6 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QScrollArea,
     QSizePolicy,
-    QTextBrowser,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -31,7 +29,9 @@ from PySide6.QtWidgets import (
 from app.core.chat_store import Message
 from app.core.metrics import PhaseMetrics
 from app.ui import theme
+from app.ui.fitted_text import FittedTextView
 from app.ui.markdown_render import markdown_to_html, plain_to_html, stylesheet
+from app.ui.safe_text import make_plain, set_plain_tooltip
 
 FULL_RENDER_CHARS = 6000  # re-render a finished reply as a whole below this size (≈ 15 ms)
 STATE_LABELS = {"streaming": "writing…", "interrupted": "interrupted", "error": "error", "complete": ""}
@@ -59,43 +59,18 @@ def stable_prefix_length(text: str) -> int:
     return boundary
 
 
-class AutoHeightBrowser(QTextBrowser):
-    """A QTextBrowser as tall as its document: the outer scroll area does the scrolling."""
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setOpenExternalLinks(True)
-        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        self.viewport().setAutoFillBackground(False)
-        self.setStyleSheet("QTextBrowser { background: transparent; }")
-        self.document().setDocumentMargin(2)
-        self.document().documentLayout().documentSizeChanged.connect(self._fit)
-
-    def _fit(self, *_: object) -> None:
-        h = math.ceil(self.document().size().height()) + 2 * self.frameWidth()
-        if h != self.height():
-            self.setFixedHeight(max(h, 18))
-
-    def resizeEvent(self, event) -> None:  # type: ignore[no-untyped-def]
-        super().resizeEvent(event)
-        self._fit()
-
-    def sizeHint(self) -> QSize:
-        return QSize(200, self.height())
-
-
 class MessageWidget(QFrame):
     edit_requested = Signal(int)  # message id
     fast_append = True  # tests turn it off to compare with the Markdown render of every update
 
-    def __init__(self, message: Message, parent: QWidget | None = None):
+    def __init__(self, message: Message, parent: QWidget | None = None, plain_only: bool = False):
         super().__init__(parent)
         self.message = message
         self.text = message.content
+        # Plain text only: the conversation crashed the window while opening last time (see startup_guard),
+        # or this message failed to render as Markdown; `render_note` says which, under the text.
+        self.plain_only = plain_only
+        self.render_note = "shown as plain text: this chat stopped the window while opening" if plain_only else ""
         # Streaming state: document position and text length where the unfinished tail starts.
         self._stable_pos: int | None = None
         self._stable_chars = 0
@@ -113,6 +88,7 @@ class MessageWidget(QFrame):
         self.role_label.setFont(font)
         head.addWidget(self.role_label)
         self.state_label = QLabel()
+        make_plain(self.state_label)  # the state is ours, its tooltip (an error) is not: see _update_header
         head.addWidget(self.state_label)
         self.metrics_label = QLabel()
         self.metrics_label.setTextFormat(Qt.TextFormat.RichText)
@@ -137,7 +113,7 @@ class MessageWidget(QFrame):
         self.copy_button.clicked.connect(self.copy_text)
         head.addWidget(self.copy_button)
         lay.addLayout(head)
-        self.body = AutoHeightBrowser()
+        self.body = FittedTextView()
         lay.addWidget(self.body)
         self.restyle()
         self.set_message(message)
@@ -171,9 +147,15 @@ class MessageWidget(QFrame):
         words added to a settled line are typed in directly (most updates: no Markdown, no HTML parse)."""
         before = self.text
         self.text += text
-        if self.message.role == "user":
+        if self.message.role == "user" or self.plain_only:
             self._render()
             return
+        try:
+            self._append_markdown(before, text)
+        except Exception as exc:  # noqa: BLE001 (one reply that cannot render must not take the window)
+            self._fall_back_to_plain(exc)
+
+    def _append_markdown(self, before: str, text: str) -> None:
         if self._stable_pos is None:  # first streamed text: start from an empty document
             self._stable_pos, self._stable_chars = 0, 0
         elif self.fast_append and self._type_plain(before, text):
@@ -240,20 +222,40 @@ class MessageWidget(QFrame):
 
     def _render(self) -> None:
         self._stable_pos = None
-        if self.message.role == "user":
-            html = plain_to_html(self.text)
-        else:
-            html = markdown_to_html(self.text) if self.text else "<p>…</p>"
-        self.body.setHtml(html)
+        if self.message.role == "user" or self.plain_only:
+            self.body.setHtml(plain_to_html(self.text) + self._note_html())
+            return
+        try:
+            self.body.setHtml(markdown_to_html(self.text) if self.text else "<p>…</p>")
+        except Exception as exc:  # noqa: BLE001 (stored text must never keep a chat from opening)
+            self._fall_back_to_plain(exc)
+
+    def _fall_back_to_plain(self, exc: BaseException) -> None:
+        self.plain_only = True
+        self.render_note = f"shown as plain text: it could not be rendered ({type(exc).__name__})"
+        self._stable_pos = None
+        self.body.setHtml(plain_to_html(self.text) + self._note_html())
+
+    def _note_html(self) -> str:
+        if not self.render_note:
+            return ""
+        return f"<p style='color:{theme.colors().muted}'><i>({html.escape(self.render_note)})</i></p>"
 
     def _update_header(self) -> None:
+        try:
+            self._show_header()
+        except Exception:  # noqa: BLE001 (metrics from a damaged store: the message shows without them)
+            self.metrics_label.setText("")
+            self.metrics_label.setToolTip("")
+
+    def _show_header(self) -> None:
         m = self.message
         c = theme.colors()
         label = STATE_LABELS.get(m.state, m.state)
         if m.state in ("interrupted", "error"):
             self.state_label.setStyleSheet(f"color: {theme.WARN};")
             tip = m.error or ("stopped" if m.finish_reason == "cancelled" else "")
-            self.state_label.setToolTip(tip)
+            set_plain_tooltip(self.state_label, tip)  # an error message: from an engine, template or server
             if m.finish_reason == "cancelled":
                 label = "stopped"
         else:
@@ -270,7 +272,7 @@ class MessageWidget(QFrame):
                     f"<span style='color:{c.muted}'>TTFT {pm.ttft_ms:.0f} ms</span> · "
                     f"<span style='color:{theme.PREFILL}'>prefill {pm.prefill_tps:.0f} tok/s</span> · "
                     f"<span style='color:{theme.DECODE}'>decode {pm.decode_tps:.1f} tok/s</span>")
-            self.metrics_label.setToolTip("\n".join(pm.summary_lines()))
+            set_plain_tooltip(self.metrics_label, "\n".join(pm.summary_lines()))
         else:
             self.metrics_label.setText("")
 
@@ -297,6 +299,7 @@ class MessageView(QScrollArea):
         self._layout.addStretch(1)
         self.setWidget(self._inner)
         self._widgets: dict[int, MessageWidget] = {}
+        self.plain_only = False  # new messages shown as plain text (a chat that crashed the last start)
         self._stick = True
         self.verticalScrollBar().rangeChanged.connect(self._on_range)
         self.verticalScrollBar().valueChanged.connect(self._on_scroll)
@@ -324,7 +327,7 @@ class MessageView(QScrollArea):
 
     def add_message(self, message: Message) -> MessageWidget:
         self._placeholder.hide()
-        w = MessageWidget(message)
+        w = MessageWidget(message, plain_only=self.plain_only)
         w.edit_requested.connect(self.edit_requested)
         self._layout.insertWidget(self._layout.count() - 1, w)
         self._widgets[message.id] = w
