@@ -71,7 +71,7 @@ def test_a_context_that_cannot_fit_is_refused_before_loading_with_the_largest_th
     import app.engine.client as client_module
 
     monkeypatch.setattr(client_module, "EngineClient", None)  # a load attempt would fail loudly
-    code, out, err = run_cli(["chat", "-m", str(model), "--ctx", "10000000", "hi"], capsys)
+    code, _, err = run_cli(["chat", "-m", str(model), "--ctx", "10000000", "hi"], capsys)
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert "10000000-token context does not fit" in err
     found = re.search(r"the largest context that fits is (\d+) \(--ctx (\d+)\)", err)
@@ -88,7 +88,7 @@ def test_a_context_that_cannot_fit_is_refused_before_loading_with_the_largest_th
 
 def test_a_directory_given_as_the_model_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["chat", "-m", str(tmp_path), "hi"], ["bench", "-m", str(tmp_path)],
-                 ["info", "-m", str(tmp_path)]):
+                 ["info", "-m", str(tmp_path)], ["models", "--import", str(tmp_path)]):
         code, _, err = run_cli(argv, capsys)
         assert code == 1 and "is a directory" in err and "not found" not in err, (argv, err)
 
@@ -168,7 +168,7 @@ def _one_variant(repo: str) -> Any:
 def test_an_unexpected_exception_is_one_line_and_a_log_file(capsys: pytest.CaptureFixture[str],
                                                             monkeypatch: pytest.MonkeyPatch,
                                                             roofline_home: Path) -> None:
-    import app.commands.hw as hw
+    from app.commands import hw
 
     def planted(args: Any) -> int:
         raise RuntimeError("planted failure\nsecond line")
