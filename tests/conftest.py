@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# hypothesis keeps caches in ./.hypothesis (inside the checkout) as soon as a test module is collected: give it
+# a temporary folder instead, removed when the run ends.
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="roofline-hypothesis-")
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
+set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 
 pytest_plugins = ["reliability_plugin", "pytester"]  # reliability counts printed at the end; sub-runs
 
