@@ -3,6 +3,9 @@
 Each sub-command lives in its own module under `app.commands` and exposes `register(subparsers)`;
 modules are discovered, so adding a command never touches this file. Heavy imports stay inside the
 command functions so that `roofline hw` starts fast.
+
+Bad input ends in one line and exit status 2 (`_OneLineParser`); anything unexpected ends in one line
+naming a log file that holds the traceback (`app.commands._crash`), never a traceback on the terminal.
 """
 
 from __future__ import annotations
@@ -11,12 +14,21 @@ import argparse
 import importlib
 import pkgutil
 import sys
+from typing import NoReturn
 
 import app.commands
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what was wrong, and where to read more) instead of the
+    usage block followed by the error. Sub-command parsers inherit the class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="roofline",
         description="Run GGUF models locally with llama.cpp and see prefill vs decode, measured.",
     )
@@ -42,6 +54,19 @@ def main(argv: list[str] | None = None) -> int:
         from app.selftest import main as selftest_main
 
         return selftest_main(argv[1:])
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `roofline ... | head`
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the one place that turns any bug into a line and a log file
+        from app.commands._crash import report_crash
+
+        return report_crash(exc, argv)
+
+
+def _run(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -49,12 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         from app.commands.gui import run_gui
 
         return run_gui(args)
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `roofline ... | head`
-        return 0
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

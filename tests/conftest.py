@@ -2,28 +2,43 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-pytest_plugins = ["reliability_plugin"]  # counts printed at the end by the reliability suite
+# hypothesis keeps caches in ./.hypothesis (inside the checkout) as soon as a test module is collected: give it
+# a temporary folder instead, removed when the run ends.
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="roofline-hypothesis-")
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
+set_hypothesis_home_dir(_HYPOTHESIS_HOME)
+
+pytest_plugins = ["reliability_plugin", "pytester"]  # reliability counts printed at the end; sub-runs
 
 
 @pytest.fixture(scope="session")
-def default_model() -> Path:
-    """The real embedded model (Gemma 3 270M Q4_K_M), assembled and verified once."""
+def default_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real embedded model (Gemma 3 270M Q4_K_M), assembled and verified once per run into a temporary
+    ROOFLINE_HOME: a test run never writes into the user's own data folder."""
     from app.core.default_model import default_model_path
 
-    saved = os.environ.pop("ROOFLINE_DEFAULT_MODEL", None)
+    saved = {name: os.environ.pop(name, None) for name in ("ROOFLINE_DEFAULT_MODEL", "ROOFLINE_HOME")}
+    os.environ["ROOFLINE_HOME"] = str(tmp_path_factory.mktemp("default-model-home"))
     try:
         path = default_model_path()
     finally:
-        if saved is not None:
-            os.environ["ROOFLINE_DEFAULT_MODEL"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return path
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import llama_cpp  # a hard dependency: a broken install must fail here, not skip
 import numpy as np
-import pytest
 
 from app.core.sampling import Sampler, SamplerParams
-
-llama_cpp = pytest.importorskip("llama_cpp")
-decoding = pytest.importorskip("app.engine.decoding")
+from app.engine import decoding
 
 
 def test_logits_row_is_llama_cpps_current_row_after_every_decode(default_model: Path) -> None:

@@ -183,10 +183,15 @@ def test_gpu_backend_detection(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- this machine
 
 
-def test_real_machine_probe_is_fast_and_complete() -> None:
-    t = time.perf_counter()
+def test_real_machine_probe_is_fast_and_complete(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fast by construction: probing reads what the OS reports and never measures (a measurement is what
+    # takes seconds); a wall-clock limit would test this machine's load instead.
+    def no_measuring(*args: object, **kwargs: object) -> None:
+        raise AssertionError("probe_hardware ran a measurement")
+
+    monkeypatch.setattr(bandwidth, "measure_bandwidth", no_measuring)
+    monkeypatch.setattr(bandwidth, "measure_gemm", no_measuring)
     hw = hardware.probe_hardware(gpu_offload=False)
-    assert time.perf_counter() - t < 3
     assert hw.cpu.logical_cores and hw.cpu.logical_cores >= 1
     assert hw.ram_total and hw.ram_available and 0 < hw.ram_available <= hw.ram_total
     again = hardware.HardwareInfo.from_dict(json.loads(json.dumps(hw.to_dict())))
@@ -195,9 +200,14 @@ def test_real_machine_probe_is_fast_and_complete() -> None:
 
 def test_bandwidth_measure_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)  # other tests may load the machine
+    t = time.perf_counter()
     first = bandwidth.get_bandwidth("k1", budget_s=1.0)
-    assert not first.cached and first.read_gbs > 0.5 and first.copy_gbs > 0.1
-    assert first.buffer_bytes >= 256 << 20 and first.seconds < 3
+    wall = time.perf_counter() - t
+    assert not first.cached and first.read_gbs > 0 and first.copy_gbs > 0
+    # Its reported duration is its own (not more than the wall time around it) and it honours its budget
+    # to within a ratio (the allocation and the final copy runs come on top of the timed loop).
+    assert 0 < first.seconds <= wall and first.seconds <= 3 * 1.0
+    assert first.buffer_bytes >= 256 << 20
     second = bandwidth.get_bandwidth("k1")
     assert second.cached and second.read_gbs == first.read_gbs
     assert not bandwidth.get_bandwidth("k2", budget_s=0.5).cached  # another machine: its own entry
@@ -210,10 +220,14 @@ def test_hw_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPa
     from app.cli import main
 
     monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)
-    t = time.perf_counter()
+    calls: list[int] = []
+    measure = bandwidth.measure_bandwidth
+    monkeypatch.setattr(bandwidth, "measure_bandwidth", lambda **kw: calls.append(1) or measure(**kw))
     assert main(["hw", "--json"]) == 0
-    assert time.perf_counter() - t < 3
     data = json.loads(capsys.readouterr().out)
+    # Quick on every later start: the first run measures once, the next ones read the cached result.
+    assert main(["hw", "--json"]) == 0 and len(calls) == 1
+    assert json.loads(capsys.readouterr().out)["bandwidth"]["read_gbs"] == data["bandwidth"]["read_gbs"]
     assert data["bandwidth"]["read_gbs"] > 0 and data["cpu"]["logical_cores"] >= 1
     assert main(["hw"]) == 0
     out = capsys.readouterr().out

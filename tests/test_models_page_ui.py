@@ -17,7 +17,6 @@ from app.core import downloads, library, paths
 pytestmark = pytest.mark.gui
 
 BIG_QUANTS = ["Q2_K", "Q3_K_M", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "F16"]
-SHOTS = Path(os.environ.get("ROOFLINE_SHOTS", "/tmp/roofline-shots"))
 
 
 @pytest.fixture(autouse=True)
@@ -112,7 +111,8 @@ def test_remove_asks_and_respects_no(page: Any, qtbot: Any) -> None:
 
 @pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")  # offscreen platform noise
 def test_discover_shows_verdicts_and_speeds_from_remote_headers(page: Any, qtbot: Any, qtmodeltester: Any,
-                                                               hub_server: HubServer, big_repo: str) -> None:
+                                                               hub_server: HubServer, big_repo: str,
+                                                               tmp_path: Path) -> None:
     page.tabs.setCurrentIndex(1)
     page.search_edit.setText("llama")
     page.search_btn.click()
@@ -146,8 +146,10 @@ def test_discover_shows_verdicts_and_speeds_from_remote_headers(page: Any, qtbot
         assert hub_server.state.served(name) < 2 << 20
     page.show()
     qtbot.waitExposed(page)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.grab().save(str(SHOTS / "models_discover.png"))
+    # The screenshot goes to the test's own folder unless ROOFLINE_SHOTS names one (to collect them).
+    shots = Path(os.environ.get("ROOFLINE_SHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    assert page.grab().save(str(shots / "models_discover.png"))
 
 
 def test_download_from_discover_with_pause_resume(page: Any, qtbot: Any, qtmodeltester: Any,

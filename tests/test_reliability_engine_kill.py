@@ -1,7 +1,7 @@
 """The engine SIGKILLed 20 times at random points of load, prefill and decode (seeded), on the real default model.
 
-The test plays the app's part the way `ChatSession` does: each user message is committed to the chat store
-before the request, the reply streams in through a `StreamWriter`, and a dead engine leaves the reply
+The app's part is played by the real `ChatSession` over the real engine's events: it commits each user
+message before the request, streams the reply into the store, and a dead engine leaves the reply
 `interrupted` with the text that arrived. After every kill: the caller got exactly one `engine_died` error
 and carries on; every message committed so far is in the store, unchanged; the interrupted reply holds every
 token received before the kill; a restarted engine loads the model again. Then the same through the real
@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_plugin import record
+from PySide6.QtCore import QObject, Signal
+from reliability_plugin import counting_losses, record
 
-from app.core.chat_store import ChatStore, StreamWriter
+from app.core.chat_store import ChatStore
 from app.engine import protocol as P
 from app.engine.client import EngineClient
 
@@ -57,12 +58,34 @@ class Recorder:
             return [e for e in self.events if isinstance(e, kind)]
 
 
-def _expect_store(store: ChatStore, conv_id: int, expected: list[tuple[str, str, str]]) -> int:
-    """Every message committed so far is present and unchanged; returns how many were lost (0)."""
-    rows = [(m.role, m.content, m.state) for m in store.messages(conv_id)]
-    lost = sum(1 for e in expected if e not in rows)
-    assert rows == expected, "the chat store differs from what was committed"
-    return lost
+class SessionEngine(QObject):
+    """The part of `EngineQt` that `ChatSession` uses, over a plain `EngineClient`: the test feeds the real
+    engine's events to the real session, so what is checked is the app's own handling of a dead engine."""
+
+    tokens = Signal(str, str, list)
+    done = Signal(object)
+    error = Signal(object)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client: EngineClient | None = None
+        self.alive = True
+        self.loaded_info: Any = "loaded"
+
+    def new_request_id(self) -> str:
+        assert self.client is not None
+        return self.client.new_request_id("k")
+
+    def generate(self, request: P.Generate) -> None:
+        assert self.client is not None
+        self.client.send(request)
+
+    def cancel(self, request_id: str | None = None) -> None:
+        pass
+
+
+def _stored(store: ChatStore) -> dict[int, tuple[str, str, str]]:
+    return {m.id: (m.role, m.content, m.state) for c in store.list_conversations() for m in store.messages(c.id)}
 
 
 def _measure_load(config: P.LoadConfig) -> float:
@@ -74,88 +97,108 @@ def _measure_load(config: P.LoadConfig) -> float:
         return time.monotonic() - t0
 
 
-def test_engine_killed_twenty_times_loses_nothing(default_model: Path, tmp_path: Path) -> None:
+def _measure_prefill(config: P.LoadConfig) -> float:
+    """Seconds from sending the long prompt to its first token on this machine now."""
+    with EngineClient() as client:
+        client.load(config)
+        req = P.Generate(request_id="m", messages=[{"role": "user", "content": LONG_PROMPT}],
+                         sampling=P.Sampling(temperature=0.0, max_tokens=1))
+        t0 = time.monotonic()
+        for event in client.generate(req, timeout=300):
+            if isinstance(event, P.Token):
+                break
+        return time.monotonic() - t0
+
+
+def test_engine_killed_twenty_times_loses_nothing(default_model: Path, tmp_path: Path, qtbot: Any) -> None:
+    from app.ui.chat_session import ChatSession
+
     rng = random.Random(SEED)
     phases = ["load"] * 7 + ["prefill"] * 6 + ["decode"] * 7
     rng.shuffle(phases)
     store = ChatStore(tmp_path / "chats.sqlite3")
-    conv = store.create_conversation("kill test")
-    expected: list[tuple[str, str, str]] = []
+    engine = SessionEngine()
+    session = ChatSession(store, engine)  # type: ignore[arg-type]  # the duck-typed EngineQt above
+    session.sampling = P.Sampling(temperature=0.0, max_tokens=400, ignore_eos=True)
+    committed: dict[int, tuple[str, str, str]] = {}
     # One thread: on a busy 2-core machine two spinning llama.cpp threads decode 5-15x slower.
     config = P.LoadConfig(model_path=str(default_model), n_ctx=N_CTX, n_threads=1)
     hit = {"load": 0, "prefill": 0, "decode": 0}
-    lost = 0
     load_s = _measure_load(config)
+    prefill_s = _measure_prefill(config)
     round_no = 0
-    while phases:
-        phase = phases[0]
-        round_no += 1
-        rec = Recorder()
-        client = EngineClient(on_event=rec)
-        client.start()
-        rec.wait(lambda ev: any(isinstance(e, P.Ready) for e in ev))
-        client.send(P.Load(config))
-        reply_text = ""
-        if phase == "load":
-            # llama.cpp maps the file in one go (its progress callback says 0, then 1): kill at a random
-            # moment of the measured load time instead.
-            time.sleep(rng.uniform(0.05, 0.8) * load_s)
-            if rec.of(P.Loaded):  # this load was quicker than the last: try again, it does not count
-                client.close()
-                load_s *= 0.7
-                continue
-        else:
-            rec.wait(lambda ev: any(isinstance(e, (P.Loaded, P.Error)) for e in ev))
-            assert rec.of(P.Loaded), rec.events[-3:]
-            # Commit the user's message before asking, as the app does; the reply streams into the store.
-            prompt = LONG_PROMPT if phase == "prefill" else f"Question {round_no}: tell me a story."
-            store.add_message(conv.id, "user", prompt)
-            expected.append(("user", prompt, "complete"))
-            reply = store.add_message(conv.id, "assistant", "", state="streaming")
-            writer = StreamWriter(store, reply.id, interval=0.05)
-            rid = f"k{round_no}"
-            client.send(P.Generate(request_id=rid, prompt=prompt,
-                                   sampling=P.Sampling(temperature=0.0, max_tokens=400, ignore_eos=True)))
-            if phase == "prefill":
-                time.sleep(rng.uniform(0.0, 0.3))  # the prompt takes seconds to evaluate
+    with counting_losses() as losses:
+        while phases:
+            assert round_no < 3 * KILLS, f"too many rounds that did not count; hits so far {hit}"
+            phase = phases[0]
+            round_no += 1
+            rec = Recorder()
+            client = EngineClient(on_event=rec)
+            engine.client = client
+            client.start()
+            rec.wait(lambda ev: any(isinstance(e, P.Ready) for e in ev))
+            client.send(P.Load(config))
+            if phase == "load":
+                # llama.cpp maps the file in one go (its progress callback says 0, then 1): kill at a random
+                # moment of the measured load time instead.
+                time.sleep(rng.uniform(0.05, 0.8) * load_s)
+                if rec.of(P.Loaded):  # this load was quicker than the last: try again, it does not count
+                    client.close()
+                    load_s *= 0.7
+                    continue
             else:
-                n = rng.randint(1, 12)
-                rec.wait(lambda ev: sum(isinstance(e, P.Token) for e in ev) >= n)
-        pid = client.pid
-        assert pid is not None
-        os.kill(pid, signal.SIGKILL)
-        rec.wait(lambda ev: any(isinstance(e, P.Error) for e in ev), timeout=30)
-        errors = rec.of(P.Error)
-        assert len(errors) == 1 and errors[0].kind == "engine_died" and errors[0].fatal, errors
-        assert "SIGKILL" in errors[0].message
-        assert not client.alive
-        tokens = [e.text for e in rec.of(P.Token)]
-        if phase == "prefill":
-            assert not tokens, "the first token came before the kill: the prompt was not long enough"
-        if phase == "decode":
-            assert tokens
-        hit[phase] += 1
-        phases.pop(0)
-        if phase != "load":
-            # What ChatSession does on engine_died: flush, keep the text, mark the reply interrupted.
-            for t in tokens:
-                writer.append(t)
-            writer.flush()
-            reply_text = writer.text
-            store.update_message(reply.id, content=reply_text, state="interrupted", error=errors[0].message)
-            expected.append(("assistant", reply_text, "interrupted"))
-        client.close()
-        record("kills survived")
-        # A fresh store connection sees exactly what was committed, the database is sound.
-        check = ChatStore(tmp_path / "chats.sqlite3")
-        lost += _expect_store(check, conv.id, expected)
-        check.close()
+                rec.wait(lambda ev: any(isinstance(e, (P.Loaded, P.Error)) for e in ev))
+                assert rec.of(P.Loaded), rec.events[-3:]
+                # The app's own path: ChatSession commits the user's message, then asks for the reply (a new
+                # conversation each round keeps every prompt as long as the phase needs).
+                prompt = LONG_PROMPT if phase == "prefill" else f"Question {round_no}: tell me a story."
+                session.new_conversation()
+                assert session.send(prompt)
+                conv = session.conversation
+                assert conv is not None
+                user = store.messages(conv.id)[-2]
+                committed[user.id] = ("user", prompt.strip(), "complete")
+                if phase == "prefill":
+                    # a random moment within the measured prefill time: a ratio, not a fixed number of ms
+                    time.sleep(rng.uniform(0.05, 0.6) * prefill_s)
+                else:
+                    n = rng.randint(1, 12)
+                    rec.wait(lambda ev: sum(isinstance(e, P.Token) for e in ev) >= n)
+            pid = client.pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            rec.wait(lambda ev: any(isinstance(e, P.Error) for e in ev), timeout=30)
+            errors = rec.of(P.Error)
+            tokens = rec.of(P.Token)
+            if phase != "load":
+                # Hand the session what the engine sent before it died, then the death, as EngineQt does.
+                reply_id = session.streaming_message_id
+                for t in tokens:
+                    engine.tokens.emit(t.request_id, t.text, [t.t])
+                engine.error.emit(errors[0])
+                if reply_id is not None:
+                    committed[reply_id] = ("assistant", "".join(t.text for t in tokens), "interrupted")
+            # A fresh store connection sees exactly what was committed (counted before any other check).
+            check = ChatStore(tmp_path / "chats.sqlite3")
+            losses.check(committed, _stored(check))
+            check.close()
+            assert phase == "load" or (reply_id is not None and not session.busy)
+            assert len(errors) == 1 and errors[0].kind == "engine_died" and errors[0].fatal, errors
+            assert "SIGKILL" in errors[0].message
+            assert not client.alive
+            client.close()
+            record("kills survived")
+            if phase == "prefill" and tokens:  # the prompt was evaluated before the kill: does not count
+                prefill_s *= 0.7
+                continue
+            if phase == "decode":
+                assert tokens
+            hit[phase] += 1
+            phases.pop(0)
     con = sqlite3.connect(tmp_path / "chats.sqlite3")
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
     assert hit == {"load": 7, "prefill": 6, "decode": 7}
-    record("messages lost", lost)
-    record("messages checked after kills", len(expected))
     # Restart works: a new engine loads the model and completes a reply.
     with EngineClient() as client:
         client.load(config)
@@ -181,35 +224,35 @@ def test_window_survives_engine_kills_during_streaming(default_model: Path, tmp_
     committed: list[tuple[str, str, str]] = []
     got: list[str] = []
     engine.tokens.connect(lambda _rid, t, _times: got.append(t))
-    for round_no in range(2):
-        window.session.sampling = P.Sampling(temperature=0.0, max_tokens=300, ignore_eos=True)
-        text = f"Round {round_no}: write a long story."
-        assert window.session.send(text)
-        conv_id = window.session.conversation.id  # type: ignore[union-attr]
-        committed.append(("user", text, "complete"))
-        got.clear()
-        qtbot.waitUntil(lambda: len("".join(got)) > 20, timeout=60_000)
-        with qtbot.waitSignal(engine.error, timeout=30_000) as blocker:
-            engine.kill()
-        err = blocker.args[0]
-        assert err.kind == "engine_died" and err.fatal
-        record("kills survived")
-        # The window is alive and says what happened; the reply keeps every token shown.
-        assert window.banner.isVisibleTo(window) and window.banner.restart_button.isVisibleTo(window)
-        assert "SIGKILL" in window.banner.label.text()
-        assert not window.grab().isNull()  # still paints
-        assert not window.session.busy
-        rows = [(m.role, m.content, m.state) for m in store.messages(conv_id)]
-        assert rows[:-1] == committed
-        role, content, state = rows[-1]
-        assert (role, state) == ("assistant", "interrupted")
-        assert content == "".join(got) and content
-        committed.append(rows[-1])
-        record("messages checked after kills", len(rows))
-        # Restart from the banner: the engine comes back with the same model.
-        with qtbot.waitSignal(engine.loaded, timeout=120_000):
-            window.banner.restart_button.click()
-        record("engine restarts")
+    with counting_losses() as losses:
+        for round_no in range(2):
+            window.session.sampling = P.Sampling(temperature=0.0, max_tokens=300, ignore_eos=True)
+            text = f"Round {round_no}: write a long story."
+            assert window.session.send(text)
+            conv_id = window.session.conversation.id  # type: ignore[union-attr]
+            committed.append(("user", text, "complete"))
+            got.clear()
+            qtbot.waitUntil(lambda: len("".join(got)) > 20, timeout=60_000)
+            with qtbot.waitSignal(engine.error, timeout=30_000) as blocker:
+                engine.kill()
+            err = blocker.args[0]
+            assert err.kind == "engine_died" and err.fatal
+            record("kills survived")
+            # The window is alive and says what happened; the reply keeps every token shown.
+            assert window.banner.isVisibleTo(window) and window.banner.restart_button.isVisibleTo(window)
+            assert "SIGKILL" in window.banner.label.text()
+            assert not window.grab().isNull()  # still paints
+            assert not window.session.busy
+            rows = [(m.role, m.content, m.state) for m in store.messages(conv_id)]
+            losses.check(dict(enumerate(committed)), dict(enumerate(rows[:-1])))
+            role, content, state = rows[-1]
+            assert (role, state) == ("assistant", "interrupted")
+            assert content == "".join(got) and content
+            committed.append(rows[-1])
+            # Restart from the banner: the engine comes back with the same model.
+            with qtbot.waitSignal(engine.loaded, timeout=120_000):
+                window.banner.restart_button.click()
+            record("engine restarts")
     window.close()
     reopened = ChatStore(tmp_path / "gui.sqlite3")
     assert [(m.role, m.content, m.state) for m in reopened.messages(conv_id)] == committed

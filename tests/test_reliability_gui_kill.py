@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 import pytest
-from reliability_plugin import record
+from reliability_plugin import counting_losses, record
 
 from app.core import paths
 
@@ -130,58 +130,54 @@ def test_gui_killed_while_streaming_keeps_every_saved_message(default_model: Pat
     (paths.config_dir() / "settings.json").write_text(json.dumps({"version": 1, "n_ctx": 1024, "threads": 1}))
     db = paths.data_dir() / "chats.sqlite3"
     committed: dict[int, tuple[str, str, str]] = {}  # id -> (role, content, state) as the app last committed it
-    lost = 0
-    for round_no in range(ROUNDS):
-        driver = Driver(script, default_model, f"r{round_no}")
-        try:
-            driver.wait(lambda ls: any("long" in d for d in ls))
-            long_id = next(d["long"] for d in driver.lines if "long" in d)
-            engine_pid = next(d["engine_pid"] for d in driver.lines if "long" in d)
-            driver.wait(lambda ls: len(driver.shown_after_long()) >= 20)
-            # Let the periodic flush put some of the reply on disk, then kill at a random moment.
-            deadline = time.monotonic() + 30
-            while not any(r[0] == long_id and r[2] for r in _db_rows(db)) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 0.6))
-            on_disk = next(r[2] for r in _db_rows(db) if r[0] == long_id)
-            driver.proc.send_signal(signal.SIGKILL)
-            driver.proc.wait(10)
-        finally:
-            if driver.proc.poll() is None:
-                driver.proc.kill()
-        assert driver.proc.returncode == -signal.SIGKILL
-        record("kills survived")
-        shown = driver.shown_after_long()
-        for d in driver.lines:
-            if "committed" in d:
-                committed[d["committed"]] = (d["role"], d["content"], d["state"])
-        assert not any("error" in d for d in driver.lines), driver.lines
-        # The engine the window started notices its parent is gone and exits (no orphan left running).
-        assert _gone(engine_pid), f"engine {engine_pid} outlived the killed window"
-        # Reopen the database as the next start would.
-        con = sqlite3.connect(db)
-        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        con.close()
-        rows = {r[0]: r[1:] for r in _db_rows(db)}
-        for mid, want in committed.items():
-            if rows.get(mid) != want:
-                lost += 1
-        assert all(rows.get(mid) == want for mid, want in committed.items()), (committed, rows)
-        role, content, state = rows[long_id]
-        assert (role, state) == ("assistant", "streaming")
-        assert content.startswith(on_disk) and shown.startswith(content) and content, (on_disk, content, shown)
-        # What the next start does with it: the reply becomes `interrupted`, its text untouched.
-        committed[long_id] = ("assistant", content, "interrupted")
-        if round_no == ROUNDS - 1:
-            from app.core.chat_store import ChatStore
+    with counting_losses() as losses:
+        for round_no in range(ROUNDS):
+            driver = Driver(script, default_model, f"r{round_no}")
+            try:
+                driver.wait(lambda ls: any("long" in d for d in ls))
+                long_id = next(d["long"] for d in driver.lines if "long" in d)
+                engine_pid = next(d["engine_pid"] for d in driver.lines if "long" in d)
+                driver.wait(lambda ls: len(driver.shown_after_long()) >= 20)
+                # Let the periodic flush put some of the reply on disk, then kill at a random moment.
+                deadline = time.monotonic() + 30
+                while not any(r[0] == long_id and r[2] for r in _db_rows(db)) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                time.sleep(rng.uniform(0.0, 0.6))
+                on_disk = next(r[2] for r in _db_rows(db) if r[0] == long_id)
+                driver.proc.send_signal(signal.SIGKILL)
+                driver.proc.wait(10)
+            finally:
+                if driver.proc.poll() is None:
+                    driver.proc.kill()
+            shown = driver.shown_after_long()
+            for d in driver.lines:
+                if "committed" in d:
+                    committed[d["committed"]] = (d["role"], d["content"], d["state"])
+            # Reopen the database as the next start would; the loss count comes first (recorded however
+            # the test ends), then everything else about the round.
+            rows = {r[0]: r[1:] for r in _db_rows(db)}
+            losses.check(committed, rows)
+            assert driver.proc.returncode == -signal.SIGKILL
+            record("kills survived")
+            assert not any("error" in d for d in driver.lines), driver.lines
+            # The engine the window started notices its parent is gone and exits (no orphan left running).
+            assert _gone(engine_pid), f"engine {engine_pid} outlived the killed window"
+            con = sqlite3.connect(db)
+            assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            con.close()
+            role, content, state = rows[long_id]
+            assert (role, state) == ("assistant", "streaming")
+            assert content.startswith(on_disk) and shown.startswith(content) and content, (on_disk, content, shown)
+            # What the next start does with it: the reply becomes `interrupted`, its text untouched.
+            committed[long_id] = ("assistant", content, "interrupted")
+            if round_no == ROUNDS - 1:
+                from app.core.chat_store import ChatStore
 
-            store = ChatStore(db)
-            assert store.recover_streaming() == 1
-            store.close()
-        # (in earlier rounds the next driver's MainWindow recovers it; checked against `committed` above)
-    rows = {r[0]: r[1:] for r in _db_rows(db)}
-    assert rows == committed
-    assert sum(1 for r in rows.values() if r[2] == "interrupted") == ROUNDS
-    assert sum(1 for r in rows.values() if r[2] == "complete") == ROUNDS * 5  # 3 users + 2 replies per round
-    record("messages lost", lost)
-    record("messages checked after kills", len(committed))
+                store = ChatStore(db)
+                assert store.recover_streaming() == 1
+                store.close()
+            # (in earlier rounds the next driver's MainWindow recovers it; checked against `committed` above)
+        rows = {r[0]: r[1:] for r in _db_rows(db)}
+        assert rows == committed
+        assert sum(1 for r in rows.values() if r[2] == "interrupted") == ROUNDS
+        assert sum(1 for r in rows.values() if r[2] == "complete") == ROUNDS * 5  # 3 users + 2 replies per round

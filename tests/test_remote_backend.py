@@ -4,6 +4,7 @@ a server killed mid-reply, a socket that never answers, the http security defaul
 from __future__ import annotations
 
 import http.server
+import itertools
 import json
 import os
 import socket
@@ -34,6 +35,7 @@ def test_chat_streams_with_client_side_phase_metrics(server: str) -> None:
         assert loaded.chat_template_source == "server" and "remote" in loaded.model_desc
         req = P.Generate(request_id=client.new_request_id(), sampling=_greedy(12),
                          messages=[{"role": "user", "content": "Write one sentence about the sea."}])
+        t_sent = time.monotonic()
         events = list(client.generate(req))
     tokens, done = events[:-1], events[-1]
     assert isinstance(done, P.Done) and all(isinstance(t, P.Token) for t in tokens)
@@ -42,8 +44,13 @@ def test_chat_streams_with_client_side_phase_metrics(server: str) -> None:
     assert m.source == SOURCE
     assert 0 < m.ttft_ms < m.total_ms
     assert len(m.itl_ms) == len(tokens) - 1 and m.decode_wall_tps > 0
-    # chunk arrival times are the ITL; they are ordered and sum to the decode wall time
-    assert abs(sum(m.itl_ms) - m.decode_wall_ms) < 1e-6 * max(1.0, m.decode_wall_ms) + 1e-6
+    # The metrics agree with each token's own arrival stamp (the same monotonic clock as this test):
+    # TTFT no later than the first arrival seen from here, each gap the gap between two arrivals.
+    arrivals = [t.t for t in tokens]
+    assert arrivals == sorted(arrivals) and arrivals[0] >= t_sent
+    assert m.ttft_ms <= (arrivals[0] - t_sent) * 1000.0 + 1e-3
+    assert m.itl_ms == pytest.approx([(b - a) * 1000.0 for a, b in itertools.pairwise(arrivals)], abs=1e-6)
+    assert m.decode_wall_ms == pytest.approx((arrivals[-1] - arrivals[0]) * 1000.0, abs=1e-6)
 
 
 @pytest.mark.model
@@ -78,7 +85,8 @@ def test_cli_chat_against_a_remote_prints_client_side_ttft(server: str) -> None:
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     assert SOURCE in out.stdout and "TTFT" in out.stdout and "ITL" in out.stdout
-    assert "server's own chat template" in out.stderr or "--raw" in out.stderr
+    # --raw sends plain text: the CLI must say that no chat template (not even the server's) was applied
+    assert "chat template: none (--raw" in out.stderr, out.stderr
 
 
 @pytest.mark.model
@@ -122,7 +130,9 @@ def test_a_server_that_never_answers_times_out_clearly() -> None:
             t0 = time.monotonic()
             with pytest.raises(EngineError, match="did not answer .* within 1 s") as info:
                 client.connect()
-            assert time.monotonic() - t0 < 10
+            # It waited for the timeout rather than failing for some other reason first (an upper bound
+            # would measure this machine's load; pytest-timeout catches a hang).
+            assert time.monotonic() - t0 >= 0.9
             assert info.value.error.kind == "load_failed"
     finally:
         for s in accepted:

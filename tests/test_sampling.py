@@ -30,7 +30,7 @@ def top_k_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 
 def llama_cpp_distribution(logits: np.ndarray, params: SamplerParams, accepted: list[int]) -> dict[int, float]:
     """Token → probability after llama.cpp's chain (everything but the final random draw)."""
-    L = pytest.importorskip("llama_cpp")
+    import llama_cpp as L  # a hard dependency: a broken install fails here, never skips
     chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
     add = lambda s: L.llama_sampler_chain_add(chain, s)
     add(L.llama_sampler_init_penalties(logits.size, params.penalty_last_n, params.repeat_penalty,

@@ -19,6 +19,8 @@ def resolve_model(arg: str | None) -> Path:
     if not arg:
         return default_model_path()
     path = Path(arg).expanduser()
+    if path.is_dir():
+        raise SystemExit(f"roofline: {path} is a directory; give the path of a .gguf file inside it")
     if not path.exists():
         raise SystemExit(f"roofline: model file not found: {path}")
     return path

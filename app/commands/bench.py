@@ -5,24 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.commands._common import add_model_arg, print_json, resolve_model
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+from app.commands import _args as A
+from app.commands._common import add_model_arg, fail, print_json, resolve_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure prompt processing (pp) and generation (tg) like llama-bench")
     add_model_arg(p)
-    p.add_argument("-p", "--n-prompt", type=_ints, default=[512], help="prompt sizes, comma-separated (0: none)")
-    p.add_argument("-n", "--n-gen", type=_ints, default=[128], help="generation sizes, comma-separated (0: none)")
-    p.add_argument("-d", "--n-depth", type=_ints, default=[0], help="KV cache depth filled before each test")
-    p.add_argument("-r", "--repetitions", type=int, default=5)
-    p.add_argument("-t", "--threads", type=int, default=None, help="threads (default: llama.cpp's choice)")
-    p.add_argument("-b", "--batch-size", type=int, default=2048)
-    p.add_argument("-ub", "--ubatch-size", type=int, default=512)
-    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
+    p.add_argument("-p", "--n-prompt", type=A.int_list(0), default=[512], help="prompt sizes, comma-separated (0: none)")
+    p.add_argument("-n", "--n-gen", type=A.int_list(0), default=[128], help="generation sizes, comma-separated (0: none)")
+    p.add_argument("-d", "--n-depth", type=A.int_list(0), default=[0], help="KV cache depth filled before each test")
+    p.add_argument("-r", "--repetitions", type=A.repetitions, default=5)
+    p.add_argument("-t", "--threads", type=A.threads, default=None, help="threads (default: llama.cpp's choice)")
+    p.add_argument("-b", "--batch-size", type=A.batch_size, default=2048)
+    p.add_argument("-ub", "--ubatch-size", type=A.batch_size, default=512)
+    p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=0)
     p.add_argument("-ctk", "--cache-type-k", default="f16", choices=["f16", "q8_0", "q4_0"])
     p.add_argument("-ctv", "--cache-type-v", default="f16", choices=["f16", "q8_0", "q4_0"])
     p.add_argument("-fa", "--flash-attn", type=int, default=0, choices=[0, 1])
@@ -43,6 +40,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     need = max(p + n + d for p, n, d in tests)
     n_ctx = max(256, -(-need // 256) * 256)
+    from app.commands._preflight import check_context_fits
+
+    refused = check_context_fits(model, n_ctx, args.cache_type_k, args.cache_type_v, args.n_gpu_layers,
+                                 hint="keep -p + -n + -d within {n}")
+    if refused:
+        return fail(refused)
     cfg = P.LoadConfig(model_path=str(model), n_ctx=n_ctx, n_threads=args.threads, n_batch=args.batch_size,
                        n_ubatch=args.ubatch_size, n_gpu_layers=args.n_gpu_layers, type_k=args.cache_type_k,
                        type_v=args.cache_type_v, flash_attn=bool(args.flash_attn))
@@ -56,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
                     print(f"running pp{n_prompt} tg{n_gen} d{depth} ...", file=sys.stderr)
                 res = engine.bench(P.Bench(request_id=engine.new_request_id("b"), n_prompt=n_prompt,
                                            n_gen=n_gen, n_depth=depth, repetitions=args.repetitions))
+                if len(res.samples_ns) < args.repetitions or min(res.samples_ns, default=0) <= 0:
+                    # never print a mean over nothing as if it were a measurement
+                    return fail(f"pp{n_prompt} tg{n_gen} d{depth}: the engine returned {len(res.samples_ns)} "
+                                f"usable timing(s) for {args.repetitions} repetition(s)")
                 rows.append(bench_row(n_prompt=n_prompt, n_gen=n_gen, n_depth=depth, samples_ns=res.samples_ns,
                                       model_info=res.model_info, backend=backend,
                                       build=f"llama-cpp-python {engine.ready.llama_cpp_version if engine.ready else '?'}"))

@@ -6,26 +6,30 @@ import argparse
 import sys
 from typing import Any
 
-from app.commands._common import add_model_arg, api_key_arg, print_json, resolve_model
+from app.commands import _args as A
+from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
 from app.core.untrusted import clean_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chat", help="send one prompt, stream the reply, print prefill/decode metrics")
     add_model_arg(p)
-    p.add_argument("prompt", help="the user message (or text to continue with --raw)")
+    p.add_argument("prompt", nargs="?", default=None,
+                   help="the user message (or text to continue with --raw); '-' reads it from standard input")
+    p.add_argument("-f", "--file", dest="prompt_file", metavar="FILE", default=None,
+                   help="read the prompt from FILE (any size; not UTF-8: decoded with replacement)")
     p.add_argument("--system", default=None, help="system prompt")
     p.add_argument("--raw", action="store_true", help="continue the text as-is, without a chat template")
-    p.add_argument("-n", "--max-tokens", type=int, default=128)
-    p.add_argument("--temp", type=float, default=0.8)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--repeat-penalty", type=float, default=1.1)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("-c", "--ctx", type=int, default=4096, help="context size (tokens)")
-    p.add_argument("-t", "--threads", type=int, default=None)
-    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
+    p.add_argument("-n", "--max-tokens", type=A.token_count, default=128)
+    p.add_argument("--temp", type=A.float_range(0.0), default=0.8)
+    p.add_argument("--top-p", type=A.float_range(0.0, 1.0), default=0.95)
+    p.add_argument("--top-k", type=A.int_range(0), default=40)
+    p.add_argument("--min-p", type=A.float_range(0.0, 1.0), default=0.05)
+    p.add_argument("--repeat-penalty", type=A.float_range(0.0, lo_open=True), default=1.1)
+    p.add_argument("--seed", type=A.seed, default=None)
+    p.add_argument("-c", "--ctx", type=A.context_size, default=4096, help="context size (tokens)")
+    p.add_argument("-t", "--threads", type=A.threads, default=None)
+    p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=0)
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"])
     p.add_argument("--prompt-lookup", action="store_true", help="speculative prompt-lookup decoding")
     p.add_argument("--remote", default=None, help="OpenAI-compatible server URL instead of the local engine")
@@ -38,14 +42,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from app.commands._prompt import PromptError, from_argument, read_prompt
     from app.core.metrics import PhaseMetrics
     from app.engine import protocol as P
     from app.engine.client import EngineError
 
+    try:
+        prompt = read_prompt(args.prompt, args.prompt_file)
+    except PromptError as exc:
+        return fail(str(exc), 2)
+    system = from_argument(args.system, "the system prompt") if args.system else None
     messages = None
     if not args.raw:
-        messages = ([{"role": "system", "content": args.system}] if args.system else []) + \
-            [{"role": "user", "content": args.prompt}]
+        messages = ([{"role": "system", "content": system}] if system else []) + \
+            [{"role": "user", "content": prompt}]
     sampling = P.Sampling(temperature=args.temp, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
                           repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, seed=args.seed)
     engine: Any  # EngineClient or RemoteClient: the same interface where it matters here
@@ -55,10 +65,15 @@ def run(args: argparse.Namespace) -> int:
         engine = RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.remote_model)
         cfg = None
     else:
+        from app.commands._preflight import check_context_fits
         from app.engine.client import EngineClient
 
+        model = resolve_model(args.model)
+        refused = check_context_fits(model, args.ctx, args.kv_type, args.kv_type, args.n_gpu_layers)
+        if refused:
+            return fail(refused)
         engine = EngineClient()
-        cfg = P.LoadConfig(model_path=str(resolve_model(args.model)), n_ctx=args.ctx, n_threads=args.threads,
+        cfg = P.LoadConfig(model_path=str(model), n_ctx=args.ctx, n_threads=args.threads,
                            n_gpu_layers=args.n_gpu_layers, type_k=args.kv_type, type_v=args.kv_type)
     quiet = args.json
     try:
@@ -75,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"chat template: {template}", file=sys.stderr)
                 print(file=sys.stderr)
             req = P.Generate(request_id=engine.new_request_id("c"), messages=messages,
-                             prompt=args.prompt if args.raw else None, sampling=sampling,
+                             prompt=prompt if args.raw else None, sampling=sampling,
                              prompt_lookup=args.prompt_lookup)
             done = None
             for event in engine.generate(req):
@@ -87,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     except EngineError as exc:
         print(f"\nroofline: {clean_text(exc)}", file=sys.stderr)
         return 1
-    assert done is not None
+    if done is None:
+        return fail("the engine ended the reply without a result")
     metrics = PhaseMetrics.from_dict(done.metrics)
     if quiet:
         print_json({"text": done.text, "finish_reason": done.finish_reason, "metrics": done.metrics})

@@ -23,6 +23,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.import_path:
+            from pathlib import Path
+
+            if Path(args.import_path).is_dir():
+                return fail(f"{args.import_path} is a directory; give the path of a .gguf file inside it")
             m = library.import_model(args.import_path, link=args.link)
             print(m.path)
             return 0

@@ -21,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from app.commands._common import fail, print_json
     from app.core import downloads, hub, paths
+    from app.core.writable import OutputPathError, ensure_writable_dir
 
     try:
         repo, quant = hub.parse_repo_spec(args.spec)
@@ -34,7 +35,15 @@ def run(args: argparse.Namespace) -> int:
         if variant is None:
             have = ", ".join(v.quant for v in rv.variants)
             return fail(f"{repo} has no {quant} file; it has: {have}")
-        task = downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
+        try:
+            models = paths.models_dir()
+        except OSError as exc:
+            return fail(f"cannot use the models folder: {exc.strerror or exc} ({exc.filename or ''})")
+        task = downloads.plan(variant, rv.repo_id, rv.revision, models)
+        try:  # the right cause (a file in the way, no permission) before any byte is fetched
+            ensure_writable_dir(task.dest.parent, what="the download")  # space: checked with resume in mind
+        except OutputPathError as exc:
+            return fail(str(exc))
         if not args.quiet:
             _say(f"pulling {repo}:{variant.quant} ({_fmt(variant.size)}) -> {task.dest}")
         progress = downloads.Progress()

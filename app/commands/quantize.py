@@ -11,6 +11,7 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from app.commands import _args as A
     from app.engine.quantize_client import QUANT_CHOICES
 
     p = sub.add_parser("quantize", help="quantize an F32/F16/BF16 GGUF (Q8_0, Q6_K, Q5_K_M, Q4_K_M, ...)")
@@ -18,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("output", help="file to write; a bare name goes into the models directory")
     p.add_argument("type", type=str.upper, choices=QUANT_CHOICES, metavar="TYPE",
                    help=", ".join(QUANT_CHOICES))
-    p.add_argument("--threads", type=int, default=0, help="0: all cores")
+    p.add_argument("--threads", type=A.threads_or_zero, default=0, help="0: all cores")
     p.set_defaults(func=run)
 
 
@@ -33,7 +34,10 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     if out.parent == Path("."):
-        out = paths.models_dir() / out
+        try:
+            out = paths.models_dir() / out
+        except OSError as exc:
+            return fail(f"cannot use the models folder: {exc.strerror or exc} ({exc.filename or ''})")
     last = [-1]
 
     def on_event(event, state) -> None:  # type: ignore[no-untyped-def]

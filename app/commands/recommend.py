@@ -11,10 +11,12 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from app.commands import _args as A
+
     p = sub.add_parser("recommend", help="which quant / context / GPU offload fits this machine, and how fast")
     p.add_argument("-m", "--model", nargs="+", metavar="GGUF",
                    help="GGUF files to compare (e.g. several quants of one model; default: the embedded model)")
-    p.add_argument("--ctx", type=int, default=None, help="context you want (default 8192, or the model's if less)")
+    p.add_argument("--ctx", type=A.context_size, default=None, help="context you want (default 8192, or the model's if less)")
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
     p.add_argument("--remeasure", action="store_true", help="measure memory bandwidth again first")
     p.add_argument("--json", action="store_true")

@@ -8,14 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, resolve_model
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,12 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("kind", choices=KINDS, help="grid: prompt × generation length; depth: decode vs KV depth; "
                    "ubatch: prefill vs n_ubatch; threads: both phases vs threads; kv: KV type / flash attention")
     add_model_arg(p)
-    p.add_argument("-p", "--prompts", type=_ints, help="grid: prompt lengths (default 64,128,256,512,1024)")
-    p.add_argument("-n", "--gens", type=_ints, help="grid: generation lengths (default 32,128)")
-    p.add_argument("-d", "--depths", type=_ints, help="depth: KV depths (default 0,256,512,1024,2048)")
-    p.add_argument("-ub", "--ubatches", type=_ints, help="ubatch: n_ubatch values (default 32..512)")
-    p.add_argument("-t", "--threads", type=_ints, help="threads: thread counts (default 1..cores)")
-    p.add_argument("-r", "--repetitions", type=int, default=3)
+    p.add_argument("-p", "--prompts", type=A.int_list(1), help="grid: prompt lengths (default 64,128,256,512,1024)")
+    p.add_argument("-n", "--gens", type=A.int_list(1), help="grid: generation lengths (default 32,128)")
+    p.add_argument("-d", "--depths", type=A.int_list(0), help="depth: KV depths (default 0,256,512,1024,2048)")
+    p.add_argument("-ub", "--ubatches", type=A.int_list(1, A.INT32_MAX), help="ubatch: n_ubatch values (default 32..512)")
+    p.add_argument("-t", "--threads", type=A.int_list(1, A.MAX_THREADS), help="threads: thread counts (default 1..cores)")
+    p.add_argument("-r", "--repetitions", type=A.repetitions, default=3)
     p.add_argument("--remote", default=None, help="run the grid against an OpenAI-compatible server")
     p.add_argument("--api-key", default=None, help="API key for --remote; '-' prompts for it; default: "
                    "$ROOFLINE_API_KEY, then the OS keyring")
@@ -69,10 +63,14 @@ def run(args: argparse.Namespace) -> int:
                 remote.connect()
                 result = run_sweep(args.kind, steps, RemoteSweepBackend(remote), args.repetitions, progress)
         else:
+            from app.commands._preflight import check_context_fits
             from app.engine.sweep_backend import EngineSweepBackend
 
-            base = P.LoadConfig(model_path=str(resolve_model(args.model)), n_ctx=context_needed(steps),
-                                n_batch=2048)
+            model = resolve_model(args.model)
+            refused = check_context_fits(model, context_needed(steps), hint="keep the sizes within {n} tokens")
+            if refused:
+                return fail(refused)
+            base = P.LoadConfig(model_path=str(model), n_ctx=context_needed(steps), n_batch=2048)
             with EngineClient() as engine:
                 result = run_sweep(args.kind, steps, EngineSweepBackend(engine, base), args.repetitions, progress)
     except EngineError as exc:

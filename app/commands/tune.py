@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from app.commands import _args as A
 from app.commands._common import add_model_arg, fail, print_json, resolve_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="auto-tune threads and n_ubatch for this machine and model")
     add_model_arg(p)
-    p.add_argument("-r", "--repetitions", type=int, default=2)
+    p.add_argument("-r", "--repetitions", type=A.repetitions, default=2)
     p.add_argument("--show", action="store_true", help="print the stored choice and exit")
     p.add_argument("--forget", action="store_true", help="delete the stored choice and exit")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

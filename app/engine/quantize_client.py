@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.core.downloads import check_disk, write_provenance
+from app.core.downloads import write_provenance
+from app.core.writable import OutputPathError, ensure_writable_dir
 
 PARTIAL_SUFFIX = ".partial"  # the child's temporary output name (app.engine.quantize.PARTIAL_SUFFIX)
 # Kept in step with app.engine.quantize.QUANT_TYPES (not imported: that module is the llama_cpp side).
@@ -81,14 +82,22 @@ class QuantizeJob:
     def _preflight(self) -> None:
         from app.core.gguf_info import GGUFError, inspect_gguf
 
+        if self.in_path.is_dir():
+            raise QuantizeError(f"{self.in_path} is a directory; give the path of a .gguf file")
         if not self.in_path.is_file():
             raise QuantizeError(f"no such file: {self.in_path}")
+        if self.out_path.is_dir():
+            raise QuantizeError(f"{self.out_path} is a directory; give the name of the file to write")
         try:
             info = inspect_gguf(self.in_path)
         except GGUFError as exc:
             raise QuantizeError(f"{self.in_path.name} is not a usable GGUF model: {exc}") from exc
         # Worst case the output is as big as an F16 copy of the weights.
-        check_disk(self.out_path.parent, min(info.tensor_bytes, info.n_params * 2))
+        try:
+            ensure_writable_dir(self.out_path.parent, min(info.tensor_bytes, info.n_params * 2),
+                                what="the quantized model")
+        except OutputPathError as exc:
+            raise QuantizeError(str(exc)) from None
 
     def run(self) -> Path:
         self._preflight()
