@@ -76,25 +76,58 @@ def run(args: argparse.Namespace) -> int:
                              prompt=args.prompt if args.raw else None, sampling=sampling,
                              prompt_lookup=args.prompt_lookup)
             done = None
+            shown = ThinkingPrinter()
             for event in engine.generate(req):
                 if isinstance(event, P.Token) and not quiet:
-                    sys.stdout.write(event.text)
-                    sys.stdout.flush()
+                    shown.token(event)
                 elif isinstance(event, P.Done):
                     done = event
+            if not quiet:
+                shown.end()
     except EngineError as exc:
         print(f"\nroofline: {exc}", file=sys.stderr)
         return 1
     assert done is not None
     metrics = PhaseMetrics.from_dict(done.metrics)
     if quiet:
-        print_json({"text": done.text, "finish_reason": done.finish_reason, "metrics": done.metrics})
+        print_json({"text": done.text, "reasoning": done.reasoning, "finish_reason": done.finish_reason,
+                    "metrics": done.metrics})
         return 0
     print("\n")
     print(f"-- finished: {done.finish_reason}; {metrics.source}")
     for line in metrics.summary_lines():
         print(line)
+    if done.metrics.get("reasoning_tokens") or done.reasoning:
+        ttfa = done.metrics.get("ttft_answer_ms")
+        print(f"thinking: {done.metrics.get('reasoning_tokens', 0)} tok in "
+              f"{done.metrics.get('reasoning_ms', 0.0):.1f} ms; first answer token "
+              + ("never (the reply ended while thinking)" if ttfa is None else f"at {ttfa:.1f} ms (wall clock)"))
     dropped = done.metrics.get("messages_dropped", 0)
     if dropped:
         print(f"note    : {dropped} oldest message(s) left out to fit the context")
     return 0
+
+
+class ThinkingPrinter:
+    """Streams a reply to the terminal with the thinking apart: thinking on stderr between two marker lines,
+    the answer on stdout (so `roofline chat ... > answer.txt` keeps the answer alone)."""
+
+    def __init__(self) -> None:
+        self.in_thinking = False
+
+    def token(self, event: Any) -> None:
+        if event.reasoning:
+            if not self.in_thinking:
+                print("[thinking]", file=sys.stderr)
+                self.in_thinking = True
+            sys.stderr.write(event.reasoning)
+            sys.stderr.flush()
+        if event.text:
+            self.end()
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+
+    def end(self) -> None:
+        if self.in_thinking:
+            print("\n[/thinking]", file=sys.stderr, flush=True)
+            self.in_thinking = False

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from app.core.metrics import PhaseMetrics
 from app.engine import protocol as P
 from app.engine.client import EngineError
+from app.engine.reasoning_stream import ReasoningStream
 
 SOURCE = "client-side wall clock"
 _LLAMA_EXTRAS = ("top_k", "min_p", "repeat_penalty")  # llama.cpp-family servers accept these; OpenAI does not
@@ -279,7 +280,9 @@ class RemoteClient:
         t_request = time.monotonic()
         metrics = PhaseMetrics(source=SOURCE)
         times: list[float] = []
-        parts: list[str] = []
+        # Thinking arrives as `reasoning_content` (llama-server --reasoning-format, vLLM, DeepSeek's API;
+        # `reasoning` on some) or inline as <think>…</think> in content; either way it is kept apart.
+        reply = ReasoningStream(rid, t_request, split=req.messages is not None and req.split_reasoning)
         usage: dict[str, Any] = {}
         finish = "length"
         conn: http.client.HTTPConnection | None = None
@@ -328,14 +331,18 @@ class RemoteClient:
                 if chunk.get("usage"):
                     usage = chunk["usage"]
                 for choice in chunk.get("choices") or []:
-                    text = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
-                    if text:
+                    delta = choice.get("delta") or {}
+                    text = delta.get("content") if "delta" in choice else choice.get("text")
+                    thought = delta.get("reasoning_content") or delta.get("reasoning")
+                    if text or thought:
                         now = time.monotonic()
                         if not times:
                             metrics.ttft_ms = (now - t_request) * 1000.0
                         times.append(now)
-                        parts.append(text)
-                        yield P.Token(rid, text, len(times) - 1, now)
+                        event = reply.emit(text if isinstance(text, str) else "", now, len(times),
+                                           reasoning=thought if isinstance(thought, str) else "")
+                        if event is not None:
+                            yield event
                     if choice.get("finish_reason"):
                         finish = "stop" if choice["finish_reason"] == "stop" else "length"
         finally:
@@ -344,6 +351,9 @@ class RemoteClient:
                 self._cancelled.discard(rid)
             if conn is not None:
                 conn.close()
+        tail = reply.finish(time.monotonic())
+        if tail is not None:
+            yield tail
         t_end = time.monotonic()
         n_gen = int(usage.get("completion_tokens") or 0) or len(times)
         metrics.prompt_tokens = metrics.prefill_tokens = int(usage.get("prompt_tokens") or 0)
@@ -359,7 +369,11 @@ class RemoteClient:
         data["chunks"] = len(times)
         data["usage"] = usage
         data["chat_template"] = "server" if req.messages is not None else "none"
-        yield P.Done(rid, "".join(parts), finish, data)
+        data.update(reply.metrics())
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, dict) and details.get("reasoning_tokens"):
+            data["reasoning_tokens"] = int(details["reasoning_tokens"])  # the server's count beats our chunks
+        yield P.Done(rid, reply.answer, finish, data, reasoning=reply.reasoning)
 
     def generate(self, request: P.Generate, timeout: float = 600.0) -> Iterator[Any]:
         """Blocking: yield Token events, then Done. Raises EngineError on an error."""

@@ -26,6 +26,7 @@ from app.core.metrics import PhaseMetrics
 from app.core.sampling import Sampler, SamplerParams
 from app.engine import protocol as P
 from app.engine.decoding import plain_tokens
+from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 from app.engine.speculative import PromptLookup
 
 # The protocol stream: the real stdout, which llama.cpp's own prints can no longer reach (see below).
@@ -449,7 +450,8 @@ class Engine:
         vocab = llm._model.vocab
         metrics = PhaseMetrics(prompt_tokens=len(tokens), load_ms=self.loaded.load_ms if self.loaded else 0.0)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text_parts: list[str] = []
+        split = req.messages is not None and req.split_reasoning
+        reply = ReasoningStream(req.request_id, t_request, split, split and prompt_opens_thinking(llm, tokens))
         held = ""  # text held back while it could still be the start of a stop string
         stop_len = max((len(x) for x in s.stop), default=0)
         finish = "length"
@@ -459,7 +461,6 @@ class Engine:
         perf0 = self._perf()
         perf_first: _Perf | None = None
         generated = 0
-        emitted = 0
         token_out = TokenOut(burst_interval_s(req.stream_interval_ms))
         lookup: PromptLookup | None = None
         if req.prompt_lookup:
@@ -487,10 +488,9 @@ class Engine:
                         finish = "stop"
                     cut = len(held) if finish == "stop" else max(0, len(held) - (stop_len - 1 if stop_len else 0))
                     out, held = held[:cut], held[cut:]
-                    if out:
-                        text_parts.append(out)
-                        token_out.add(P.Token(req.request_id, out, emitted, now))
-                        emitted += 1
+                    event = reply.emit(out, now, generated) if out else None
+                    if event is not None:
+                        token_out.add(event)
                     if finish == "stop":
                         break
                 if generated >= max_tokens:
@@ -502,9 +502,10 @@ class Engine:
         finally:
             gen.close()
             token_out.flush()  # whatever was streamed reaches the app, even if an error follows
-        if held and finish != "stop":
-            text_parts.append(held)
-            token_out.add(P.Token(req.request_id, held, emitted, time.monotonic()))
+        for event in (reply.emit(held, time.monotonic(), generated) if held and finish != "stop" else None,
+                      reply.finish(time.monotonic())):
+            if event is not None:
+                token_out.add(event)
         token_out.flush()
         t_end = time.monotonic()
         perf1 = self._perf()
@@ -537,6 +538,7 @@ class Engine:
         data["messages_dropped"] = dropped
         data["chat_template"] = self.template.name if self.template and req.messages is not None else "none"
         data["token_times"] = times
+        data.update(reply.metrics())
         if lookup is not None:
             data["lookup_batch_steps"] = lookup.batch_steps
             data["lookup_plain_steps"] = lookup.plain_steps
@@ -544,7 +546,7 @@ class Engine:
             data["lookup_pauses"] = lookup.pauses  # times drafting stopped because it was losing
         elif metrics.decode_tokens > 0:
             self._plain_ms_per_token = metrics.decode_ms / metrics.decode_tokens  # reference for lookup runs
-        send(P.Done(req.request_id, "".join(text_parts), finish, data))
+        send(P.Done(req.request_id, reply.answer, finish, data, reasoning=reply.reasoning))
 
     # --------------------------------------------------------------- llama-bench style measurement
     def bench(self, req: P.Bench) -> None:
