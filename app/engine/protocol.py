@@ -70,6 +70,10 @@ class Generate:
     # Chat replies: thinking (`<think>…</think>`, or a prompt that opens it) goes to Token/Done.reasoning and
     # the answer alone to .text. Raw prompts (continuations) are never split.
     split_reasoning: bool = True
+    # A full context: "stop" (end the reply, finish_reason context_full), "truncate-middle" (cut the middle
+    # of a too-long prompt) or "rolling" (also shift the KV cache mid-reply and go on); app.engine.context_overflow.
+    context_overflow: str = "stop"
+    n_keep: int | None = None  # tokens at the start that overflow never drops (None: system + first turn)
 
 
 @dataclass

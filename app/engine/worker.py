@@ -25,6 +25,7 @@ from app.core.chat_templates import ChatTemplate, ChatTemplateError, render, sel
 from app.core.metrics import PhaseMetrics
 from app.core.sampling import Sampler, SamplerParams
 from app.engine import protocol as P
+from app.engine.context_overflow import context_limit, fit_prompt
 from app.engine.decoding import plain_tokens
 from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 from app.engine.speculative import PromptLookup
@@ -404,12 +405,12 @@ class Engine:
 
         Returns (tokens, number of messages dropped)."""
         llm = self.llm
-        n_ctx = llama_cpp.llama_n_ctx(llm._ctx.ctx)
+        n_ctx = context_limit(llm)  # the context asked for (llama.cpp pads small ones)
         room = n_ctx - max(1, min(req.sampling.max_tokens, n_ctx // 2))
         if req.messages is None:
             text = req.prompt or ""
             tokens = llm.tokenize(text.encode("utf-8"), add_bos=llm._model.add_bos_token(), special=False)
-            if len(tokens) >= n_ctx:
+            if len(tokens) >= n_ctx and req.context_overflow == "stop":
                 raise ValueError(f"The prompt is {len(tokens)} tokens but the context holds {n_ctx}. "
                                  "Shorten the prompt or load the model with a larger context.")
             return tokens, 0
@@ -427,7 +428,7 @@ class Engine:
             # Keep the system prompt and the newest user turn; drop the oldest other turn.
             droppable = [i for i, m in enumerate(messages[:-1]) if m["role"] != "system"]
             if not droppable:
-                if len(tokens) >= n_ctx:
+                if len(tokens) >= n_ctx and req.context_overflow == "stop":
                     raise ValueError(f"The message is {len(tokens)} tokens but the context holds {n_ctx}. "
                                      "Shorten it or load the model with a larger context.")
                 return tokens, dropped
@@ -442,8 +443,8 @@ class Engine:
         llm = self.llm
         s = req.sampling
         tokens, dropped = self._prompt_tokens(req)
-        n_ctx = llama_cpp.llama_n_ctx(llm._ctx.ctx)
-        max_tokens = min(s.max_tokens, n_ctx - len(tokens))
+        tokens, overflow = fit_prompt(llm, req, tokens, self.template)
+        max_tokens = overflow.max_tokens(s.max_tokens, len(tokens))
         seed = s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1)
         sampler = Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
                                         repeat_penalty=s.repeat_penalty), llm.n_vocab(), seed)
@@ -463,7 +464,9 @@ class Engine:
         generated = 0
         token_out = TokenOut(burst_interval_s(req.stream_interval_ms))
         lookup: PromptLookup | None = None
-        if req.prompt_lookup:
+        if overflow.rolling:  # before prompt lookup, which cannot shift the cache
+            gen = overflow.tokens(llm, tokens, sampler)
+        elif req.prompt_lookup:
             lookup = PromptLookup(llm, sampler, plain_ms_hint=self._plain_ms_per_token)
             gen = lookup.generate(tokens)
         else:
@@ -539,6 +542,7 @@ class Engine:
         data["chat_template"] = self.template.name if self.template and req.messages is not None else "none"
         data["token_times"] = times
         data.update(reply.metrics())
+        data.update(overflow.metrics())
         if lookup is not None:
             data["lookup_batch_steps"] = lookup.batch_steps
             data["lookup_plain_steps"] = lookup.plain_steps
