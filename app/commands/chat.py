@@ -31,6 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-t", "--threads", type=A.threads, default=None)
     p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=0)
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"])
+    p.add_argument("--context-overflow", default="stop", choices=["stop", "truncate-middle", "rolling"],
+                   help="when the context is full: stop the reply (default), cut the middle of a too-long "
+                   "prompt, or roll (drop old tokens from the KV cache and go on past the context size)")
+    p.add_argument("--keep", type=int, default=None, metavar="N",
+                   help="tokens at the start that overflow never drops (default: the system prompt and first "
+                   "turn; with --raw the prompt), at most half the context")
     p.add_argument("--prompt-lookup", action="store_true", help="speculative prompt-lookup decoding")
     p.add_argument("--remote", default=None, help="OpenAI-compatible server URL instead of the local engine")
     p.add_argument("--api-key", default=None, help="API key for --remote; '-' prompts for it; default: "
@@ -91,14 +97,17 @@ def run(args: argparse.Namespace) -> int:
                 print(file=sys.stderr)
             req = P.Generate(request_id=engine.new_request_id("c"), messages=messages,
                              prompt=prompt if args.raw else None, sampling=sampling,
-                             prompt_lookup=args.prompt_lookup)
+                             prompt_lookup=args.prompt_lookup, context_overflow=args.context_overflow,
+                             n_keep=args.keep)
             done = None
+            shown = ThinkingPrinter()
             for event in engine.generate(req):
                 if isinstance(event, P.Token) and not quiet:
-                    sys.stdout.write(clean_text(event.text))  # a reply may carry terminal escapes
-                    sys.stdout.flush()
+                    shown.token(event)
                 elif isinstance(event, P.Done):
                     done = event
+            if not quiet:
+                shown.end()
     except EngineError as exc:
         print(f"\nroofline: {clean_text(exc)}", file=sys.stderr)
         return 1
@@ -106,13 +115,66 @@ def run(args: argparse.Namespace) -> int:
         return fail("the engine ended the reply without a result")
     metrics = PhaseMetrics.from_dict(done.metrics)
     if quiet:
-        print_json({"text": done.text, "finish_reason": done.finish_reason, "metrics": done.metrics})
+        print_json({"text": done.text, "reasoning": done.reasoning, "finish_reason": done.finish_reason,
+                    "metrics": done.metrics})
         return 0
     print("\n")
     print(f"-- finished: {done.finish_reason}; {metrics.source}")
     for line in metrics.summary_lines():
         print(line)
+    if done.metrics.get("reasoning_tokens") or done.reasoning:
+        ttfa = done.metrics.get("ttft_answer_ms")
+        print(f"thinking: {done.metrics.get('reasoning_tokens', 0)} tok in "
+              f"{done.metrics.get('reasoning_ms', 0.0):.1f} ms; first answer token "
+              + ("never (the reply ended while thinking)" if ttfa is None else f"at {ttfa:.1f} ms (wall clock)"))
+    for line in overflow_lines(done.finish_reason, done.metrics):
+        print(line)
     dropped = done.metrics.get("messages_dropped", 0)
     if dropped:
         print(f"note    : {dropped} oldest message(s) left out to fit the context")
     return 0
+
+
+class ThinkingPrinter:
+    """Streams a reply to the terminal with the thinking apart: thinking on stderr between two marker lines,
+    the answer on stdout (so `roofline chat ... > answer.txt` keeps the answer alone)."""
+
+    def __init__(self) -> None:
+        self.in_thinking = False
+
+    def token(self, event: Any) -> None:
+        if event.reasoning:
+            if not self.in_thinking:
+                print("[thinking]", file=sys.stderr)
+                self.in_thinking = True
+            sys.stderr.write(clean_text(event.reasoning))  # a reply may carry terminal escapes
+            sys.stderr.flush()
+        if event.text:
+            self.end()
+            sys.stdout.write(clean_text(event.text))
+            sys.stdout.flush()
+
+    def end(self) -> None:
+        if self.in_thinking:
+            print("\n[/thinking]", file=sys.stderr, flush=True)
+            self.in_thinking = False
+
+
+def overflow_lines(finish_reason: str, metrics: dict[str, Any]) -> list[str]:
+    """What the context-overflow policy did, for the summary."""
+    lines = []
+    if metrics.get("context_prompt_dropped"):
+        lines.append(f"context : {metrics['context_prompt_dropped']} tokens cut from the middle of the prompt "
+                     f"to fit (first {metrics.get('context_keep', 0)} kept)")
+    if metrics.get("context_shifts"):
+        at = ", ".join(str(t) for t in metrics.get("context_shift_at", []))
+        lines.append(f"context : full {metrics['context_shifts']}x, {metrics.get('context_dropped', 0)} old tokens "
+                     f"dropped from the KV cache (after reply token {at}; first "
+                     f"{metrics.get('context_keep', 0)} kept)")
+        if metrics.get("context_reprefilled"):
+            lines.append(f"context : this cache cannot shift: {metrics['context_reprefilled']} tokens "
+                         "evaluated again instead")
+    if finish_reason == "context_full":
+        lines.append("context : the reply stopped because the context is full; use a larger --ctx or "
+                     "--context-overflow rolling")
+    return lines

@@ -25,6 +25,7 @@ class Chunk:
     """One `data:` line: the texts it adds, its finish reason, usage, an error, or the end of the stream."""
 
     texts: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)  # beside each text: its `reasoning_content` ("" if none)
     finish: str | None = None  # "stop" | "length"
     usage: dict[str, Any] | None = None
     error: str | None = None
@@ -59,8 +60,14 @@ def parse_line(raw: bytes) -> Chunk | None:
         delta = choice.get("delta")
         text = (delta.get("content") if isinstance(delta, dict) else None) if "delta" in choice \
             else choice.get("text")
-        if text and isinstance(text, str):
+        # Thinking arrives as `reasoning_content` (llama-server --reasoning-format, vLLM, DeepSeek's API;
+        # `reasoning` on some) beside or instead of content.
+        thought = (delta.get("reasoning_content") or delta.get("reasoning")) if isinstance(delta, dict) else None
+        text = text if isinstance(text, str) else ""
+        thought = thought if isinstance(thought, str) else ""
+        if text or thought:
             chunk.texts.append(text)
+            chunk.reasoning.append(thought)
         if choice.get("finish_reason"):
             chunk.finish = "stop" if choice["finish_reason"] == "stop" else "length"
     return chunk

@@ -67,6 +67,13 @@ class Generate:
     # for its own redraw interval: sending more often only wakes it, and on a busy CPU each wake-up is decode
     # time lost.
     stream_interval_ms: int | None = None
+    # Chat replies: thinking (`<think>…</think>`, or a prompt that opens it) goes to Token/Done.reasoning and
+    # the answer alone to .text. Raw prompts (continuations) are never split.
+    split_reasoning: bool = True
+    # A full context: "stop" (end the reply, finish_reason context_full), "truncate-middle" (cut the middle
+    # of a too-long prompt) or "rolling" (also shift the KV cache mid-reply and go on); app.engine.context_overflow.
+    context_overflow: str = "stop"
+    n_keep: int | None = None  # tokens at the start that overflow never drops (None: system + first turn)
 
 
 @dataclass
@@ -159,6 +166,7 @@ class Token:
     text: str
     index: int
     t: float  # engine's monotonic time of this token (seconds)
+    reasoning: str = ""  # thinking text in this piece (text is then the answer part, often "")
 
 
 @dataclass
@@ -168,6 +176,7 @@ class Done:
     text: str
     finish_reason: str  # stop | length | cancelled | context_full
     metrics: dict[str, Any]  # PhaseMetrics.to_dict()
+    reasoning: str = ""  # the thinking, apart from the answer in `text`
 
 
 @dataclass

@@ -39,6 +39,7 @@ from app.engine.openai_stream import (  # noqa: F401 (SOURCE and the limits are 
     client_metrics,
     parse_line,
 )
+from app.engine.reasoning_stream import ReasoningStream
 
 _LLAMA_EXTRAS = ("top_k", "min_p", "repeat_penalty")  # llama.cpp-family servers accept these; OpenAI does not
 
@@ -293,7 +294,9 @@ class RemoteClient:
         t_request = time.monotonic()
         ttft_ms = 0.0
         times: list[float] = []
-        parts: list[str] = []
+        # Thinking arrives as `reasoning_content` (llama-server --reasoning-format, vLLM, DeepSeek's API;
+        # `reasoning` on some) or inline as <think>…</think> in content; either way it is kept apart.
+        reply = ReasoningStream(rid, t_request, split=req.messages is not None and req.split_reasoning)
         usage: dict[str, Any] = {}
         finish = "length"
         conn: http.client.HTTPConnection | None = None
@@ -333,13 +336,14 @@ class RemoteClient:
                 if chunk.error is not None:
                     raise _err("generation_failed", f"The server reported: {chunk.error}", rid)
                 usage = chunk.usage if chunk.usage is not None else usage
-                for text in chunk.texts:
+                for text, thought in zip(chunk.texts, chunk.reasoning):
                     now = time.monotonic()
                     if not times:
                         ttft_ms = (now - t_request) * 1000.0
                     times.append(now)
-                    parts.append(text)
-                    yield P.Token(rid, text, len(times) - 1, now)
+                    event = reply.emit(text, now, len(times), reasoning=thought)
+                    if event is not None:
+                        yield event
                 finish = chunk.finish or finish
         finally:
             with self._lock:
@@ -347,8 +351,15 @@ class RemoteClient:
                 self._cancelled.discard(rid)
             if conn is not None:
                 conn.close()
+        tail = reply.finish(time.monotonic())
+        if tail is not None:
+            yield tail
         data = client_metrics(t_request, time.monotonic(), ttft_ms, times, usage, req.messages is not None)
-        yield P.Done(rid, "".join(parts), finish, data)
+        data.update(reply.metrics())
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, dict) and details.get("reasoning_tokens"):
+            data["reasoning_tokens"] = int(details["reasoning_tokens"])  # the server's count beats our chunks
+        yield P.Done(rid, reply.answer, finish, data, reasoning=reply.reasoning)
 
     def generate(self, request: P.Generate, timeout: float = 600.0) -> Iterator[Any]:
         """Blocking: yield Token events, then Done. Raises EngineError on an error."""

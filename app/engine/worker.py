@@ -25,7 +25,9 @@ from app.core.chat_templates import ChatTemplate, ChatTemplateError, render, sel
 from app.core.metrics import PhaseMetrics
 from app.core.sampling import Sampler, SamplerParams
 from app.engine import protocol as P
+from app.engine.context_overflow import context_limit, fit_prompt
 from app.engine.decoding import plain_tokens
+from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 from app.engine.speculative import PromptLookup
 
 # The protocol stream: the real stdout, which llama.cpp's own prints can no longer reach (see below).
@@ -403,12 +405,12 @@ class Engine:
 
         Returns (tokens, number of messages dropped)."""
         llm = self.llm
-        n_ctx = llama_cpp.llama_n_ctx(llm._ctx.ctx)
+        n_ctx = context_limit(llm)  # the context asked for (llama.cpp pads small ones)
         room = n_ctx - max(1, min(req.sampling.max_tokens, n_ctx // 2))
         if req.messages is None:
             text = req.prompt or ""
             tokens = llm.tokenize(text.encode("utf-8"), add_bos=llm._model.add_bos_token(), special=False)
-            if len(tokens) >= n_ctx:
+            if len(tokens) >= n_ctx and req.context_overflow == "stop":
                 raise ValueError(f"The prompt is {len(tokens)} tokens but the context holds {n_ctx}. "
                                  "Shorten the prompt or load the model with a larger context.")
             return tokens, 0
@@ -426,7 +428,7 @@ class Engine:
             # Keep the system prompt and the newest user turn; drop the oldest other turn.
             droppable = [i for i, m in enumerate(messages[:-1]) if m["role"] != "system"]
             if not droppable:
-                if len(tokens) >= n_ctx:
+                if len(tokens) >= n_ctx and req.context_overflow == "stop":
                     raise ValueError(f"The message is {len(tokens)} tokens but the context holds {n_ctx}. "
                                      "Shorten it or load the model with a larger context.")
                 return tokens, dropped
@@ -441,15 +443,16 @@ class Engine:
         llm = self.llm
         s = req.sampling
         tokens, dropped = self._prompt_tokens(req)
-        n_ctx = llama_cpp.llama_n_ctx(llm._ctx.ctx)
-        max_tokens = min(s.max_tokens, n_ctx - len(tokens))
+        tokens, overflow = fit_prompt(llm, req, tokens, self.template)
+        max_tokens = overflow.max_tokens(s.max_tokens, len(tokens))
         seed = s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1)
         sampler = Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
                                         repeat_penalty=s.repeat_penalty), llm.n_vocab(), seed)
         vocab = llm._model.vocab
         metrics = PhaseMetrics(prompt_tokens=len(tokens), load_ms=self.loaded.load_ms if self.loaded else 0.0)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text_parts: list[str] = []
+        split = req.messages is not None and req.split_reasoning
+        reply = ReasoningStream(req.request_id, t_request, split, split and prompt_opens_thinking(llm, tokens))
         held = ""  # text held back while it could still be the start of a stop string
         stop_len = max((len(x) for x in s.stop), default=0)
         finish = "length"
@@ -459,10 +462,11 @@ class Engine:
         perf0 = self._perf()
         perf_first: _Perf | None = None
         generated = 0
-        emitted = 0
         token_out = TokenOut(burst_interval_s(req.stream_interval_ms))
         lookup: PromptLookup | None = None
-        if req.prompt_lookup:
+        if overflow.rolling:  # before prompt lookup, which cannot shift the cache
+            gen = overflow.tokens(llm, tokens, sampler)
+        elif req.prompt_lookup:
             lookup = PromptLookup(llm, sampler, plain_ms_hint=self._plain_ms_per_token)
             gen = lookup.generate(tokens)
         else:
@@ -487,10 +491,9 @@ class Engine:
                         finish = "stop"
                     cut = len(held) if finish == "stop" else max(0, len(held) - (stop_len - 1 if stop_len else 0))
                     out, held = held[:cut], held[cut:]
-                    if out:
-                        text_parts.append(out)
-                        token_out.add(P.Token(req.request_id, out, emitted, now))
-                        emitted += 1
+                    event = reply.emit(out, now, generated) if out else None
+                    if event is not None:
+                        token_out.add(event)
                     if finish == "stop":
                         break
                 if generated >= max_tokens:
@@ -502,9 +505,10 @@ class Engine:
         finally:
             gen.close()
             token_out.flush()  # whatever was streamed reaches the app, even if an error follows
-        if held and finish != "stop":
-            text_parts.append(held)
-            token_out.add(P.Token(req.request_id, held, emitted, time.monotonic()))
+        for event in (reply.emit(held, time.monotonic(), generated) if held and finish != "stop" else None,
+                      reply.finish(time.monotonic())):
+            if event is not None:
+                token_out.add(event)
         token_out.flush()
         t_end = time.monotonic()
         perf1 = self._perf()
@@ -537,6 +541,8 @@ class Engine:
         data["messages_dropped"] = dropped
         data["chat_template"] = self.template.name if self.template and req.messages is not None else "none"
         data["token_times"] = times
+        data.update(reply.metrics())
+        data.update(overflow.metrics())
         if lookup is not None:
             data["lookup_batch_steps"] = lookup.batch_steps
             data["lookup_plain_steps"] = lookup.plain_steps
@@ -544,7 +550,7 @@ class Engine:
             data["lookup_pauses"] = lookup.pauses  # times drafting stopped because it was losing
         elif metrics.decode_tokens > 0:
             self._plain_ms_per_token = metrics.decode_ms / metrics.decode_tokens  # reference for lookup runs
-        send(P.Done(req.request_id, "".join(text_parts), finish, data))
+        send(P.Done(req.request_id, reply.answer, finish, data, reasoning=reply.reasoning))
 
     # --------------------------------------------------------------- llama-bench style measurement
     def bench(self, req: P.Bench) -> None:
