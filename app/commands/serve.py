@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
           f"{loaded.n_ctx // args.parallel} tokens", file=sys.stderr)
     print(f"listening on http://{shown}:{port}/v1" + ("  (API key required)" if api_key else ""), flush=True)
     app = build_app(hub, model_id, api_key)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                                timeout_graceful_shutdown=3))
     try:
         server.run(sockets=[sock])
     finally:

@@ -84,14 +84,13 @@ class Hub:
         if isinstance(event, P.Error) and event.fatal:
             self._engine_died(event)
             return
-        queue = self._queues.get(rid) if rid else None
-        if queue is None:
-            return
-        if isinstance(event, P.Done):
+        if isinstance(event, P.Done):  # counted even when its client has gone (a cancelled request)
             self.metrics.on_done(event.finish_reason, event.metrics)
-        elif isinstance(event, P.Error):
+        elif isinstance(event, P.Error) and rid:
             self.metrics.requests_failed += 1
-        queue.put_nowait(event)
+        queue = self._queues.get(rid) if rid else None
+        if queue is not None:
+            queue.put_nowait(event)
 
     def _engine_died(self, error: P.Error) -> None:
         self.ready = False
