@@ -205,9 +205,7 @@ def test_client_leaving_mid_stream_frees_its_cells_at_once(served: Served) -> No
     before = served.wait_metric("llamacpp:requests_processing", lambda v: v == 0)
     conn, resp = open_stream(served, {"prompt": "Once upon a time", "max_tokens": 900, "ignore_eos": True,
                                       "temperature": 0})
-    got = 0
-    for _ in sse_events(resp):
-        got += 1
+    for got, _ in enumerate(sse_events(resp), 1):
         if got == 5:
             break
     time.sleep(0.7)  # the engine's stats reach /metrics at most 0.5 s apart while it is busy
@@ -235,7 +233,7 @@ def test_many_mixed_requests_none_lost_or_mixed_up(served: Served) -> None:
         jobs.append((i, rng.choice(PROMPTS), kind, rng.random() < 0.5, rng.randrange(1 << 30)))
 
     def run(job: tuple[int, str, str, bool, int]) -> tuple[str, str, Any]:
-        i, prompt, kind, stream, seed = job
+        _, prompt, kind, stream, seed = job
         if kind == "greedy":
             body: dict[str, Any] = {"prompt": prompt, "max_tokens": 8, "temperature": 0}
         else:

@@ -85,12 +85,11 @@ def build_app(hub: Hub, model_id: str, api_key: str | None = None) -> Starlette:
             parsed = api.parse_request(body, chat, hub.new_request_id(), model_names)
         except api.ApiError as exc:
             return _error(exc)
-        rid = parsed.generate.request_id
         try:
-            accepted, queue = await hub.open(parsed.generate)
+            _accepted, queue = await hub.open(parsed.generate)
         except Unavailable as exc:
             return _error(api.ApiError(503, str(exc), type_="server_error", code="unavailable"))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _error(api.ApiError(503, "The engine did not answer in time.", type_="server_error"))
         except EngineError as exc:
             if exc.error.kind == "bad_request":
@@ -112,7 +111,7 @@ def build_app(hub: Hub, model_id: str, api_key: str | None = None) -> Starlette:
             while True:
                 try:
                     event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if await request.is_disconnected():
                         return Response(status_code=499)
                     continue
@@ -136,7 +135,7 @@ def build_app(hub: Hub, model_id: str, api_key: str | None = None) -> Starlette:
             while True:
                 try:
                     event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     yield b": waiting\n\n"
                     continue
                 if isinstance(event, P.Token):

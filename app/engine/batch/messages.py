@@ -49,7 +49,7 @@ def decode(line: str | bytes) -> Any:
     """One line into a message of this module or of app.engine.protocol (raises P.ProtocolError)."""
     try:
         data = json.loads(line)
-        cls = _OWN.get(data.get("type")) if isinstance(data, dict) else None
+        cls = _OWN.get(str(data.get("type"))) if isinstance(data, dict) else None
     except ValueError as exc:
         raise P.ProtocolError(f"not a protocol message: {str(line)[:200]!r}") from exc
     if cls is None:
@@ -58,4 +58,4 @@ def decode(line: str | bytes) -> Any:
     try:
         return cls(**data)
     except TypeError as exc:
-        raise P.ProtocolError(f"bad fields for {cls.type}: {exc}") from exc
+        raise P.ProtocolError(f"bad fields for {cls.__name__}: {exc}") from exc

@@ -7,6 +7,7 @@ when to stop (EOS, a stop string, max_tokens) and what the request's timings wer
 from __future__ import annotations
 
 import codecs
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,7 +106,7 @@ class Sequence:
             "cache_n": self.n_cached,
             "ttft_ms": (first - self.t_submit) * 1000.0 if self.t_first else 0.0,
             "queue_ms": max(0.0, (self.t_admit - self.t_submit) * 1000.0) if self.t_admit else 0.0,
-            "itl_ms": [(b - a) * 1000.0 for a, b in zip(times, times[1:])],
+            "itl_ms": [(b - a) * 1000.0 for a, b in itertools.pairwise(times)],
             "prompt_tokens": len(self.prompt),
             "completion_tokens": self.generated,
         }
