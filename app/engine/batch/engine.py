@@ -299,6 +299,7 @@ class BatchEngine(Engine):
             self.slot_kv[seq.slot].extend(tokens)
             if seq.prefilling:
                 seq.n_prefilled += len(tokens)
+                seq.prefill_steps += 1
             seq.pending = None
         now = time.monotonic()
         vocab = self.llm._model.vocab

@@ -35,6 +35,7 @@ class Sequence:
     n_cached: int = 0  # prompt tokens found in the KV cache at admission (not evaluated again)
     n_prefilled: int = 0  # prompt tokens in the KV cache so far (cached ones included)
     pending: int | None = None  # the last sampled token: fed to the next step
+    prefill_steps: int = 0  # decode steps that carried a chunk of this prompt
     generated: int = 0
     emitted: int = 0
     finish: str | None = None
@@ -107,6 +108,9 @@ class Sequence:
             "ttft_ms": (first - self.t_submit) * 1000.0 if self.t_first else 0.0,
             "queue_ms": max(0.0, (self.t_admit - self.t_submit) * 1000.0) if self.t_admit else 0.0,
             "itl_ms": [(b - a) * 1000.0 for a, b in itertools.pairwise(times)],
+            "prefill_steps": self.prefill_steps,
+            "t_admit": self.t_admit,  # engine monotonic clock, like Token.t
+            "t_first": self.t_first,
             "prompt_tokens": len(self.prompt),
             "completion_tokens": self.generated,
         }
