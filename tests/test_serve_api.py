@@ -129,3 +129,17 @@ def test_loopback_needs_no_key_and_bad_sizes_are_refused() -> None:
     assert check_options(serve_args("--host", "localhost"), None) is None
     assert "parallel" in (check_options(serve_args("--parallel", "0"), None) or "")
     assert "per request" in (check_options(serve_args("--ctx", "100", "--parallel", "4"), None) or "")
+
+
+def test_refusal_is_one_line_without_a_traceback(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ROOFLINE_HOME": str(tmp_path)}
+    env.pop("ROOFLINE_API_KEY", None)
+    res = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--host", "0.0.0.0"], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "refusing to listen on 0.0.0.0 without an API key" in res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""

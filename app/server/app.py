@@ -25,7 +25,22 @@ from app.engine.client import EngineError
 from app.server import openai_api as api
 from app.server.hub import Hub, Unavailable
 
+MAX_BODY_BYTES = 32 * 2**20  # far above any prompt a context holds; a bigger body is refused unread
 KEEPALIVE_S = 5.0  # an SSE comment this often while a request waits: a client that left is noticed
+
+
+async def _read_body(request: Request) -> bytes:
+    """The body, refused (413) past MAX_BODY_BYTES before it is all in memory."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise api.ApiError(413, f"The request body is over {MAX_BODY_BYTES // 2**20} MiB.")
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > MAX_BODY_BYTES:
+            raise api.ApiError(413, f"The request body is over {MAX_BODY_BYTES // 2**20} MiB.")
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _error(exc: api.ApiError) -> JSONResponse:
@@ -81,7 +96,7 @@ def build_app(hub: Hub, model_id: str, api_key: str | None = None) -> Starlette:
         if not authorized(request):
             return unauthorized()
         try:
-            body = api.parse_json(await request.body())
+            body = api.parse_json(await _read_body(request))
             parsed = api.parse_request(body, chat, hub.new_request_id(), model_names)
         except api.ApiError as exc:
             return _error(exc)
