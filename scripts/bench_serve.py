@@ -247,26 +247,29 @@ def main() -> int:
     print(f"# after: {load_info()}")
     print()
     print(f"| server | 1 stream tok/s | {n} streams tok/s | ratio | TTFT p50 / p99 ({n}) ms | "
-          f"ITL p99 alone / {n} ms | slowest 1st token < one request | errors |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"ITL p99 alone / {n} ms | slowest 1st token < one request | tokens received | errors |")
+    print("|---|---|---|---|---|---|---|---|---|")
     summary: dict[str, dict[str, float]] = {}
     for s in live:
         ones = single[s.name]
         one_rate = statistics.median(len(x.token_times) / max(1e-9, x.end - x.start) for x in ones)
         one_total = statistics.median(x.end - x.start for x in ones)
-        rates, ttfts, itl_n, firsts_ok, errors = [], [], [], 0, 0
+        rates, ttfts, itl_n, firsts_ok, errors, received = [], [], [], 0, 0, 0
         for results, wall in multi[s.name]:
             rates.append(sum(len(x.token_times) for x in results) / max(1e-9, wall))
             ttfts += [x.ttft for x in results if x.token_times]
             itl_n += [d for x in results for d in x.itls]
             errors += sum(1 for x in results if x.error)
+            received += sum(len(x.token_times) for x in results)
             firsts_ok += int(max(x.ttft for x in results) < one_total)
         itl_1 = [d for x in ones for d in x.itls]
+        # a server that cuts a stream short (llama_cpp.server interrupts one request for the next) shows here
+        expected = args.tokens * n * len(multi[s.name])
         agg = statistics.median(rates)
         summary[s.name] = {"agg": agg, "ratio": agg / one_rate, "itl1": pct(itl_1, 0.99), "itln": pct(itl_n, 0.99)}
         print(f"| {s.name} | {one_rate:.1f} | {agg:.1f} | {agg / one_rate:.2f}x | {pct(ttfts, 0.5) * 1e3:.0f} / "
               f"{pct(ttfts, 0.99) * 1e3:.0f} | {pct(itl_1, 0.99) * 1e3:.0f} / {pct(itl_n, 0.99) * 1e3:.0f} | "
-              f"{firsts_ok}/{len(multi[s.name])} rounds | {errors} |")
+              f"{firsts_ok}/{len(multi[s.name])} rounds | {received}/{expected} | {errors} |")
     ours = summary.get("roofline serve")
     ref = summary.get("llama-server")
     print()
