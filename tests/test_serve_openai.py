@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import threading
@@ -186,6 +187,14 @@ def test_errors_are_openai_shaped(served: Served) -> None:
     assert "at most 1024" in str(err.value)
     status, _ = served.raw("GET", "/health", key=None)
     assert status == 200
+    status, body = served.raw("GET", "/v1/chat/completions")
+    assert status == 405 and "error" in json.loads(body)
+    status, body = served.raw("GET", "/v1/nothing")
+    assert status == 404 and "error" in json.loads(body)
+    with socket.create_connection(("127.0.0.1", served.port), timeout=60) as sock:  # a 40 MB body, announced
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode()
+                     + b"\r\nContent-Type: application/json\r\nContent-Length: 40000000\r\n\r\n{")
+        assert sock.recv(200).startswith(b"HTTP/1.1 413")
 
 
 def test_remote_backend_reads_serve(served: Served) -> None:
@@ -295,7 +304,11 @@ def test_full_queue_answers_503(served: Served) -> None:
     finally:
         for conn in held:
             conn.close()
-    served.wait_metric("llamacpp:requests_processing", lambda v: v == 0)
+    # the running ones and the waiting ones are all cancelled when their clients leave
+    m = served.wait_metric("llamacpp:requests_processing", lambda v: v == 0)
+    assert m["llamacpp:requests_processing"] == 0
+    m = served.wait_metric("llamacpp:requests_deferred", lambda v: v == 0)
+    assert m["llamacpp:requests_deferred"] == 0
 
 
 def test_engine_crash_fails_requests_in_flight_then_recovers(served: Served) -> None:
