@@ -1,0 +1,107 @@
+"""`roofline serve`: the model behind a local OpenAI-compatible HTTP API, with continuous batching.
+
+Loopback only by default; any other address needs an API key (--api-key or ROOFLINE_API_KEY), else the
+command refuses to start. The engine runs in its own process (app.engine.batch); this process is the HTTP
+server (app.server, Starlette on uvicorn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from pathlib import Path
+
+from app.commands._common import add_model_arg, fail, resolve_model
+
+DEFAULT_PORT = 8080
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API (continuous batching)")
+    add_model_arg(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free port)")
+    p.add_argument("--parallel", "-np", type=int, default=4, help="sequences decoded together (slots)")
+    p.add_argument("-c", "--ctx", type=int, default=8192,
+                   help="KV cells shared by all slots; one request may use ctx / parallel")
+    p.add_argument("--ubatch", type=int, default=512, help="tokens per decode step (prompt chunks + decodes)")
+    p.add_argument("--queue", type=int, default=64, help="requests that may wait for a slot before 503")
+    p.add_argument("-t", "--threads", type=int, default=None)
+    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
+    p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"])
+    p.add_argument("--api-key", default=None, help="required key (default: $ROOFLINE_API_KEY)")
+    p.add_argument("--model-name", default=None, help="the model's id in the API (default: the file name)")
+    p.set_defaults(func=run)
+
+
+def check_options(args: argparse.Namespace, api_key: str | None) -> str | None:
+    """One line saying what is wrong with the options, or None."""
+    from app.engine.remote import is_loopback
+
+    if not is_loopback(args.host) and not api_key:
+        return (f"refusing to listen on {args.host} without an API key: anyone who can reach this machine "
+                "could use it. Pass --api-key KEY (or set ROOFLINE_API_KEY), or keep the default 127.0.0.1.")
+    if not 1 <= args.parallel <= 64:
+        return "--parallel must be between 1 and 64"
+    if args.ctx // args.parallel < 64:
+        return f"--ctx {args.ctx} leaves {args.ctx // args.parallel} tokens per request; give at least 64"
+    if not 0 <= args.port <= 65535:
+        return "--port must be between 0 and 65535"
+    if args.ubatch < 1 or args.queue < 0:
+        return "--ubatch must be at least 1 and --queue at least 0"
+    return None
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(args: argparse.Namespace) -> int:
+    api_key = args.api_key or os.environ.get("ROOFLINE_API_KEY") or None
+    problem = check_options(args, api_key)
+    if problem:
+        return fail(problem, 2)
+    import uvicorn
+
+    from app.engine import protocol as P
+    from app.engine.client import EngineError
+    from app.server.app import build_app
+    from app.server.hub import Hub
+
+    model = resolve_model(args.model)
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        return fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+    config = P.LoadConfig(model_path=str(model), n_ctx=args.ctx, n_threads=args.threads,
+                          n_gpu_layers=args.n_gpu_layers, type_k=args.kv_type, type_v=args.kv_type,
+                          n_batch=max(args.ubatch, 512), n_ubatch=args.ubatch)
+    hub = Hub(config, args.parallel, args.queue)
+    try:
+        loaded = hub.start()
+    except EngineError as exc:
+        sock.close()
+        return fail(str(exc))
+    model_id = args.model_name or Path(loaded.model_path).name
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"roofline serve: {model_id} ({loaded.model_desc}), {args.parallel} slots of "
+          f"{loaded.n_ctx // args.parallel} tokens", file=sys.stderr)
+    print(f"listening on http://{shown}:{port}/v1" + ("  (API key required)" if api_key else ""), flush=True)
+    app = build_app(hub, model_id, api_key)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                                timeout_graceful_shutdown=3))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        hub.close()
+        sock.close()
+    return 0

@@ -1,0 +1,61 @@
+"""The batch engine's protocol: the single-request engine's messages plus three of its own.
+
+Commands are the usual `Load`, `Generate`, `Cancel`, `GetStats` and `Shutdown` of app.engine.protocol; a
+`Generate` is answered at once with `Accepted` (its prompt fits: the server may start streaming) or an
+`Error` (kind `bad_request`: the server answers 400), then `Token` events and one `Done`. `BatchStats`
+reports the whole batch (slots, KV cells) after every change of membership, at most a few times a second.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from app.engine import protocol as P
+
+
+@dataclass
+class Accepted:
+    """A request's prompt is tokenized and fits a slot; it waits for a slot or is already running."""
+
+    type: ClassVar[str] = "accepted"
+    request_id: str
+    prompt_tokens: int
+
+
+@dataclass
+class BatchStats:
+    type: ClassVar[str] = "batch_stats"
+    running: int  # sequences holding a slot (prefilling or decoding)
+    waiting: int  # accepted, waiting for a free slot
+    n_slots: int
+    n_ctx: int  # KV cells of the whole context, shared by all slots
+    n_ctx_slot: int  # the most one request may use (prompt + reply)
+    kv_tokens: int  # tokens held in KV by all slots, cached finished prefixes included
+    kv_tokens_running: int  # held by running sequences only
+    steps: int  # llama_decode calls so far
+    t: float  # engine monotonic time
+
+
+_OWN: dict[str, type] = {Accepted.type: Accepted, BatchStats.type: BatchStats}
+
+
+def encode(msg: Any) -> str:
+    return P.encode(msg)
+
+
+def decode(line: str | bytes) -> Any:
+    """One line into a message of this module or of app.engine.protocol (raises P.ProtocolError)."""
+    try:
+        data = json.loads(line)
+        cls = _OWN.get(str(data.get("type"))) if isinstance(data, dict) else None
+    except ValueError as exc:
+        raise P.ProtocolError(f"not a protocol message: {str(line)[:200]!r}") from exc
+    if cls is None:
+        return P.decode(line)
+    data.pop("type")
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise P.ProtocolError(f"bad fields for {cls.__name__}: {exc}") from exc

@@ -1,0 +1,162 @@
+"""Between the asyncio server and the engine process: one queue of events per request, engine restarts.
+
+The engine's reader thread hands every event to the event loop (`call_soon_threadsafe`); the loop routes
+it to the request's queue. If the engine dies, every request in flight gets the error, and a new engine is
+started and loaded on a worker thread; until it is back, new requests are refused with 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from app.engine import protocol as P
+from app.engine.batch.client import BatchEngineClient
+from app.engine.batch.messages import Accepted, BatchStats
+from app.engine.client import EngineError
+from app.server.metrics import ServerMetrics
+
+ACCEPT_TIMEOUT_S = 60.0  # a Generate is answered (Accepted or Error) as soon as it is tokenized
+
+
+class Unavailable(Exception):
+    """The engine cannot take requests now (restarting, or the queue is full): HTTP 503."""
+
+
+class Hub:
+    def __init__(self, config: P.LoadConfig, parallel: int, max_queue: int,
+                 client_factory: Callable[[int], BatchEngineClient] = BatchEngineClient) -> None:
+        self.config = config
+        self.parallel = parallel
+        self.max_queue = max_queue
+        self.metrics = ServerMetrics()
+        self.stats: BatchStats | None = None
+        self.loaded: P.Loaded | None = None
+        self.ready = False
+        self.restart_error: str | None = None
+        self._factory = client_factory
+        self._client: BatchEngineClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queues: dict[str, asyncio.Queue[Any]] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ engine lifetime
+    def start(self) -> P.Loaded:
+        """Start and load the engine (blocking). Raises EngineError when the model cannot be loaded."""
+        client = self._factory(self.parallel)
+        self.loaded = client.start_loaded(self.config, self._on_engine_event)
+        self._client = client
+        self.ready = True
+        return self.loaded
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def close(self) -> None:
+        self.ready = False
+        if self._client is not None:
+            self._client.close()
+
+    @property
+    def engine_pid(self) -> int | None:
+        return self._client.pid if self._client else None
+
+    def _on_engine_event(self, event: Any) -> None:  # the engine's reader thread
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._route, event)
+            except RuntimeError:  # the loop closed in between (server shutting down)
+                pass
+
+    def _route(self, event: Any) -> None:  # the event loop
+        if isinstance(event, BatchStats):
+            self.stats = event
+            self.metrics.on_stats(event.running, event.waiting, event.kv_tokens, event.n_ctx, event.steps)
+            return
+        rid = getattr(event, "request_id", None)
+        if isinstance(event, P.Error) and event.fatal:
+            self._engine_died(event)
+            return
+        if isinstance(event, P.Done):  # counted even when its client has gone (a cancelled request)
+            self.metrics.on_done(event.finish_reason, event.metrics)
+        elif isinstance(event, P.Error) and rid:
+            self.metrics.requests_failed += 1
+        queue = self._queues.get(rid) if rid else None
+        if queue is not None:
+            queue.put_nowait(event)
+
+    def _engine_died(self, error: P.Error) -> None:
+        self.ready = False
+        self.metrics.engine_restarts += 1
+        self.metrics.on_stats(0, 0, 0, self.metrics.n_ctx, self.metrics.decode_steps)
+        for rid, queue in list(self._queues.items()):
+            queue.put_nowait(P.Error(rid, "engine_died", error.message, fatal=True))
+            self.metrics.requests_failed += 1
+        threading.Thread(target=self._restart, name="engine-restart", daemon=True).start()
+
+    def _restart(self) -> None:
+        with self._lock:
+            old = self._client
+            if old is not None:
+                old.close(timeout=2.0)
+            try:
+                self.start()
+                self.restart_error = None
+            except (EngineError, OSError) as exc:
+                self.restart_error = f"The engine could not be restarted: {exc}"
+
+    # ------------------------------------------------------------------ requests
+    def new_request_id(self) -> str:
+        return f"s{os.getpid()}-{next(self._ids)}"
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._queues)
+
+    async def open(self, request: P.Generate) -> tuple[Accepted, asyncio.Queue[Any]]:
+        """Submit `request`; returns once the engine accepted it, with the queue its events arrive on.
+
+        Raises Unavailable (503), or EngineError with the engine's Error (kind bad_request: 400)."""
+        if not self.ready or self._client is None:
+            raise Unavailable(self.restart_error or "The engine is restarting; try again in a moment.")
+        if self.in_flight >= self.parallel + self.max_queue:
+            raise Unavailable(f"The server is busy: {self.parallel} requests running and {self.max_queue} "
+                              "waiting. Try again later.")
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        rid = request.request_id
+        self._queues[rid] = queue
+        try:
+            self._client.send(request)
+            deadline = time.monotonic() + ACCEPT_TIMEOUT_S
+            while True:
+                event = await asyncio.wait_for(queue.get(), max(0.01, deadline - time.monotonic()))
+                if isinstance(event, Accepted):
+                    return event, queue
+                if isinstance(event, P.Error):
+                    raise EngineError(event)
+        except BaseException as exc:
+            self._queues.pop(rid, None)
+            if not isinstance(exc, EngineError):  # timed out, or the client left while it waited
+                self.release(rid, finished=False)
+            raise
+
+    def release(self, request_id: str, finished: bool) -> None:
+        """The HTTP side is done with a request: cancel it in the engine unless it finished there."""
+        self._queues.pop(request_id, None)
+        if not finished and self._client is not None and self.ready:
+            try:
+                self._client.send(P.Cancel(request_id))
+            except EngineError:
+                pass
+
+    def kill_engine(self) -> None:
+        """Tests: SIGKILL the engine process."""
+        if self._client is not None:
+            self._client.kill()

@@ -1,0 +1,145 @@
+"""`roofline serve` without a model: request validation, response shapes, metrics text, start-up refusals."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from app.commands.serve import check_options, register
+from app.server import openai_api as api
+from app.server.metrics import ServerMetrics
+
+MODELS = ("gemma.gguf",)
+
+
+def parse(body: dict, chat: bool = True) -> api.ParsedRequest:
+    return api.parse_request(body, chat, "r1", MODELS)
+
+
+def status_of(body: dict | bytes, chat: bool = True) -> int:
+    try:
+        parse(api.parse_json(body if isinstance(body, bytes) else json.dumps(body).encode()), chat)
+    except api.ApiError as exc:
+        return exc.status
+    return 200
+
+
+def test_chat_request_maps_every_sampling_field() -> None:
+    parsed = parse({"model": "gemma.gguf", "messages": [{"role": "developer", "content": "be brief"},
+                                                        {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                    "max_tokens": 7, "temperature": 0.0, "top_p": 0.5, "top_k": 3, "min_p": 0.2, "seed": 42,
+                    "stop": "END", "stream": True, "stream_options": {"include_usage": True}})
+    g = parsed.generate
+    assert g.messages == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    s = g.sampling
+    assert (s.max_tokens, s.temperature, s.top_p, s.top_k, s.min_p, s.seed, s.stop) == (7, 0.0, 0.5, 3, 0.2, 42, ["END"])
+    assert parsed.stream and parsed.include_usage and parsed.chat
+
+
+def test_defaults_are_llama_servers() -> None:
+    s = parse({"prompt": "x"}, chat=False).generate.sampling
+    assert (s.temperature, s.top_k, s.top_p, s.min_p, s.repeat_penalty) == (0.8, 40, 0.95, 0.05, 1.0)
+    assert s.max_tokens == api.UNLIMITED_TOKENS  # until the slot's context ends, as in llama-server
+    assert not parse({"prompt": "x", "stream_options": {"include_usage": True}}, chat=False).include_usage
+
+
+@pytest.mark.parametrize("body", [
+    b"{not json", b"[1, 2]", b"\xff\xfe",
+    {"messages": []}, {"messages": "hi"}, {"messages": [{"role": "wizard", "content": "x"}]},
+    {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+    {"messages": [{"role": "user", "content": "x"}], "model": "gpt-4o"},
+    {"messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
+    {"messages": [{"role": "user", "content": "x"}], "temperature": 3},
+    {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+    {"messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5},
+    {"messages": [{"role": "user", "content": "x"}], "top_k": True},
+    {"messages": [{"role": "user", "content": "x"}], "stop": [1, 2]},
+    {"messages": [{"role": "user", "content": "x"}], "n": 2},
+    {"messages": [{"role": "user", "content": "x"}], "stream": "yes"},
+    {"messages": [{"role": "user", "content": "x"}], "stream_options": []},
+])
+def test_bad_chat_requests_are_400(body: dict | bytes) -> None:
+    assert status_of(body) == 400
+
+
+def test_bad_completion_prompts_are_400() -> None:
+    assert status_of({"prompt": 5}, chat=False) == 400
+    assert status_of({"prompt": ["a", "b"]}, chat=False) == 400
+    assert status_of({"prompt": ["one"]}, chat=False) == 200
+
+
+def test_unknown_model_names_the_served_one() -> None:
+    with pytest.raises(api.ApiError) as err:
+        parse({"model": "llama-70b", "messages": [{"role": "user", "content": "x"}]})
+    body = err.value.body()["error"]
+    assert "gemma.gguf" in body["message"] and body["code"] == "model_not_found" and body["param"] == "model"
+
+
+def test_response_shapes_carry_usage_cached_tokens_and_timings() -> None:
+    metrics = {"prompt_tokens": 20, "completion_tokens": 5, "cache_n": 12, "prompt_n": 8, "prompt_ms": 4.0,
+               "predicted_n": 5, "predicted_ms": 40.0}
+    parsed = parse({"messages": [{"role": "user", "content": "x"}]})
+    body = api.completion_body(parsed, "chatcmpl-1", "gemma.gguf", "hello", "stop", metrics)
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "hello"}
+    assert body["usage"] == {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25,
+                             "prompt_tokens_details": {"cached_tokens": 12}}
+    assert set(body["timings"]) == set(api.TIMING_KEYS) and body["timings"]["cache_n"] == 12
+    chunk = api.chunk_body(parsed, "chatcmpl-1", "gemma.gguf", 0, "he", role=True)
+    assert chunk["choices"][0]["delta"] == {"role": "assistant", "content": "he"}
+    assert api.sse("[DONE]") == b"data: [DONE]\n\n"
+
+
+def test_metrics_text_has_llama_server_names_and_histograms() -> None:
+    m = ServerMetrics()
+    m.on_stats(running=2, waiting=1, kv_tokens=512, n_ctx=2048, steps=10)
+    m.on_done("stop", {"prompt_n": 1234567, "prompt_ms": 1500.0, "predicted_n": 3, "predicted_ms": 30.0,
+                       "ttft_ms": 120.0, "itl_ms": [10.0, 30.0]})
+    text = m.render()
+    values = {line.split(" ")[0]: line.split(" ")[1] for line in text.splitlines() if not line.startswith("#")}
+    assert values["llamacpp:prompt_tokens_total"] == "1234567"  # exact, not 1.23457e+06
+    assert values["llamacpp:prompt_seconds_total"] == "1.500000"
+    assert values["llamacpp:tokens_predicted_total"] == "3"
+    assert values["llamacpp:requests_processing"] == "2" and values["llamacpp:requests_deferred"] == "1"
+    assert values["llamacpp:kv_cache_usage_ratio"] == "0.250000" and values["llamacpp:kv_cache_tokens"] == "512"
+    assert "llamacpp:tokens_predicted_seconds_total" in values
+    assert values['llamacpp:time_to_first_token_seconds_bucket{le="0.1"}'] == "0"
+    assert values['llamacpp:time_to_first_token_seconds_bucket{le="0.25"}'] == "1"
+    assert values['llamacpp:inter_token_latency_seconds_bucket{le="0.01"}'] == "1"  # le is inclusive
+    assert values['llamacpp:inter_token_latency_seconds_bucket{le="+Inf"}'] == "2"
+    assert values["llamacpp:inter_token_latency_seconds_count"] == "2"
+
+
+def serve_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["serve", *argv])
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.5", "::"])
+def test_non_loopback_host_needs_an_api_key(host: str) -> None:
+    problem = check_options(serve_args("--host", host), None)
+    assert problem and "API key" in problem
+    assert check_options(serve_args("--host", host), "k") is None
+
+
+def test_loopback_needs_no_key_and_bad_sizes_are_refused() -> None:
+    assert check_options(serve_args(), None) is None
+    assert check_options(serve_args("--host", "localhost"), None) is None
+    assert "parallel" in (check_options(serve_args("--parallel", "0"), None) or "")
+    assert "per request" in (check_options(serve_args("--ctx", "100", "--parallel", "4"), None) or "")
+
+
+def test_refusal_is_one_line_without_a_traceback(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ROOFLINE_HOME": str(tmp_path)}
+    env.pop("ROOFLINE_API_KEY", None)
+    res = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--host", "0.0.0.0"], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "refusing to listen on 0.0.0.0 without an API key" in res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
