@@ -3,7 +3,8 @@
 For each `-cpu` model (default: Nehalem = SSE4.2, SandyBridge = AVX, Haswell = AVX2, Skylake-Server = AVX-512) one
 process runs under `qemu-x86_64 -cpu MODEL`: the frozen app's engine role (`roofline --engine-worker`), fed a load
 and a generate on stdin. The engine itself is the emulated process: qemu-user does not follow a child process into
-emulation (an exec'd child would run natively), so nothing here may spawn one. The engine's Ready event names the
+emulation (an exec'd child would run natively), so nothing here may spawn one, and the frozen app's launcher is
+kept from re-executing itself (see `frozen_single_process_env`). The engine's Ready event names the
 CPU backend library ggml chose under the emulated CPUID, which is the proof that the emulated CPU is what ran; with
 `--strace` qemu's syscall log is also searched for an execve that would have escaped the emulator.
 
@@ -189,6 +190,20 @@ def run_one(qemu: str, cpu: str, command: list[str], model: Path, tokens: int, t
     return result
 
 
+def frozen_single_process_env(app: Path) -> dict[str, str]:
+    """Environment that keeps a PyInstaller one-folder app in the process qemu started.
+
+    On Linux the PyInstaller 6 bootloader of a one-folder app sets LD_LIBRARY_PATH and then exec()s itself so the
+    loader sees it; under qemu-user that exec leaves the emulator and the app runs natively. With the variables
+    the restarted image would find (its archive, the "restarted launcher" process level -1, the library path) the
+    bootloader takes itself for the restarted process and runs Python directly.
+    """
+    app = app.resolve()
+    internal = app.parent / "_internal"
+    return {"_PYI_ARCHIVE_FILE": str(app), "_PYI_PARENT_PROCESS_LEVEL": "-1",
+            "LD_LIBRARY_PATH": os.pathsep.join(p for p in (str(internal), os.environ.get("LD_LIBRARY_PATH")) if p)}
+
+
 def bundled_model(app: Path) -> Path | None:
     models = sorted((app.parent / "_internal" / "models").glob("*.gguf"))
     return models[0] if models else None
@@ -224,13 +239,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         command = [str(app), "--engine-worker"]
         what = f"{app} --engine-worker"
+        env.update(frozen_single_process_env(app))
     model = Path(args.model) if args.model else (None if args.python else bundled_model(Path(args.app)))
     if model is None and os.environ.get("ROOFLINE_DEFAULT_MODEL"):
         model = Path(os.environ["ROOFLINE_DEFAULT_MODEL"])
     if model is None or not model.is_file():
         print(f"portable_check: no model file ({model}); pass --model FILE.gguf")
         return 2
-    out = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout.splitlines()
+    out = subprocess.run([qemu, "--version"], capture_output=True, text=True,
+                         check=False).stdout.splitlines()
     print(f"portable_check: {out[0] if out else qemu}; engine {what}; model {model.name}", flush=True)
     results = []
     for cpu in [c.strip() for c in args.cpus.split(",") if c.strip()]:

@@ -19,6 +19,11 @@ cmake_args="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -D
 cmake_args="$cmake_args -DCMAKE_INSTALL_BINDIR=llama_cpp/lib"  # the variant modules go next to libggml.so
 cmake_args="$cmake_args -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
 cmake_args="$cmake_args -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAVA_BUILD=OFF"
+if [ "${ROOFLINE_CUDA:-0}" = "1" ]; then
+  # A second artifact for NVIDIA users: libggml-cuda.so is one more backend module, loaded only where a driver
+  # is present. Real code for Pascal..Ada/Hopper, plus compute_90 PTX that newer GPUs compile at first start.
+  cmake_args="$cmake_args -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=61-real;70-real;75-real;80-real;86-real;89-real;90"
+fi
 case "$(uname -m)" in x86_64|amd64) ;; *)
   echo "roofline: the portable wheel is defined for x86-64 only (see docs/packaging.md for other platforms)" >&2
   exit 1;;
@@ -31,6 +36,15 @@ if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
     echo "roofline: the portable llama-cpp-python wheel is not built yet (scripts/package builds it)" >&2
     exit 3
   fi
+  # One build at a time per flag set: a second caller waits, then finds the wheel built.
+  mkdir -p "$(dirname "$WHEEL_DIR")"
+  exec 9>"$WHEEL_DIR.lock"
+  if ! flock -n 9; then
+    echo "roofline: another build of this wheel is running; waiting for it" >&2
+    flock 9
+  fi
+fi
+if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   echo "roofline: building the portable llama-cpp-python $LLAMA_VERSION (all CPU variants; 20-40 min on 2 cores)" >&2
   echo "roofline: CMAKE_ARGS=$cmake_args" >&2
   work="$WHEEL_DIR.src"

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def portable_lib(dest: Path) -> Path:
     got = subprocess.run(["bash", str(ROOT / "scripts" / "_portable_wheel.sh"), "--cached"], capture_output=True,
-                         text=True)
+                         text=True, check=False)
     if got.returncode != 0:
         raise SystemExit("bench_portable: the portable wheel is not built yet (scripts/package builds it)")
     with zipfile.ZipFile(got.stdout.strip().splitlines()[-1]) as z:
@@ -45,7 +45,7 @@ def bench(env_extra: dict[str, str], args: argparse.Namespace) -> dict[str, floa
 def variant(env_extra: dict[str, str]) -> str:
     probe = "from app.engine.backends import cpu_backend, load_backends; load_backends(); print(cpu_backend().describe())"
     return subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra}).stdout.strip()
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra}, check=False).stdout.strip()
 
 
 def main() -> int:

@@ -151,7 +151,7 @@ def _worker(env_extra: dict[str, str], model: Path | None, timeout: float = 240)
     cmds.append({"type": "shutdown"})
     out = subprocess.run([sys.executable, "-u", "-m", "app.engine.worker"], cwd=ROOT,
                          input="".join(json.dumps(c) + "\n" for c in cmds), capture_output=True, text=True,
-                         timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra})
+                         timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra}, check=False)
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
@@ -166,7 +166,7 @@ def test_the_native_engine_names_its_built_in_cpu_backend() -> None:
 def _portable_lib(tmp_path: Path) -> Path:
     """The cached portable wheel's llama_cpp/lib, unpacked into tmp_path (skip when it is not built)."""
     got = subprocess.run(["bash", str(ROOT / "scripts" / "_portable_wheel.sh"), "--cached"], capture_output=True,
-                         text=True)
+                         text=True, check=False)
     if got.returncode != 0:
         pytest.skip("the portable llama-cpp-python wheel is not built: run scripts/package")
     wheel = got.stdout.strip().splitlines()[-1]
@@ -198,7 +198,39 @@ def test_no_variant_module_contains_amx_instructions(tmp_path: Path) -> None:
     amx = ("ldtilecfg", "tileloadd", "tdpbssd", "tdpbusd", "tdpbf16ps", "tilezero", "tilestored", "tilerelease")
     for module in modules:
         text = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(module)], capture_output=True, text=True,
-                              timeout=300).stdout
+                              timeout=300, check=False).stdout
         assert len(text) > 10_000, module  # really disassembled
         found = [m for m in amx if f"\t{m} " in text or f"\t{m}\n" in text]
         assert not found, f"{module.name} contains AMX instructions {found}"
+
+
+# ------------------------------------------------------------------------------------------------ reporting it
+
+
+def test_hw_names_the_cpu_variant_the_engine_uses(capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.cli import main
+    from app.core import bandwidth
+
+    monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)
+    assert main(["hw", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["llama_cpp"]["cpu_backend"].startswith("built-in (libggml-cpu.so")  # the native .venv
+    assert main(["hw", "--no-engine"]) == 0
+    assert "llama.cpp CPU" not in capsys.readouterr().out
+
+
+def test_hw_text_line_for_the_variant_and_for_an_engine_that_did_not_start() -> None:
+    from app.commands.hw import describe
+    from app.core.bandwidth import BandwidthResult
+    from app.core.hardware import probe_hardware
+
+    hw = probe_hardware(gpu_offload=False)
+    bw = BandwidthResult(read_gbs=10.0, copy_gbs=8.0, threads=2, buffer_bytes=1, runs=1, seconds=0.1,
+                         measured_at="now", cached=True)
+    lines = dict(describe(hw, bw, {"version": "0.3.36", "cpu_backend": "haswell (libggml-cpu-haswell.so)",
+                                   "gpu_offload": False}))
+    assert lines["llama.cpp CPU"] == "haswell (libggml-cpu-haswell.so) (llama-cpp-python 0.3.36)"
+    lines = dict(describe(hw, bw, {"error": "the engine process was stopped by SIGILL"}))
+    assert lines["llama.cpp CPU"].startswith("unknown: the engine did not start (the engine process was stopped")
+    assert "llama.cpp CPU" not in dict(describe(hw, bw))

@@ -53,8 +53,8 @@ ENGINE_TIMEOUT_S = 30.0
 
 def ask_engine(timeout: float = ENGINE_TIMEOUT_S) -> dict[str, Any]:
     """Start the engine, read its Ready event (llama.cpp version, CPU variant, GPU offload), stop it."""
-    from app.engine.client import EngineClient, EngineError
     from app.engine import protocol as P
+    from app.engine.client import EngineClient, EngineError
 
     try:
         with EngineClient() as client:
