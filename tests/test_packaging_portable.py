@@ -233,3 +233,32 @@ def test_hw_text_line_for_the_variant_and_for_an_engine_that_did_not_start() -> 
     lines = dict(describe(hw, bw, {"error": "the engine process was stopped by SIGILL"}))
     assert lines["llama.cpp CPU"].startswith("unknown: the engine did not start (the engine process was stopped")
     assert "llama.cpp CPU" not in dict(describe(hw, bw))
+
+
+# ------------------------------------------------------------------------------------------------ under emulation
+
+FROZEN = ROOT / "dist" / "roofline" / "roofline"
+
+
+def test_the_frozen_launcher_is_kept_in_the_emulated_process(tmp_path: Path) -> None:
+    app = tmp_path / "roofline"
+    app.write_text("")
+    env = portable_check.frozen_single_process_env(app)
+    # What PyInstaller's one-folder launcher finds after its own re-exec: the same archive, level -1.
+    assert env["_PYI_ARCHIVE_FILE"] == str(app.resolve()) and env["_PYI_PARENT_PROCESS_LEVEL"] == "-1"
+    assert env["LD_LIBRARY_PATH"].split(":")[0] == str(tmp_path.resolve() / "_internal")
+
+
+@pytest.mark.model
+def test_the_frozen_bundle_runs_on_an_sse42_cpu_under_qemu() -> None:
+    """The slowest CPU the bundle promises, emulated; --strace fails the run on any execve (an escape)."""
+    if not FROZEN.exists():
+        pytest.skip("no frozen build: run scripts/package")
+    if shutil.which("qemu-x86_64") is None:
+        pytest.skip("qemu-user is not installed (apt-get install qemu-user)")
+    out = subprocess.run([sys.executable, str(ROOT / "packaging" / "portable_check.py"), "--cpus", "Nehalem",
+                          "--tokens", "2", "--strace", "--timeout", "250"], capture_output=True, text=True,
+                         timeout=290, check=False)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("Nehalem")), out.stdout + out.stderr)
+    assert out.returncode == 0, line
+    assert "variant sse42 (libggml-cpu-sse42.so)" in line and "execve under qemu: 0" in line, line
