@@ -105,7 +105,8 @@ def _check_engine(st: SelfTest, n_tokens: int, timeout: float) -> Callable[[], s
 
         top_k = "C" if sampler_module.native_topk is not None else "numpy (the C extension is missing)"
         return (f"engine pid {pid} ({mode}: {' '.join(Path(a).name for a in worker_command()[:2])}), "
-                f"llama.cpp {client.ready.llama_cpp_version}, loaded {loaded.architecture} in "
+                f"llama.cpp {client.ready.llama_cpp_version}, CPU {client.ready.cpu_backend}, "
+                f"loaded {loaded.architecture} in "
                 f"{loaded.load_ms:.0f} ms, n_ctx {loaded.n_ctx}; {generated} tokens {text.strip()[:40]!r}; "
                 f"TTFT {m.ttft_ms:.0f} ms, prefill {m.prefill_tps:.0f} tok/s, decode {m.decode_tps:.0f} tok/s; "
                 f"sampler top-k: {top_k}")

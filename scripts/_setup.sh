@@ -2,12 +2,15 @@
 # Shared, idempotent set-up for scripts/run and scripts/test.
 # Creates .venv, builds llama-cpp-python with the flags this machine needs (once, cached by flag hash),
 # installs the app and its dependencies, and assembles the embedded default model.
+# scripts/package sets ROOFLINE_VENV (another venv) and ROOFLINE_LLAMA_PORTABLE=1: llama.cpp then comes from the
+# portable wheel of scripts/_portable_wheel.sh (runtime CPU dispatch) instead of this machine's native build.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PY="${ROOFLINE_PYTHON:-python3.11}"
 command -v "$PY" >/dev/null 2>&1 || PY=python3
-VENV="$ROOT/.venv"
+VENV="${ROOFLINE_VENV:-$ROOT/.venv}"
+PORTABLE="${ROOFLINE_LLAMA_PORTABLE:-0}"
 LLAMA_VERSION="0.3.36"
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -18,6 +21,17 @@ fi
 VPY="$VENV/bin/python"
 
 # ---- llama-cpp-python: build with the flags we ask for, never a cached wheel built with other flags ----
+NEED_VERIFY=0
+if [ "$PORTABLE" = "1" ]; then
+  STAMP="$VENV/.llama-build-id"
+  wheel="$(bash "$ROOT/scripts/_portable_wheel.sh" "$PY")"
+  build_id="portable-$(basename "$(dirname "$wheel")")"
+  if [ "$(cat "$STAMP" 2>/dev/null)" != "$build_id" ]; then
+    "$VPY" -m pip install -q --no-deps --force-reinstall "$wheel"
+    NEED_VERIFY=1
+  fi
+  cmake_args=""
+else
 cmake_args="${CMAKE_ARGS:-}"
 case "$(uname -m)" in
   x86_64|amd64)
@@ -35,7 +49,6 @@ fi
 build_id="$(printf '%s|%s|%s|%s' "$LLAMA_VERSION" "$cmake_args" "$("$VPY" -c 'import sys;print(sys.version_info[:2])')" "$(uname -m)" | sha256sum | cut -c1-16)"
 WHEEL_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/roofline-build/llama-cpp-python-$build_id"
 STAMP="$VENV/.llama-build-id"
-NEED_VERIFY=0
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$build_id" ]; then
   if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
     echo "roofline: building llama-cpp-python $LLAMA_VERSION from source (first time only; takes several minutes)"
@@ -49,6 +62,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$build_id" ]; then
   "$VPY" -m pip install -q --no-deps --force-reinstall "$WHEEL_DIR"/llama_cpp_python-*.whl
   NEED_VERIFY=1
 fi
+fi  # native build
 
 # ---- the app and its dependencies (llama-cpp-python is already satisfied, so pip will not rebuild it) ----
 EXTRAS="${1:-}"
@@ -73,6 +87,16 @@ if [ "${NEED_VERIFY:-0}" = "1" ]; then
   if [[ "$cmake_args" == *GGML_CUDA=on* ]] && ! "$VPY" -c 'import llama_cpp,sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)'; then
     echo "roofline: asked for a CUDA build of llama.cpp but the installed one cannot offload" >&2
     exit 1
+  fi
+  if [ "$PORTABLE" = "1" ]; then
+    # The CPU code must come from a variant module that ggml chose at run time, found in llama_cpp/lib/.
+    if ! chosen="$("$VPY" -c 'from app.engine.backends import cpu_backend, load_backends
+load_backends(); b = cpu_backend(); print(b.describe())
+raise SystemExit(b.variant in ("built-in", "none loaded", "unknown"))')"; then
+      echo "roofline: the portable llama.cpp did not load a CPU variant module (got: ${chosen:-nothing})" >&2
+      exit 1
+    fi
+    echo "roofline: portable llama.cpp installed; on this CPU it uses $chosen"
   fi
   echo "$build_id" > "$STAMP"
 fi

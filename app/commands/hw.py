@@ -1,9 +1,12 @@
-"""`roofline hw [--json] [--remeasure]`: this machine's CPU, memory, GPUs and measured bandwidth."""
+"""`roofline hw [--json] [--remeasure] [--no-engine]`: this machine's CPU, memory, GPUs, measured bandwidth, and
+which build of llama.cpp's CPU code the engine chose for this CPU (a portable build picks one variant per ISA
+level at start; the engine process is asked, since only it may load llama.cpp)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.core.bandwidth import BandwidthResult
@@ -14,6 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hw", help="show CPU, RAM, GPUs and measured memory bandwidth (what bounds decode)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--remeasure", action="store_true", help="measure memory bandwidth again (about 1-2 s)")
+    p.add_argument("--no-engine", action="store_true",
+                   help="do not start the engine to ask which llama.cpp CPU variant it uses")
     p.set_defaults(func=run)
 
 
@@ -22,19 +27,46 @@ def run(args: argparse.Namespace) -> int:
     from app.core.bandwidth import get_bandwidth
     from app.core.hardware import probe_hardware
 
+    engine: dict[str, Any] = {}
+    asker = None
+    if not args.no_engine:  # the engine starts while the probes run: its import of llama.cpp takes a moment
+        asker = threading.Thread(target=lambda: engine.update(ask_engine()), name="hw-engine", daemon=True)
+        asker.start()
     hw = probe_hardware()
     bw = get_bandwidth(hw.machine_key, remeasure=args.remeasure)
+    if asker is not None:
+        asker.join(ENGINE_TIMEOUT_S + 5)
     if args.json:
         data = hw.to_dict()
         data["bandwidth"] = bw.to_dict()
+        if engine:
+            data["llama_cpp"] = engine
         print_json(data)
         return 0
-    for label, value in describe(hw, bw):
+    for label, value in describe(hw, bw, engine or None):
         print(f"{label:<18} {value}")
     return 0
 
 
-def describe(hw: HardwareInfo, bw: BandwidthResult) -> list[tuple[str, str]]:
+ENGINE_TIMEOUT_S = 30.0
+
+
+def ask_engine(timeout: float = ENGINE_TIMEOUT_S) -> dict[str, Any]:
+    """Start the engine, read its Ready event (llama.cpp version, CPU variant, GPU offload), stop it."""
+    from app.engine import protocol as P
+    from app.engine.client import EngineClient, EngineError
+
+    try:
+        with EngineClient() as client:
+            ready = client.wait_for((P.Ready,), timeout)
+    except (EngineError, OSError) as exc:
+        return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+    return {"version": ready.llama_cpp_version, "cpu_backend": ready.cpu_backend or "unknown",
+            "gpu_offload": ready.gpu_offload}
+
+
+def describe(hw: HardwareInfo, bw: BandwidthResult,
+             engine: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     from app.core.metrics import fmt_bytes
 
     def size(n: int | None) -> str:
@@ -65,4 +97,9 @@ def describe(hw: HardwareInfo, bw: BandwidthResult) -> list[tuple[str, str]]:
         lines.append((f"GPU {g.index}", f"{g.name}: " + ", ".join(facts)))
     offload = {True: "yes", False: "no (this llama.cpp build is CPU-only)", None: "unknown"}[hw.gpu_offload]
     lines.append(("GPU offload", offload))
+    if engine is not None:
+        if "error" in engine:
+            lines.append(("llama.cpp CPU", f"unknown: the engine did not start ({engine['error']})"))
+        else:
+            lines.append(("llama.cpp CPU", f"{engine['cpu_backend']} (llama-cpp-python {engine['version']})"))
     return lines

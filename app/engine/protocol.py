@@ -122,6 +122,7 @@ class Ready:
     llama_cpp_version: str
     system_info: str
     gpu_offload: bool
+    cpu_backend: str = ""  # the ggml CPU variant in use and its library, e.g. "haswell (libggml-cpu-haswell.so)"
 
 
 @dataclass

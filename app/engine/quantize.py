@@ -167,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         if in_path.resolve() == out_path.resolve():
             raise SystemExit("input and output are the same file")
         out_path.parent.mkdir(parents=True, exist_ok=True)
+        from app.engine.backends import load_backends
+
+        load_backends()  # a portable build's CPU backend is a module ggml would not find by itself
         quantize(in_path, out_path, args.type, args.threads)
     except SystemExit as exc:
         if isinstance(exc.code, str):

@@ -91,6 +91,8 @@ class TokenOut:
 
 import llama_cpp  # noqa: E402  (after the helpers above; the only llama_cpp import in the app)
 
+from app.engine.backends import cpu_backend, load_backends  # noqa: E402
+
 _KV_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0,
              "f32": llama_cpp.GGML_TYPE_F32}
 
@@ -710,7 +712,8 @@ def main() -> int:
     inbox: queue.Queue[Any] = queue.Queue()
     engine = Engine(inbox)
     threading.Thread(target=_stdin_reader, args=(inbox,), name="stdin", daemon=True).start()
-    send(P.Ready(pid=os.getpid(), llama_cpp_version=llama_cpp.__version__,
+    load_backends()  # a portable build's CPU code is a module in llama_cpp/lib that ggml would not find
+    send(P.Ready(pid=os.getpid(), llama_cpp_version=llama_cpp.__version__, cpu_backend=cpu_backend().describe(),
                  system_info=llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
                  gpu_offload=bool(llama_cpp.llama_supports_gpu_offload())))
     engine.serve()
