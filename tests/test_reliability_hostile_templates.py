@@ -55,6 +55,9 @@ ALLOCATING = {  # each would build gigabytes (MemoryError or the OOM killer) bef
     "sum of lists": "{% set x = ([['a'] * 100000] * 100000) | sum(start=[]) %}",
     "slice": "{% set x = [1] | slice(999999999) | list %}",
     "lipsum": "{% set x = lipsum(999999) %}",
+    "a list of one big string, printed": "{{ ['y' * 100000] * 100000 }}",
+    "a list doubled by +": "{% set ns = namespace(l=['y' * 100000]) %}{% for i in range(20) %}"
+                           "{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l }}",
 }
 
 

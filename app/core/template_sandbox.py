@@ -88,8 +88,20 @@ def produce(n: int, what: str) -> None:
             raise SecurityError("the template produced too much text")
 
 
-def _size(value: Any) -> int:
-    return len(value) if isinstance(value, (str, list, tuple)) else len(str(value))
+def _size(value: Any, depth: int = 0) -> int:
+    """About how many characters `value` turns into when printed; lists count what they hold, since
+    `[big] * 100000` holds one string but prints it 100 000 times. Stops counting past MAX_PIECE."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, (list, tuple, dict)) and depth < 16:
+        items = value.items() if isinstance(value, dict) else value
+        total = len(value)
+        for item in items:
+            total += _size(item, depth + 1)
+            if total > MAX_PIECE:
+                break
+        return total
+    return len(str(value)) if isinstance(value, (int, float)) else 1
 
 
 def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
@@ -99,9 +111,8 @@ def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
 
 
 def _bounded_concat(parts: list[Any]) -> str:
-    strings = [str(p) for p in parts]
-    produce(sum(len(s) for s in strings), "'~'")
-    return "".join(strings)
+    produce(sum(_size(p) for p in parts), "'~'")
+    return "".join(str(p) for p in parts)
 
 
 def _check_percent(fmt: str, args: Any) -> None:
@@ -167,16 +178,18 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         # Hot path (every `+` of a template goes through here): loops and calls already count the steps, so a
         # binop only checks what it is about to build, and small results are not worth accounting for.
         if operator == "+":
-            if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+            if isinstance(left, str) and isinstance(right, str):
                 n = len(left) + len(right)
                 if n > _SMALL:
                     produce(n, "'+'")
+            elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
+                produce(_size(left) + _size(right), "'+'")
         elif operator == "*":
             for seq, n in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
                     if n * max(1, len(seq)) > MAX_REPEAT:
                         raise SecurityError("repetition too large")
-                    produce(n * len(seq), "'*'")
+                    produce(n * _size(seq), "'*'")
             if isinstance(left, int) and isinstance(right, int):
                 if left.bit_length() + right.bit_length() > MAX_INT_BITS:
                     raise SecurityError("number too large")
