@@ -8,8 +8,9 @@ allocate without producing output, so checks that only look at what it yields co
   deadline (checked every few steps), the render stops with `SecurityError`.
 - Sizes: every operation that makes a string or list from others is checked *before* it runs — `~`, `+`, `*`,
   `**`, `%`-formatting, `str.format` widths, `replace`, `join`, padding methods, the `replace`/`join`/`format`/
-  `center`/`indent`/`slice`/`sum` filters — and the characters all of them produce in one render are added up
-  against `MAX_CHARS`. `lipsum` (a text generator no chat template needs) is removed.
+  `center`/`indent`/`slice`/`batch`/`sum` filters, filters that print a whole list, and `{{ value }}` itself —
+  and the characters all of them produce in one render are added up against `MAX_CHARS`. `lipsum` (a text
+  generator no chat template needs) is removed.
 
 What is left (a filter fed a huge value in a loop, a MemoryError deep in Python) is caught by `render`, and the
 engine process that renders templates runs under address-space and CPU limits (app/engine/limits.py).
@@ -155,9 +156,9 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset(["*", "**", "+", "%"])
 
     def __init__(self, **kwargs: Any):
-        super().__init__(**kwargs)
+        super().__init__(finalize=_finalize, **kwargs)
         self.globals.pop("lipsum", None)
-        self.filters = {name: _filter_with_steps(f) for name, f in self.filters.items()}
+        self.filters = {name: _filter_with_steps(f, name) for name, f in self.filters.items()}
         self.filters.update(_bounded_filters(self.filters))
         self.filters["_steps"] = _counted
         self.filters["_concat"] = _bounded_concat
@@ -262,10 +263,27 @@ def _replace_node(tree: nodes.Node, old: nodes.Node, new: nodes.Node) -> None:
                         return
 
 
-def _filter_with_steps(f: Callable[..., Any]) -> Callable[..., Any]:
+def _finalize(value: Any) -> Any:
+    """Every `{{ value }}` passes here before it becomes text: a list is checked for what it would print."""
+    if isinstance(value, (list, tuple, dict)):
+        produce(_size(value), "printing a value")
+    return value
+
+
+# Filters that turn their whole input into one string: a list going in is checked for what it would print.
+_STRINGIFY = {"string", "tojson", "pprint", "e", "escape", "forceescape", "urlencode", "xmlattr", "upper", "lower",
+              "title", "capitalize", "trim", "truncate", "wordwrap", "wordcount", "striptags", "urlize", "center",
+              "indent", "safe"}
+
+
+def _filter_with_steps(f: Callable[..., Any], name: str = "") -> Callable[..., Any]:
+    value_at = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0  # after a context/environment
+
     @wraps(f)  # keeps Jinja's pass_context / pass_environment marks
     def stepped(*args: Any, **kwargs: Any) -> Any:
         tick()
+        if name in _STRINGIFY and len(args) > value_at and isinstance(args[value_at], (list, tuple, dict)):
+            produce(_size(args[value_at]), f"the {name} filter")
         result = f(*args, **kwargs)
         if isinstance(result, str) and len(result) > _SMALL:
             produce(len(result), f"the {f.__name__} filter")
@@ -277,7 +295,8 @@ def _filter_with_steps(f: Callable[..., Any]) -> Callable[..., Any]:
 def _bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     from jinja2.filters import do_center, do_indent
 
-    join, replace, fmt, slice_, sum_ = (filters[k] for k in ("join", "replace", "format", "slice", "sum"))
+    join, replace, fmt, slice_, sum_, batch = (filters[k] for k in ("join", "replace", "format", "slice", "sum",
+                                                                    "batch"))
 
     def center(value: Any, width: int = 80) -> str:
         if isinstance(width, int) and width > MAX_REPEAT:
@@ -307,6 +326,11 @@ def _bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
         _check_percent(str(value), kwargs or args)
         return fmt(value, *args, **kwargs)
 
+    def bounded_batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
+        if isinstance(linecount, int) and linecount > MAX_REPEAT:
+            raise SecurityError("batches too large")
+        return batch(value, linecount, fill_with)
+
     def bounded_slice(value: Any, slices: int, fill_with: Any = None) -> Any:
         if isinstance(slices, int) and slices > MAX_REPEAT:
             raise SecurityError("too many slices")
@@ -322,4 +346,5 @@ def _bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
     return {"center": _filter_with_steps(center), "indent": _filter_with_steps(indent),
             "replace": _filter_with_steps(bounded_replace), "join": _filter_with_steps(bounded_join),
             "format": _filter_with_steps(bounded_format), "slice": _filter_with_steps(bounded_slice),
+            "batch": _filter_with_steps(bounded_batch),
             "sum": _filter_with_steps(bounded_sum)}
