@@ -56,7 +56,7 @@ ALLOCATING = {  # each would build gigabytes (MemoryError or the OOM killer) bef
     "slice": "{% set x = [1] | slice(999999999) | list %}",
     "lipsum": "{% set x = lipsum(999999) %}",
     "a list of one big string, printed": "{{ ['y' * 100000] * 100000 }}",
-    "batch of a billion": "{% set x = [1] | batch(999999999) | list %}",
+    "batch of a billion": "{% set x = [1] | batch(999999999, 0) | list %}",
     "a batch filled with a big string, printed": "{{ [1] | batch(100000, 'y' * 100000) | list }}",
     "the same through the string filter": "{% set x = ([1] | batch(100000, 'y' * 100000) | list) | string %}",
     "a list doubled by +": "{% set ns = namespace(l=['y' * 100000]) %}{% for i in range(20) %}"
