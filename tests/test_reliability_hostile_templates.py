@@ -145,6 +145,9 @@ def test_the_engine_runs_under_memory_and_cpu_limits_sized_from_the_model(tmp_pa
         if engine.ready.gpu_offload:
             pytest.skip("a GPU backend reserves address space: no RLIMIT_AS there (documented)")
         expected = limits.address_space_for(str(model), cfg)
+        deadline = time.monotonic() + 60  # sized on a thread of its own, beside the load
+        while _limit(engine.pid, "Max address space") == "unlimited" and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert int(_limit(engine.pid, "Max address space")) == expected >= limits.MIN_BYTES
         done = list(engine.generate(P.Generate(request_id="g", prompt="ab", sampling=P.Sampling(
             max_tokens=2, temperature=0.0, ignore_eos=True)), timeout=120))[-1]
