@@ -55,6 +55,12 @@ ALLOCATING = {  # each would build gigabytes (MemoryError or the OOM killer) bef
     "sum of lists": "{% set x = ([['a'] * 100000] * 100000) | sum(start=[]) %}",
     "slice": "{% set x = [1] | slice(999999999) | list %}",
     "lipsum": "{% set x = lipsum(999999) %}",
+    "a list of one big string, printed": "{{ ['y' * 100000] * 100000 }}",
+    "batch of a billion": "{% set x = [1] | batch(999999999, 0) | list %}",
+    "a batch filled with a big string, printed": "{{ [1] | batch(100000, 'y' * 100000) | list }}",
+    "the same through the string filter": "{% set x = ([1] | batch(100000, 'y' * 100000) | list) | string %}",
+    "a list doubled by +": "{% set ns = namespace(l=['y' * 100000]) %}{% for i in range(20) %}"
+                           "{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l }}",
 }
 
 
@@ -139,6 +145,9 @@ def test_the_engine_runs_under_memory_and_cpu_limits_sized_from_the_model(tmp_pa
         if engine.ready.gpu_offload:
             pytest.skip("a GPU backend reserves address space: no RLIMIT_AS there (documented)")
         expected = limits.address_space_for(str(model), cfg)
+        deadline = time.monotonic() + 60  # sized on a thread of its own, beside the load
+        while _limit(engine.pid, "Max address space") == "unlimited" and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert int(_limit(engine.pid, "Max address space")) == expected >= limits.MIN_BYTES
         done = list(engine.generate(P.Generate(request_id="g", prompt="ab", sampling=P.Sampling(
             max_tokens=2, temperature=0.0, ignore_eos=True)), timeout=120))[-1]

@@ -8,8 +8,9 @@ allocate without producing output, so checks that only look at what it yields co
   deadline (checked every few steps), the render stops with `SecurityError`.
 - Sizes: every operation that makes a string or list from others is checked *before* it runs — `~`, `+`, `*`,
   `**`, `%`-formatting, `str.format` widths, `replace`, `join`, padding methods, the `replace`/`join`/`format`/
-  `center`/`indent`/`slice`/`sum` filters — and the characters all of them produce in one render are added up
-  against `MAX_CHARS`. `lipsum` (a text generator no chat template needs) is removed.
+  `center`/`indent`/`slice`/`batch`/`sum` filters, filters that print a whole list, and `{{ value }}` itself —
+  and the characters all of them produce in one render are added up against `MAX_CHARS`. `lipsum` (a text
+  generator no chat template needs) is removed.
 
 What is left (a filter fed a huge value in a loop, a MemoryError deep in Python) is caught by `render`, and the
 engine process that renders templates runs under address-space and CPU limits (app/engine/limits.py).
@@ -88,8 +89,20 @@ def produce(n: int, what: str) -> None:
             raise SecurityError("the template produced too much text")
 
 
-def _size(value: Any) -> int:
-    return len(value) if isinstance(value, (str, list, tuple)) else len(str(value))
+def _size(value: Any, depth: int = 0) -> int:
+    """About how many characters `value` turns into when printed; lists count what they hold, since
+    `[big] * 100000` holds one string but prints it 100 000 times. Stops counting past MAX_PIECE."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, (list, tuple, dict)) and depth < 16:
+        items = value.items() if isinstance(value, dict) else value
+        total = len(value)
+        for item in items:
+            total += _size(item, depth + 1)
+            if total > MAX_PIECE:
+                break
+        return total
+    return len(str(value)) if isinstance(value, (int, float)) else 1
 
 
 def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
@@ -99,9 +112,8 @@ def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
 
 
 def _bounded_concat(parts: list[Any]) -> str:
-    strings = [str(p) for p in parts]
-    produce(sum(len(s) for s in strings), "'~'")
-    return "".join(strings)
+    produce(sum(_size(p) for p in parts), "'~'")
+    return "".join(str(p) for p in parts)
 
 
 def _check_percent(fmt: str, args: Any) -> None:
@@ -144,9 +156,9 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset(["*", "**", "+", "%"])
 
     def __init__(self, **kwargs: Any):
-        super().__init__(**kwargs)
+        super().__init__(finalize=_finalize, **kwargs)
         self.globals.pop("lipsum", None)
-        self.filters = {name: _filter_with_steps(f) for name, f in self.filters.items()}
+        self.filters = {name: _filter_with_steps(f, name) for name, f in self.filters.items()}
         self.filters.update(_bounded_filters(self.filters))
         self.filters["_steps"] = _counted
         self.filters["_concat"] = _bounded_concat
@@ -167,16 +179,18 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         # Hot path (every `+` of a template goes through here): loops and calls already count the steps, so a
         # binop only checks what it is about to build, and small results are not worth accounting for.
         if operator == "+":
-            if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+            if isinstance(left, str) and isinstance(right, str):
                 n = len(left) + len(right)
                 if n > _SMALL:
                     produce(n, "'+'")
+            elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
+                produce(_size(left) + _size(right), "'+'")
         elif operator == "*":
             for seq, n in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
                     if n * max(1, len(seq)) > MAX_REPEAT:
                         raise SecurityError("repetition too large")
-                    produce(n * len(seq), "'*'")
+                    produce(n * _size(seq), "'*'")
             if isinstance(left, int) and isinstance(right, int):
                 if left.bit_length() + right.bit_length() > MAX_INT_BITS:
                     raise SecurityError("number too large")
@@ -249,10 +263,27 @@ def _replace_node(tree: nodes.Node, old: nodes.Node, new: nodes.Node) -> None:
                         return
 
 
-def _filter_with_steps(f: Callable[..., Any]) -> Callable[..., Any]:
+def _finalize(value: Any) -> Any:
+    """Every `{{ value }}` passes here before it becomes text: a list is checked for what it would print."""
+    if isinstance(value, (list, tuple, dict)):
+        produce(_size(value), "printing a value")
+    return value
+
+
+# Filters that turn their whole input into one string: a list going in is checked for what it would print.
+_STRINGIFY = {"string", "tojson", "pprint", "e", "escape", "forceescape", "urlencode", "xmlattr", "upper", "lower",
+              "title", "capitalize", "trim", "truncate", "wordwrap", "wordcount", "striptags", "urlize", "center",
+              "indent", "safe"}
+
+
+def _filter_with_steps(f: Callable[..., Any], name: str = "") -> Callable[..., Any]:
+    value_at = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0  # after a context/environment
+
     @wraps(f)  # keeps Jinja's pass_context / pass_environment marks
     def stepped(*args: Any, **kwargs: Any) -> Any:
         tick()
+        if name in _STRINGIFY and len(args) > value_at and isinstance(args[value_at], (list, tuple, dict)):
+            produce(_size(args[value_at]), f"the {name} filter")
         result = f(*args, **kwargs)
         if isinstance(result, str) and len(result) > _SMALL:
             produce(len(result), f"the {f.__name__} filter")
@@ -264,7 +295,8 @@ def _filter_with_steps(f: Callable[..., Any]) -> Callable[..., Any]:
 def _bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     from jinja2.filters import do_center, do_indent
 
-    join, replace, fmt, slice_, sum_ = (filters[k] for k in ("join", "replace", "format", "slice", "sum"))
+    join, replace, fmt, slice_, sum_, batch = (filters[k] for k in ("join", "replace", "format", "slice", "sum",
+                                                                    "batch"))
 
     def center(value: Any, width: int = 80) -> str:
         if isinstance(width, int) and width > MAX_REPEAT:
@@ -294,6 +326,11 @@ def _bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
         _check_percent(str(value), kwargs or args)
         return fmt(value, *args, **kwargs)
 
+    def bounded_batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
+        if isinstance(linecount, int) and linecount > MAX_REPEAT:
+            raise SecurityError("batches too large")
+        return batch(value, linecount, fill_with)
+
     def bounded_slice(value: Any, slices: int, fill_with: Any = None) -> Any:
         if isinstance(slices, int) and slices > MAX_REPEAT:
             raise SecurityError("too many slices")
@@ -309,4 +346,5 @@ def _bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
     return {"center": _filter_with_steps(center), "indent": _filter_with_steps(indent),
             "replace": _filter_with_steps(bounded_replace), "join": _filter_with_steps(bounded_join),
             "format": _filter_with_steps(bounded_format), "slice": _filter_with_steps(bounded_slice),
+            "batch": _filter_with_steps(bounded_batch),
             "sum": _filter_with_steps(bounded_sum)}

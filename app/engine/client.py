@@ -72,6 +72,7 @@ class EngineClient:
         self.loaded: P.Loaded | None = None
         self._counter = 0
         self._as_limit: int | None = None  # the engine's address-space limit for the model being loaded
+        self._sizing: threading.Thread | None = None  # computing _as_limit
 
     # ------------------------------------------------------------------ process lifetime
     def start(self) -> None:
@@ -162,13 +163,27 @@ class EngineClient:
             return
         try:
             if isinstance(command, P.Load):
-                self._as_limit = limits.address_space_for(command.config.model_path, command.config)
-                if self.ready is not None:  # else applied when Ready says whether a GPU backend is in use
-                    self._apply_as_limit(pid)
+                # Sizing reads the model's header (a few hundred ms for a large vocabulary): not on the
+                # caller's thread, which may be the GUI's; it runs beside the load, which takes longer.
+                self._sizing = threading.Thread(target=self._size_as_limit, args=(command.config, pid),
+                                                name="engine-limits", daemon=True)
+                self._sizing.start()
             elif isinstance(command, (P.Generate, P.Bench)):
+                if self._sizing is not None:
+                    self._sizing.join(5.0)  # a template is rendered only under the limit (rarely waits)
                 limits.set_cpu_budget(pid, limits.request_cpu_budget())
         except (OSError, ValueError):
             pass  # the process is gone or /proc is unreadable: the send itself reports a dead engine
+
+    def _size_as_limit(self, config: P.LoadConfig, pid: int) -> None:
+        from app.engine import limits
+
+        self._as_limit = limits.address_space_for(config.model_path, config)
+        if self.ready is not None:  # else applied when Ready says whether a GPU backend is in use
+            try:
+                self._apply_as_limit(pid)
+            except (OSError, ValueError):
+                pass  # the engine is gone
 
     def _apply_as_limit(self, pid: int) -> None:
         from app.engine import limits
