@@ -10,7 +10,7 @@ crashes (a child killed by a signal, a non-zero exit, or a Python traceback: mus
 max of each phase, and the store's `PRAGMA integrity_check` with its counts.
 
 Runs offscreen unless DISPLAY is set and `--on-screen` is given. Usage:
-    scripts/soak_gui [--replies 200] [--per-chat 10] [--seed 1] [--max-tokens 64]
+    scripts/soak_gui [--replies 200] [--per-chat 10] [--seed 1] [--max-tokens 64] [--max-minutes M]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 # ---------------------------------------------------------------------------------------------------- child
@@ -95,6 +95,9 @@ def child(args: argparse.Namespace) -> int:
         resizer.start(200)
         done = errors = 0
         for n in range(args.replies):
+            if args.max_minutes and time.monotonic() - started > args.max_minutes * 60:
+                print(f"  time budget of {args.max_minutes} min spent after {n} replies", flush=True)
+                break
             if n % args.per_chat == 0:
                 win.new_chat()
             win.sampling_overrides = {
@@ -137,7 +140,8 @@ def child(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------------- parent
 def run_phase(phase: str, args: argparse.Namespace, env: dict[str, str]) -> tuple[dict[str, object], str | None]:
     cmd = [sys.executable, __file__, "--child", phase, "--replies", str(args.replies), "--per-chat",
-           str(args.per_chat), "--seed", str(args.seed), "--max-tokens", str(args.max_tokens)]
+           str(args.per_chat), "--seed", str(args.seed), "--max-tokens", str(args.max_tokens),
+           "--max-minutes", str(args.max_minutes)]
     if args.on_screen:
         cmd.append("--on-screen")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -166,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-chat", type=int, default=10, help="replies per chat (default 10)")
     parser.add_argument("--max-tokens", type=int, default=64, help="longest reply in tokens (default 64)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-minutes", type=float, default=0.0,
+                        help="stop streaming after this long (the replies done are reported); 0: no limit")
     parser.add_argument("--on-screen", action="store_true", help="use the real display (DISPLAY) if there is one")
     parser.add_argument("--child", choices=("stream", "reopen"), dest="phase", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -68,6 +68,10 @@ def test_images_in_a_reply_are_never_loaded_and_show_their_alt_text(qtbot, tmp_p
     for name in (str(pic), pic.as_uri()):
         resource = doc.resource(QTextDocument.ResourceType.ImageResource.value, QUrl(name))
         assert not isinstance(resource, QImage) or resource.size().width() <= 1, name
+    # Measuring at another width lays out a copy of the document: its images come from the view too.
+    asked = widget.body.resources_refused
+    widget.body.heightForWidth(widget.body.width() + 37)
+    assert widget.body.resources_refused > asked
 
 
 def test_a_store_holding_hostile_replies_opens(tmp_path: Path, roofline_home: Path) -> None:

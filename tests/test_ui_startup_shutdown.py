@@ -134,7 +134,7 @@ def test_closing_while_the_engine_is_busy_then_it_reports(qtbot, roofline_home: 
 def test_closing_while_the_engine_dies(qtbot, roofline_home: Path) -> None:
     from app.core.chat_store import default_db_path
 
-    win, engine, rid = _busy_window(qtbot, roofline_home)
+    win, engine, _rid = _busy_window(qtbot, roofline_home)
     engine.kill()  # the process is gone; its reader has not reported it yet
     win.close()
     engine._dispatch(P.Error(None, "engine_died", "engine process exited (signal 9)", fatal=True))

@@ -82,7 +82,8 @@ class FittedTextView(QTextBrowser):
         if abs(doc.textWidth() - text_width) < 0.5:
             height = doc.size().height()
         else:  # measure a copy: re-wrapping the shown document would repaint it at a width it does not have
-            copy = doc.clone()
+            # (parented here so its resources too come from loadResource below, never from the disk)
+            copy = doc.clone(self)
             copy.setTextWidth(text_width)
             height = copy.size().height()
             copy.deleteLater()

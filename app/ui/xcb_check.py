@@ -114,9 +114,16 @@ def plugin_path() -> Path | None:
     """Qt's libqxcb.so as this Python (or frozen app) would load it."""
     from PySide6.QtCore import QLibraryInfo  # QtCore only: no platform plugin is loaded by this
 
-    plugins = Path(QLibraryInfo.path(QLibraryInfo.LibraryPath.PluginsPath))
-    candidate = plugins / "platforms" / "libqxcb.so"
-    return candidate if candidate.is_file() else None
+    folders = [Path(QLibraryInfo.path(QLibraryInfo.LibraryPath.PluginsPath))]
+    folders += [Path(p) for p in os.environ.get("QT_PLUGIN_PATH", "").split(os.pathsep) if p]
+    bundle = getattr(sys, "_MEIPASS", None)  # a PyInstaller build keeps Qt's plugins inside the bundle
+    if bundle:
+        folders += [Path(bundle) / "PySide6" / "Qt" / "plugins", Path(bundle) / "PySide6" / "plugins"]
+    for folder in folders:
+        candidate = folder / "platforms" / "libqxcb.so"
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
