@@ -34,9 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--context-overflow", default="stop", choices=["stop", "truncate-middle", "rolling"],
                    help="when the context is full: stop the reply (default), cut the middle of a too-long "
                    "prompt, or roll (drop old tokens from the KV cache and go on past the context size)")
-    p.add_argument("--keep", type=int, default=None, metavar="N",
+    p.add_argument("--keep", type=A.int_range(0), default=None, metavar="N",
                    help="tokens at the start that overflow never drops (default: the system prompt and first "
                    "turn; with --raw the prompt), at most half the context")
+    p.add_argument("--draft-model", default=None, metavar="PATH",
+                   help="speculative decoding with this small model (it must share the model's vocabulary)")
+    p.add_argument("--draft-max", type=A.int_range(1, 64), default=8, metavar="N", help="most tokens the draft model proposes "
+                   "per step (default 8)")
     p.add_argument("--prompt-lookup", action="store_true", help="speculative prompt-lookup decoding")
     p.add_argument("--remote", default=None, help="OpenAI-compatible server URL instead of the local engine")
     p.add_argument("--api-key", default=None, help="API key for --remote; '-' prompts for it; default: "
@@ -80,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
             return fail(refused)
         engine = EngineClient()
         cfg = P.LoadConfig(model_path=str(model), n_ctx=args.ctx, n_threads=args.threads,
-                           n_gpu_layers=args.n_gpu_layers, type_k=args.kv_type, type_v=args.kv_type)
+                           n_gpu_layers=args.n_gpu_layers, type_k=args.kv_type, type_v=args.kv_type,
+                           draft_model=str(resolve_model(args.draft_model)) if args.draft_model else None,
+                           draft_max=args.draft_max)
     quiet = args.json
     try:
         with engine:

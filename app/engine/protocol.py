@@ -32,6 +32,8 @@ class LoadConfig:
     seed: int = -1
     chat_template: str | None = None  # override; None = GGUF's own or one chosen from the architecture
     use_mmap: bool = True
+    draft_model: str | None = None  # a small model with the same vocabulary for speculative decoding
+    draft_max: int = 8  # most tokens it drafts per step
 
 
 @dataclass

@@ -110,6 +110,10 @@ class PromptLookup:
             self.pauses += 1
         self._win_s, self._win_tokens, self._win_steps = 0.0, 0, 0  # judge the next batches on their own
 
+    def draft(self, history: list[int], k: int) -> list[int]:
+        """Up to `k` tokens that may come next (a draft model overrides this: app.engine.draft_model)."""
+        return find_draft(history, self.max_ngram, k, self.min_ngram)
+
     def _sample(self, idx: int) -> int:
         return self.sampler.sample(logits_row(self.llm, idx))
 
@@ -143,8 +147,7 @@ class PromptLookup:
                 room = n_ctx - n_past - 1
                 if room <= 0:
                     return
-                draft = [] if emitted < self.paused_until else \
-                    find_draft(history, self.max_ngram, min(self.k, room), self.min_ngram)
+                draft = [] if emitted < self.paused_until else self.draft(history, min(self.k, room))
                 if not draft:
                     t0 = time.perf_counter()
                     llm.eval([token])

@@ -27,6 +27,7 @@ from app.core.sampling import Sampler, SamplerParams
 from app.engine import protocol as P
 from app.engine.context_overflow import context_limit, fit_prompt
 from app.engine.decoding import plain_tokens
+from app.engine.draft_model import DraftModelLookup, open_draft
 from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 from app.engine.speculative import PromptLookup
 
@@ -171,6 +172,7 @@ class Engine:
         self._gguf: Any = None  # GGUFInfo of the loaded file (parsed in Python before llama.cpp sees it)
         self._piece_buf = ctypes.create_string_buffer(256)
         self._plain_ms_per_token: float | None = None  # last decode rate without prompt lookup
+        self.draft: Any = None  # DraftModel when the load asked for one
 
     # --------------------------------------------------------------- command plumbing
     def next_command(self) -> Any:
@@ -226,6 +228,9 @@ class Engine:
 
     # --------------------------------------------------------------- load
     def unload(self) -> None:
+        if self.draft is not None:
+            self.draft.close()
+            self.draft = None
         if self.llm is not None:
             self.llm.close()
             self.llm = None
@@ -289,6 +294,12 @@ class Engine:
             rss_bytes=_rss(),
             metadata={k: v for k, v in meta.items() if not k.startswith("tokenizer.ggml.")},
         )
+        if cfg.draft_model:
+            self.draft, problem = open_draft(cfg.model_path, cfg.draft_model, llm, cfg.draft_max)
+            if problem:
+                self.unload()
+                send(P.Error(None, "load_failed", problem))
+                return
         send(P.Progress("loading", 1.0))
         send(self.loaded)
 
@@ -468,8 +479,9 @@ class Engine:
         lookup: PromptLookup | None = None
         if overflow.rolling:  # before prompt lookup, which cannot shift the cache
             gen = overflow.tokens(llm, tokens, sampler)
-        elif req.prompt_lookup:
-            lookup = PromptLookup(llm, sampler, plain_ms_hint=self._plain_ms_per_token)
+        elif req.prompt_lookup or self.draft is not None:
+            lookup = PromptLookup(llm, sampler, plain_ms_hint=self._plain_ms_per_token) if self.draft is None \
+                else DraftModelLookup(llm, sampler, self.draft, plain_ms_hint=self._plain_ms_per_token)
             gen = lookup.generate(tokens)
         else:
             gen = plain_tokens(llm, tokens, sampler)

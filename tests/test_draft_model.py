@@ -1,0 +1,73 @@
+"""Draft-model speculative decoding: the vocabulary check from GGUF headers (and its reasons in words), and on
+the real default model, greedy output identical with and without a draft, with the drafts counted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from synth_gguf import byte_vocab, write_synthetic_gguf
+
+from app.engine.draft_model import Vocabulary, read_vocabulary, vocab_mismatch
+
+
+def test_the_header_reader_finds_the_token_list(tmp_path: Path) -> None:
+    path = write_synthetic_gguf(tmp_path / "a.gguf", n_vocab=260)
+    vocab = read_vocabulary(str(path))
+    assert vocab.model == "llama" and (vocab.bos, vocab.eos) == (1, 2)
+    assert [t.decode() for t in vocab.tokens] == list(byte_vocab(260)[0])
+    bad = tmp_path / "not.gguf"
+    bad.write_bytes(b"PK\x03\x04 a zip file")
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        read_vocabulary(str(bad))
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(ValueError, match="ends inside its header"):
+        read_vocabulary(str(cut))
+
+
+def test_vocabularies_must_match_exactly_and_the_reason_is_said() -> None:
+    base = Vocabulary("gpt2", [b"a", b"b", b"c"], [b"a b"], 0, 1)
+    assert vocab_mismatch(base, Vocabulary("gpt2", [b"a", b"b", b"c"], [b"a b"], 0, 1)) is None
+    cases = {
+        "different tokenizers": Vocabulary("llama", [b"a", b"b", b"c"], [b"a b"], 0, 1),
+        "different vocabulary sizes (3 vs the draft's 4": Vocabulary("gpt2", [b"a", b"b", b"c", b"d"], [b"a b"], 0, 1),
+        "token 2 differs ('c' vs the draft's 'x')": Vocabulary("gpt2", [b"a", b"b", b"x"], [b"a b"], 0, 1),
+        "different BPE merges": Vocabulary("gpt2", [b"a", b"b", b"c"], [b"b c"], 0, 1),
+        "different BOS/EOS ids": Vocabulary("gpt2", [b"a", b"b", b"c"], [b"a b"], 0, 2),
+        "no token list": Vocabulary("gpt2", [], [], 0, 1),
+    }
+    for reason, draft in cases.items():
+        problem = vocab_mismatch(base, draft)
+        assert problem is not None and reason in problem, (reason, problem)
+
+
+def roofline(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app.cli", "chat", "-t", "2", *args], capture_output=True,
+                          text=True, timeout=900, env=dict(os.environ))
+
+
+@pytest.mark.model
+def test_greedy_output_is_the_same_with_a_draft_model_and_drafts_are_counted(default_model: Path) -> None:
+    args = ("--raw", "--temp", "0", "-n", "24", "--json", "The three primary colours are")
+    plain = roofline(*args)
+    drafted = roofline(*args, "--draft-model", str(default_model), "--draft-max", "4")
+    assert plain.returncode == 0, plain.stderr
+    assert drafted.returncode == 0, drafted.stderr
+    a, b = json.loads(plain.stdout), json.loads(drafted.stdout)
+    assert b["text"] == a["text"] and a["text"].strip()
+    assert a["metrics"]["draft_tokens"] == 0
+    assert b["metrics"]["draft_tokens"] > 0 and 0 < b["metrics"]["draft_accepted"] <= b["metrics"]["draft_tokens"]
+
+
+@pytest.mark.model
+def test_a_draft_with_another_vocabulary_is_refused_with_the_reason(default_model: Path, tmp_path: Path) -> None:
+    other = write_synthetic_gguf(tmp_path / "tiny-draft.gguf", n_vocab=260)
+    res = roofline("--raw", "-n", "4", "--draft-model", str(other), "Hello")
+    assert res.returncode == 1
+    assert "tiny-draft.gguf cannot draft for this model: different vocabulary sizes (262144" in res.stderr
+    assert "Traceback" not in res.stderr
