@@ -30,10 +30,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.core.batching import stops_paying
 from app.core.default_model import default_model_path
 
 PROMPTS = [
@@ -182,6 +184,22 @@ def load_info() -> str:
     return f"load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {os.cpu_count()} CPUs"
 
 
+def predicted_curve(model: str, counts: list[int], threads: int) -> tuple[dict[int, Any], str]:
+    """app.core.batching's prediction with this machine's rates (a stored calibration if there is one)."""
+    from app.core.bandwidth import get_bandwidth
+    from app.core.batching import predict_batch
+    from app.core.calibration import calibrated_rates
+    from app.core.gguf_info import inspect_gguf
+    from app.core.hardware import probe_hardware
+    from app.core.speed import default_rates
+
+    hw = probe_hardware()
+    rates = calibrated_rates(default_rates(hw, get_bandwidth(hw.machine_key)), hw.machine_key)
+    points = predict_batch(inspect_gguf(model), rates, counts)
+    source = "calibrated rates" if rates.cpu.calibrated else "uncalibrated rates (run `roofline calibrate`)"
+    return {p.streams: p for p in points}, source
+
+
 def sweep(model: str, counts: list[int], args: argparse.Namespace) -> int:
     """Aggregate and per-stream decode tok/s at each stream count, on one server with enough slots."""
     slots = max(counts)
@@ -206,18 +224,25 @@ def sweep(model: str, counts: list[int], args: argparse.Namespace) -> int:
     finally:
         server.stop()
     print(f"# after: {load_info()}")
+    predicted, source = predicted_curve(model, counts, args.threads)
+    print(f"# predicted: app.core.batching with {source}")
     print()
-    print("| streams | aggregate tok/s | per stream tok/s | gain over the previous count |")
-    print("|---|---|---|---|")
-    previous, stops = None, None
+    print("| streams | aggregate tok/s | per stream tok/s | gain over the previous count | predicted aggregate | "
+          "measured / predicted | predicted bound |")
+    print("|---|---|---|---|---|---|---|")
+    previous = None
+    measured: list[tuple[int, float]] = []
     for n in counts:
         agg = statistics.median(rates[n])
+        measured.append((n, agg))
         gain = agg / previous if previous else None
-        if gain is not None and gain < 1.1 and stops is None:
-            stops = n
-        print(f"| {n} | {agg:.1f} | {agg / n:.1f} | {'' if gain is None else f'{gain:.2f}x'} |")
+        p = predicted.get(n)
+        print(f"| {n} | {agg:.1f} | {agg / n:.1f} | {'' if gain is None else f'{gain:.2f}x'} | "
+              f"{p.aggregate_tps if p else float('nan'):.1f} | "
+              f"{agg / p.aggregate_tps if p else float('nan'):.2f} | {p.bound if p else ''} |")
         previous = agg
     print()
+    stops = stops_paying(measured)
     if stops is None:
         print(f"finding: aggregate decode still grows at {counts[-1]} streams on this machine")
     else:
