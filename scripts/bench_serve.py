@@ -30,10 +30,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.core.batching import stops_paying
 from app.core.default_model import default_model_path
 
 PROMPTS = [
@@ -182,6 +184,73 @@ def load_info() -> str:
     return f"load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {os.cpu_count()} CPUs"
 
 
+def predicted_curve(model: str, counts: list[int], threads: int) -> tuple[dict[int, Any], str]:
+    """app.core.batching's prediction with this machine's rates (a stored calibration if there is one)."""
+    from app.core.bandwidth import get_bandwidth
+    from app.core.batching import predict_batch
+    from app.core.calibration import calibrated_rates
+    from app.core.gguf_info import inspect_gguf
+    from app.core.hardware import probe_hardware
+    from app.core.speed import default_rates
+
+    hw = probe_hardware()
+    rates = calibrated_rates(default_rates(hw, get_bandwidth(hw.machine_key)), hw.machine_key)
+    points = predict_batch(inspect_gguf(model), rates, counts)
+    source = "calibrated rates" if rates.cpu.calibrated else "uncalibrated rates (run `roofline calibrate`)"
+    return {p.streams: p for p in points}, source
+
+
+def sweep(model: str, counts: list[int], args: argparse.Namespace) -> int:
+    """Aggregate and per-stream decode tok/s at each stream count, on one server with enough slots."""
+    slots = max(counts)
+    port = free_port()
+    server = Server("roofline serve", [sys.executable, "-m", "app.cli", "serve", "-m", model, "--port", str(port),
+                                       "--parallel", str(slots), "--ctx", str(max(args.ctx, 256 * slots)),
+                                       "-t", str(args.threads)], port)
+    print(f"# bench_serve --sweep {time.strftime('%Y-%m-%d %H:%M')}  model {Path(model).name}  "
+          f"max_tokens {args.tokens}  threads {args.threads}  rounds {args.rounds}")
+    print(f"# before: {load_info()}")
+    server.start()
+    if not server.wait_up():
+        print("# roofline serve did not start")
+        return 1
+    stream_once(port, "Warm-up:", 8, None)
+    rates: dict[int, list[float]] = {n: [] for n in counts}
+    try:
+        for r in range(args.rounds):
+            for n in counts:  # interleaved: every count sees the same machine noise
+                results, wall = run_concurrent(port, n, args.tokens, offset=r * slots)
+                rates[n].append(sum(len(x.token_times) for x in results) / max(1e-9, wall))
+    finally:
+        server.stop()
+    print(f"# after: {load_info()}")
+    predicted, source = predicted_curve(model, counts, args.threads)
+    print(f"# predicted: app.core.batching with {source}")
+    print()
+    print("| streams | aggregate tok/s | per stream tok/s | gain over the previous count | predicted aggregate | "
+          "measured / predicted | predicted bound |")
+    print("|---|---|---|---|---|---|---|")
+    previous = None
+    measured: list[tuple[int, float]] = []
+    for n in counts:
+        agg = statistics.median(rates[n])
+        measured.append((n, agg))
+        gain = agg / previous if previous else None
+        p = predicted.get(n)
+        print(f"| {n} | {agg:.1f} | {agg / n:.1f} | {'' if gain is None else f'{gain:.2f}x'} | "
+              f"{p.aggregate_tps if p else float('nan'):.1f} | "
+              f"{agg / p.aggregate_tps if p else float('nan'):.2f} | {p.bound if p else ''} |")
+        previous = agg
+    print()
+    stops = stops_paying(measured)
+    if stops is None:
+        print(f"finding: aggregate decode still grows at {counts[-1]} streams on this machine")
+    else:
+        print(f"finding: on this machine batching stops paying at ~{stops} streams "
+              "(less than 10 % more aggregate tok/s than the count before)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-m", "--model", default=None)
@@ -192,8 +261,12 @@ def main() -> int:
     ap.add_argument("-c", "--ctx", type=int, default=4096, help="total context (shared by the N slots)")
     ap.add_argument("--servers", default="roofline,llama-cpp-python,llama-server")
     ap.add_argument("--llama-server", default=None, help="path to llama.cpp's llama-server binary")
+    ap.add_argument("--sweep", default=None, help="instead: roofline serve alone at these stream counts, "
+                    "e.g. 1,2,4,8,16 (aggregate and per-stream tok/s, where batching stops paying)")
     args = ap.parse_args()
     model = args.model or str(default_model_path())
+    if args.sweep:
+        return sweep(model, [int(x) for x in args.sweep.split(",") if x.strip()], args)
     n, want = args.streams, set(args.servers.split(","))
     servers: list[Server] = []
     if "roofline" in want:

@@ -143,3 +143,32 @@ def test_refusal_is_one_line_without_a_traceback(tmp_path) -> None:  # type: ign
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "refusing to listen on 0.0.0.0 without an API key" in res.stderr
     assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+def make_sequence(stop: list[str], max_tokens: int = 10):  # type: ignore[no-untyped-def]
+    from app.core.sampling import Sampler, SamplerParams
+    from app.engine.batch.sequence import Sequence
+
+    return Sequence(request_id="r", prompt=[1, 2, 3], sampler=Sampler(SamplerParams(), 8, 0),
+                    max_tokens=max_tokens, requested_max_tokens=max_tokens, stop=stop, ignore_eos=False,
+                    t_submit=0.0)
+
+
+def test_sequence_holds_back_a_possible_stop_string_across_pieces() -> None:
+    seq = make_sequence(["</end>"])
+    out = [seq.accept(5, False, piece.encode(), now=float(i)) for i, piece in enumerate(["Hi ", "there</", "en"])]
+    # the last len("</end>") - 1 characters wait: "</en" could still become "</end>"
+    assert "".join(out) == "Hi ther" and seq.finish is None
+    assert seq.accept(5, False, b"d> more", now=3.0) == "e" and seq.finish == "stop"
+    assert "".join(seq.text_parts) == "Hi there" and seq.pending is None  # a finished reply feeds nothing back
+
+
+def test_sequence_releases_held_text_at_max_tokens_and_never_emits_eos() -> None:
+    seq = make_sequence(["STOP"], max_tokens=2)
+    assert seq.accept(5, False, b"ab", now=0.0) == ""  # "ab" ends in nothing like "STOP": yet 3 chars are held
+    assert seq.accept(6, False, b"ST", now=1.0) == "abST" and seq.finish == "length"
+    eos = make_sequence([])
+    assert eos.accept(7, True, b"<eos>", now=0.0) == "" and eos.finish == "stop" and eos.generated == 1
+    split = make_sequence([])  # a character split across two tokens comes out whole
+    assert split.accept(5, False, "é".encode()[:1], now=0.0) == ""
+    assert split.accept(5, False, "é".encode()[1:], now=1.0) == "é"

@@ -62,6 +62,7 @@ class Sequence:
             self.t_first = now
         if is_eog and not self.ignore_eos:
             self.finish = "stop"
+            self.pending = None
             return ""
         self.token_times.append(now)
         out = ""
@@ -79,8 +80,7 @@ class Sequence:
             self.finish = "length"
         if self.finish == "length" and self._held:
             out, self._held = out + self._held, ""
-        if self.finish is None:
-            self.pending = token
+        self.pending = token if self.finish is None else None
         if out:
             self.text_parts.append(out)
             self.emitted += 1
