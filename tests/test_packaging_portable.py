@@ -139,19 +139,44 @@ def test_variant_names_from_library_files() -> None:
 
 
 def _worker(env_extra: dict[str, str], model: Path | None, timeout: float = 240) -> list[dict]:  # type: ignore[type-arg]
-    """Run the engine worker of this checkout; with a model, load it and generate 3 tokens."""
+    """Run the engine worker of this checkout; with a model, load it, then generate 3 tokens. Commands go one at a
+    time (a shutdown queued behind a load would cancel the load, as the app's cancel button does)."""
     import os
+    import time
 
-    cmds = []
-    if model is not None:
-        cmds += [{"type": "load", "config": {"model_path": str(model), "n_ctx": 256, "n_threads": 2}},
-                 {"type": "generate", "request_id": "p", "prompt": "The capital of France is",
-                  "sampling": {"temperature": 0.0, "max_tokens": 3, "ignore_eos": True}}]
-    cmds.append({"type": "shutdown"})
-    out = subprocess.run([sys.executable, "-u", "-m", "app.engine.worker"], cwd=ROOT,
-                         input="".join(json.dumps(c) + "\n" for c in cmds), capture_output=True, text=True,
-                         timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra}, check=False)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "app.engine.worker"], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra})
+    assert proc.stdin is not None and proc.stdout is not None
+    events: list[dict] = []  # type: ignore[type-arg]
+    deadline = time.monotonic() + timeout
+
+    def until(kind: str) -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if line.startswith("{"):
+                events.append(json.loads(line))
+                if events[-1]["type"] in (kind, "error") or time.monotonic() > deadline:
+                    return
+
+    def send(cmd: dict) -> None:  # type: ignore[type-arg]
+        proc.stdin.write(json.dumps(cmd) + "\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        until("ready")
+        if model is not None:
+            send({"type": "load", "config": {"model_path": str(model), "n_ctx": 256, "n_threads": 2}})
+            until("loaded")
+            send({"type": "generate", "request_id": "p", "prompt": "The capital of France is",
+                  "sampling": {"temperature": 0.0, "max_tokens": 3, "ignore_eos": True}})
+            until("done")
+        send({"type": "shutdown"})
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return events
 
 
 def test_the_native_engine_names_its_built_in_cpu_backend() -> None:
