@@ -26,6 +26,7 @@ from app.core.metrics import PhaseMetrics
 from app.core.sampling import Sampler, SamplerParams
 from app.engine import protocol as P
 from app.engine.decoding import plain_tokens
+from app.engine.live import prefilled_event, warm_up
 from app.engine.speculative import PromptLookup
 
 # The protocol stream: the real stdout, which llama.cpp's own prints can no longer reach (see below).
@@ -87,7 +88,7 @@ class TokenOut:
             self.sent_at = time.monotonic() if now is None else now
 
 
-import llama_cpp  # noqa: E402  (after the helpers above; the only llama_cpp import in the app)
+import llama_cpp
 
 _KV_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0,
              "f32": llama_cpp.GGML_TYPE_F32}
@@ -152,7 +153,7 @@ class _Perf:
 
 
 class Engine:
-    def __init__(self, inbox: "queue.Queue[Any]") -> None:
+    def __init__(self, inbox: queue.Queue[Any]) -> None:
         self.inbox = inbox
         self.pending: deque[Any] = deque()
         self.log = LogCapture()
@@ -285,6 +286,8 @@ class Engine:
             rss_bytes=_rss(),
             metadata={k: v for k, v in meta.items() if not k.startswith("tokenizer.ggml.")},
         )
+        if cfg.warmup:
+            self.loaded.warmup_ms = warm_up(llm)
         send(P.Progress("loading", 1.0))
         send(self.loaded)
 
@@ -474,6 +477,7 @@ class Engine:
                 if perf_first is None:
                     perf_first = self._perf()
                     metrics.ttft_ms = (now - t_request) * 1000.0
+                    send(prefilled_event(self, req.request_id, len(tokens), perf0, perf_first, metrics.ttft_ms))
                 if llama_cpp.llama_vocab_is_eog(vocab, token) and not s.ignore_eos:
                     finish = "stop"
                     break
@@ -649,12 +653,12 @@ def _check_gguf_header(path: str) -> tuple[str | None, Any]:
 def _explain_load_failure(log_lines: list[str], exc: Exception, cancelled: bool) -> str:
     if cancelled:
         return "Loading was cancelled."
-    errors = [ln.strip() for ln in log_lines if re.search(r"error|failed|invalid|corrupt|truncat", ln, re.I)]
+    errors = [ln.strip() for ln in log_lines if re.search(r"error|failed|invalid|corrupt|truncat", ln, re.IGNORECASE)]
     detail = "; ".join(errors[-3:]) if errors else str(exc)
     return f"llama.cpp could not load this model: {detail}"
 
 
-def _stdin_reader(inbox: "queue.Queue[Any]") -> None:
+def _stdin_reader(inbox: queue.Queue[Any]) -> None:
     for raw in sys.stdin.buffer:
         try:
             inbox.put(P.decode(raw))

@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from app.core.metrics import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
-from app.ui import roofline_model, theme
+from app.ui import dashboard_live, roofline_model, theme
 from app.ui.engine_qt import EngineQt
 
 PLOT_HEIGHT = 150
@@ -158,6 +158,7 @@ class Dashboard(QWidget):
         self.calibrated_peak: float | None = None
         self.n_ubatch = 512
         self._live_times: list[float] = []
+        self._prefilled: P.Prefilled | None = None  # this reply's prefill, known from its first token
         self._reply_started: float | None = None
         self._itl_drawn_at = 0.0
         self._itl_gaps: list[float] = []
@@ -292,6 +293,7 @@ class Dashboard(QWidget):
         self._poll.start()
         engine.stats.connect(self.on_stats)
         engine.loaded.connect(self.set_loaded)
+        engine.prefilled.connect(self.on_prefilled)
         self.restyle()
         self.poll()
         self._update_roofline()
@@ -324,6 +326,7 @@ class Dashboard(QWidget):
         self.history.append(m)
         self._live_timer.stop()
         self._live_times = []
+        self._prefilled = None
         self._show_message(m)
         self._update_kv(None)
         self._stage = 0
@@ -345,10 +348,30 @@ class Dashboard(QWidget):
         self._reply_started = time.monotonic()
         self._live_timer.stop()
         self._live_times = []
+        self._prefilled = None
         self._set_itl([])
         for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
             card.set("…", "waiting for token 1")
-        self.card_kv.detail.setText("updated at the end")
+        self.card_kv.detail.setText("grows from token 1")
+
+    def on_prefilled(self, ev: P.Prefilled) -> None:
+        """The prefill phase ended (first token): its cards are final now, the KV cache starts growing."""
+        self._prefilled = ev
+        (pv, pd), (tv, td) = dashboard_live.prefill_texts(ev)
+        self.card_prefill.set(pv, pd)
+        self.card_prompt.set(tv, td)
+        self._show_live_kv()
+
+    def _show_live_kv(self) -> None:
+        if self._prefilled is None or self.loaded is None:
+            return
+        kv = dashboard_live.live_kv(self._prefilled, len(self._live_times), self.loaded)
+        value, detail, label = dashboard_live.kv_texts(kv, self.loaded.type_k, self.loaded.type_v)
+        self.card_kv.set(value, detail)
+        self.kv_label.setText(label)
+        self.kv_bar.setRange(0, max(kv.cells_allocated, 1))
+        self.kv_bar.setValue(min(kv.cells_used, max(kv.cells_allocated, 1)))
+        self.kv_bar.setFormat(f"{kv.cells_used} / {kv.cells_allocated} cells")
 
     def on_tokens(self, times: list[float]) -> None:
         """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
@@ -365,8 +388,6 @@ class Dashboard(QWidget):
         if first and t and self._reply_started is not None:
             # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.
             self.card_ttft.set(f"{1000 * (t[0] - self._reply_started):.0f} ms", "live; final at the end")
-            for card in (self.card_prefill, self.card_prompt):
-                card.set("…", "counted at the end")
         gaps = [1000.0 * (b - a) for a, b in itertools.pairwise(t)]
         now = time.monotonic()
         if first or now - self._itl_drawn_at >= self.engine.pacing.histogram_ms / 1000.0:
@@ -374,6 +395,7 @@ class Dashboard(QWidget):
             self._set_itl(gaps)
         elif len(gaps) != len(self._itl_gaps) and not self._live_timer.isActive():
             self._live_timer.start()  # come back for the histogram, even if no more tokens arrive
+        self._show_live_kv()
         if len(t) >= 2 and t[-1] > t[0]:
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
