@@ -23,7 +23,7 @@ def _script() -> ModuleType:
 def test_without_an_nvidia_gpu_it_says_so_and_exits_0(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     mod = _script()
-    monkeypatch.setattr(mod, "nvidia_gpus", lambda: [])
+    monkeypatch.setattr(mod, "nvidia_gpus", list)
     built: list[bool] = []
     monkeypatch.setattr(mod, "cuda_env", lambda: built.append(True))  # must not build anything
     monkeypatch.setattr(sys, "argv", ["gpu_check"])
