@@ -45,6 +45,9 @@ def main() -> int:
     ap.add_argument("--no-memory", action="store_true", help="skip the KV-type memory loads")
     ap.add_argument("--zoo-dir", default=None, help="keep the sparse zoo files here (default: a temp dir)")
     ap.add_argument("-t", "--threads", type=int, default=None)
+    ap.add_argument("--budget-s", type=float, default=1800.0,
+                    help="skip the remaining zoo models (said so) once this much time has gone, keeping time for "
+                         "the closing calibration runs")
     args = ap.parse_args()
 
     home = tempfile.mkdtemp(prefix="roofline-bench-")
@@ -85,7 +88,7 @@ def main() -> int:
         wanted = [(k, q) for k, q in EVALUATION if k in args.only or f"{k}:{q}" in args.only]
     cal_set = {("default", "Q4_K_M")} | set(CALIBRATION_ZOO)
     cfg_cal = MemoryConfig(n_ctx=2048)
-    cal_runs = [("default", default, (0, 1024))] + [
+    cal_runs = [("default", default, (0, 512))] + [
         (f"{k}:{q}", zoo_path(k, q, zoo_dir), (0,)) for k, q in CALIBRATION_ZOO]
     samples: list = []
     rows: list[tuple] = []  # (label, params_b, test, measured, spread, pred_unc, pred_cal_placeholder, info, cfg)
@@ -98,12 +101,16 @@ def main() -> int:
     def calibration_round(engine: EngineClient, which: str) -> None:
         for label, path, depths in cal_runs:
             m = measure(engine, inspect_gguf(path), cfg_cal, str(path), unc, depths=depths, n_gen=32, n_prompt=256,
-                        repetitions=2, n_threads=args.threads, progress=lambda s: say(f"calibration {which}: {s}"),
+                        repetitions=1, n_threads=args.threads, progress=lambda s: say(f"calibration {which}: {s}"),
                         label=label)
             samples.extend(m.samples)
+            for smp in m.samples:
+                print(f"calibration {which}: {label} {smp.kind} depth {smp.depth}: {smp.tokens_per_s:.1f} tok/s",
+                      flush=True)
 
     with EngineClient() as engine:
         calibration_round(engine, "1/2")
+        reserve = time.perf_counter() - t_start  # the closing calibration round takes about as long
         for key, quant in wanted:
             spec = ZOO[key]
             path = zoo_path(spec, quant, zoo_dir)
@@ -115,6 +122,9 @@ def main() -> int:
             if est.cpu.total > RAM_SHARE * avail:
                 skipped.append(f"{label}: needs {est.cpu.total / 2**30:.1f} GiB (weights, repacked copy, KV, "
                                f"compute), {avail / 2**30:.1f} GiB available now")
+                continue
+            if time.perf_counter() - t_start + reserve > args.budget_s:
+                skipped.append(f"{label}: time budget of {args.budget_s:.0f} s spent (machine load)")
                 continue
             big = info.tensor_bytes > 2e9
             reps = 1 if big else args.repetitions
@@ -132,6 +142,9 @@ def main() -> int:
                 meas = statistics.fmean(tps)
                 spread = statistics.stdev(tps) / meas if len(tps) > 1 else 0.0
                 pu = predict(info, unc, cfg, n_prompt=512, n_gen=128)
+                print(f"measured {label} {'pp512' if n_prompt else 'tg128'}: {meas:.2f} tok/s ±{spread * 100:.0f} % "
+                      f"(uncalibrated prediction {pu.prefill_tps if n_prompt else pu.decode_tps:.2f}); load "
+                      f"{os.getloadavg()[0]:.1f}", flush=True)
                 rows.append((label + (" (cal)" if (key, quant) in cal_set else ""), spec.params_b,
                              "pp512" if n_prompt else "tg128", meas, spread,
                              pu.prefill_tps if n_prompt else pu.decode_tps, info, cfg, pu.decode_bound))
