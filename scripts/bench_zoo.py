@@ -156,6 +156,8 @@ def main() -> int:
                                                   n_threads=args.threads, warmup=False))
                     mem_rows.append((label, kv, estimate_memory(info, kcfg, has_gpu=False).cpu.total / MiB,
                                      sum(ld.buffers_mib.values())))
+                    print(f"memory {label} {kv}: estimated {mem_rows[-1][2]:.1f} MiB, llama.cpp {mem_rows[-1][3]:.1f} MiB",
+                          flush=True)
         calibration_round(engine, "2/2")
 
     cal = calibration.calibrate(hw.machine_key, "cpu", samples, unc.cpu)
