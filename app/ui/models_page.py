@@ -59,6 +59,7 @@ from PySide6.QtWidgets import (
 from app.core import downloads, hub, library, paths
 from app.core.metrics import fmt_bytes
 from app.core.remote_gguf import VariantAssessment
+from app.ui import library_columns
 
 _Index = QModelIndex | QPersistentModelIndex
 _ROOT = QModelIndex()
@@ -136,14 +137,22 @@ class _Table(QAbstractTableModel):
 
 
 class LibraryModel(_Table):
-    HEADERS: ClassVar[list[str]] = ["Name", "Arch", "Params", "Quant", "Size", "Context", "Chat template", "Source", "Last used",
-               "Location / problem"]
+    HEADERS: ClassVar[list[str]] = ["Name", "Arch", "Params", "Quant", "Size", *library_columns.HEADERS, "Context",
+                                    "Chat template", "Source", "Last used", "Location / problem"]
+    FIT = range(5, 5 + len(library_columns.HEADERS))  # the columns of this machine's verdict and speeds
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.fits: dict[str, Any] = {}  # path -> app.core.library_fit.LibraryFit
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         m: library.LocalModel | None = self.row(index)
         if m is None:
             return None
         col = index.column()
+        if col in self.FIT:
+            return library_columns.data(self.fits.get(str(m.path)), col - self.FIT.start, role)
+        col -= len(self.FIT) if col >= self.FIT.stop else 0
         if role == Qt.ItemDataRole.DisplayRole:
             if m.broken and col == 1:
                 return "BROKEN"
@@ -619,6 +628,7 @@ class ModelsPage(QWidget):
         self._busy -= 1
         kind = token[0] if isinstance(token, tuple) else token
         if kind == "library":
+            result, self.library_model.fits = result  # models, and what each means on this machine
             self.library_model.set_rows(result)
             self._update_library_buttons()
             broken = sum(1 for m in result if m.broken)
@@ -675,7 +685,7 @@ class ModelsPage(QWidget):
 
     # -------------------------------------------------------------- library actions
     def refresh_library(self) -> None:
-        self.run_task(library.list_models, "library")
+        self.run_task(library_columns.list_with_fit, "library")
 
     def selected_local(self) -> library.LocalModel | None:
         rows = self.library_view.selectionModel().selectedRows()

@@ -1,0 +1,68 @@
+"""The Library's per-machine columns: verdict, largest context per KV type, predicted speeds (from the
+recommender, for local files), and the table showing them with the reason on hover."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.gguf_info import inspect_gguf
+from app.core.hardware import CPUInfo, GiB, HardwareInfo
+from app.core.library import LocalModel
+from app.core.library_fit import assess_models
+from app.core.recommend import Machine, max_context, memory_budget
+from app.core.speed import default_rates
+from app.core.zoo import zoo_path
+
+
+def _machine(ram_gib: int) -> Machine:
+    hw = HardwareInfo(CPUInfo("EPYC", "x86_64", 2, 2, ["AVX2", "AVX512F"]), ram_gib * GiB, ram_gib * GiB, [], False)
+    return Machine(hw, default_rates(hw, None))
+
+
+def _local(path: Path) -> LocalModel:
+    info = inspect_gguf(path)
+    return LocalModel(path, "library", path.stem, info.architecture, info.n_params, info.file_type,
+                      path.stat().st_size, info.n_ctx_train, info=info)
+
+
+def test_fit_verdicts_contexts_and_speeds(tmp_path: Path) -> None:
+    small = _local(zoo_path("qwen2.5-0.5b", "Q4_K_M", tmp_path))
+    big = _local(zoo_path("llama-3.1-8b", "Q8_0", tmp_path))
+    broken = LocalModel(tmp_path / "bad.gguf", "library", "bad", broken="not a GGUF file")
+    fits = assess_models([small, big, broken], _machine(8))
+    assert str(broken.path) not in fits  # nothing to say about a broken file
+    f = fits[str(small.path)]
+    assert f.verdict == "CPU only" and f.runs and f.decode_tps > 0 and f.prefill_tps > f.decode_tps
+    # smaller KV types hold more context; the largest is the recommender's own figure
+    assert f.max_ctx["f16"] <= f.max_ctx["q8_0"] <= f.max_ctx["q4_0"] <= small.n_ctx_train
+    budget = memory_budget(_machine(8).hw)
+    assert f.max_ctx["q8_0"] == max_context(small.info, "q8_0", 0, budget)  # type: ignore[arg-type]
+    assert f.speed_label == "uncalibrated" and "runs from RAM" in f.sentence
+    assert f.ctx_text().count("/") == 2 and f.speed_text() != "—"
+    g = fits[str(big.path)]  # 8.5 GB of Q8_0 weights in an 8 GiB machine less headroom
+    assert g.verdict == "does not fit" and not g.runs and g.speed_text() == "—"
+
+
+@pytest.mark.gui
+def test_library_table_shows_the_fit_columns(tmp_path: Path, qtbot: Any) -> None:
+    from PySide6.QtCore import Qt
+
+    from app.ui.models_page import LibraryModel
+
+    small = _local(zoo_path("llama-3.2-1b", "Q4_0", tmp_path))
+    model = LibraryModel()
+    model.fits = assess_models([small], _machine(24))
+    model.set_rows([small])
+    headers = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
+    verdict_col = headers.index("Fits here")
+    assert model.index(0, verdict_col).data() == "CPU only"
+    assert "k /" in model.index(0, verdict_col + 1).data()
+    speeds = model.index(0, verdict_col + 2).data()
+    assert speeds.count("/") == 1 and float(speeds.split("/")[1].replace(",", "")) > 0
+    assert "runs from RAM" in model.index(0, verdict_col).data(Qt.ItemDataRole.ToolTipRole)
+    # the columns after the new ones still show what they did
+    assert model.index(0, headers.index("Context")).data() == f"{small.n_ctx_train:,}"
+    assert model.index(0, headers.index("Location / problem")).data() == str(small.path)
