@@ -66,3 +66,48 @@ def test_library_table_shows_the_fit_columns(tmp_path: Path, qtbot: Any) -> None
     # the columns after the new ones still show what they did
     assert model.index(0, headers.index("Context")).data() == f"{small.n_ctx_train:,}"
     assert model.index(0, headers.index("Location / problem")).data() == str(small.path)
+
+
+def test_settings_memory_costs_and_largest_fits(tmp_path: Path) -> None:
+    from app.core.hardware import GPUInfo
+    from app.core.memory import MemoryConfig, estimate_memory
+    from app.core.metrics import fmt_bytes
+    from app.core.recommend import Budget
+    from app.ui.settings_memory import MemoryAdvisor
+
+    path = zoo_path("llama-3.2-1b", "Q4_K_M", tmp_path)
+    info = inspect_gguf(path)
+    cpu_only = MemoryAdvisor(info, Budget(ram=4 * GiB, vram=0, unified=False, gpu=None))
+    text = cpu_only.context_text(8192, "f16", None)
+    kv = estimate_memory(info, MemoryConfig(n_ctx=8192), has_gpu=False).kv_bytes
+    assert f"KV cache {fmt_bytes(kv)}" in text and "fits this machine" in text
+    largest = max_context(info, "f16", 0, cpu_only.budget)
+    assert f"{largest:,} tokens" in text and largest < info.n_ctx_train  # 4 GiB cannot hold 128k of f16 KV
+    assert "does NOT fit" in cpu_only.context_text(largest + 4096, "f16", None)
+    assert "No GPU" in cpu_only.gpu_text(8192, "f16", None)
+    gpu = GPUInfo("nvidia", "RTX 3060", 12 * GiB, 12 * GiB, 360.0, "8.6")
+    with_gpu = MemoryAdvisor(info, Budget(ram=16 * GiB, vram=1 * GiB, unified=False, gpu=gpu))
+    g = with_gpu.gpu_text(4096, "f16", 8)
+    est = estimate_memory(info, MemoryConfig(n_ctx=4096, n_gpu_layers=8))
+    assert g.startswith(f"{est.layers_on_gpu} of 16 layers on the GPU: {fmt_bytes(est.gpu.total)}")
+    assert "Most that fit at this context:" in g and "partial GPU" in g  # 1 GiB holds some of the 1.2 GB
+    assert MemoryAdvisor.for_model(str(tmp_path / "missing.gguf")) is None and MemoryAdvisor.for_model(None) is None
+
+
+@pytest.mark.gui
+def test_settings_dialog_shows_what_the_context_costs(tmp_path: Path, qtbot: Any) -> None:
+    from app.core.settings import Settings
+    from app.ui.settings_dialog import SettingsDialog
+
+    path = zoo_path("qwen2.5-0.5b", "Q8_0", tmp_path)
+    dlg = SettingsDialog(Settings(), model_path=str(path))
+    qtbot.addWidget(dlg)
+    dlg.n_ctx.setValue(4096)
+    small = dlg.ctx_cost.text()
+    dlg.n_ctx.setValue(16384)
+    assert dlg.ctx_cost.text() != small and "KV cache" in dlg.ctx_cost.text()
+    dlg.kv_type.setCurrentIndex(dlg.kv_type.findData("q8_0"))
+    assert "q8_0" in dlg.ctx_cost.text() and dlg.gpu_cost.text()
+    plain = SettingsDialog(Settings())  # no model: nothing to say, nothing breaks
+    qtbot.addWidget(plain)
+    assert plain.ctx_cost.text() == ""

@@ -631,7 +631,7 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> None:
         from app.ui.settings_dialog import SettingsDialog
 
-        dlg = SettingsDialog(self.settings, self)
+        dlg = SettingsDialog(self.settings, self, model_path=self.session.model_path)
         if dlg.exec():
             old = self.load_config(Path(self.session.model_path)) if self.session.model_path else None
             self.settings = dlg.result_settings()
