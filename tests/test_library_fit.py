@@ -111,3 +111,38 @@ def test_settings_dialog_shows_what_the_context_costs(tmp_path: Path, qtbot: Any
     plain = SettingsDialog(Settings())  # no model: nothing to say, nothing breaks
     qtbot.addWidget(plain)
     assert plain.ctx_cost.text() == ""
+
+
+def test_selector_advice_picks_among_the_quantizations_here(tmp_path: Path) -> None:
+    from app.core.library_fit import selector_advice
+
+    q8 = str(zoo_path("llama-3.2-1b", "Q8_0", tmp_path))
+    q4 = str(zoo_path("llama-3.2-1b", "Q4_K_M", tmp_path))
+    other = str(zoo_path("qwen2.5-0.5b", "Q4_K_M", tmp_path))
+    infos = {p: inspect_gguf(p) for p in (q8, q4, other)}
+    advice = selector_advice(infos, _machine(24))
+    # one model in two quantizations: one is recommended, the other points to it; the other model stands alone
+    mine = [p for p in (q8, q4) if advice[p].startswith("Recommended: this file (best of the 2")]
+    assert len(mine) == 1
+    (rest,) = {q8, q4} - set(mine)
+    assert advice[rest].startswith("Roofline recommends") and Path(mine[0]).name in advice[rest]
+    assert advice[other].startswith("Recommended: this file, 8k context with a f16 KV cache.")
+    assert "runs from RAM" in advice[other]
+
+
+@pytest.mark.gui
+def test_model_selector_tooltips_say_what_is_recommended(tmp_path: Path, qtbot: Any) -> None:
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QComboBox
+
+    from app.ui.model_tips import annotate
+
+    path = str(zoo_path("qwen2.5-0.5b", "Q4_K_M", tmp_path))
+    combo = QComboBox()
+    qtbot.addWidget(combo)
+    combo.addItem("zoo", path)
+    combo.addItem("Open GGUF file…", "__open__")
+    tips = annotate(combo)
+    qtbot.waitUntil(lambda: "Recommended" in (combo.itemData(0, Qt.ItemDataRole.ToolTipRole) or ""), timeout=20000)
+    assert combo.itemData(0, Qt.ItemDataRole.ToolTipRole).startswith(path + "\n")
+    assert annotate(combo) is tips  # one per selector

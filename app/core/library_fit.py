@@ -69,3 +69,36 @@ def assess_models(models: list[Any], machine: Machine, n_ctx: int = LIBRARY_CTX)
         out[str(m.path)] = LibraryFit(v.verdict, v.n_gpu_layers, dict(v.max_ctx), v.prefill_tps, v.decode_tps,
                                       v.speed_label, v.decode_bound, rec.sentence)
     return out
+
+
+def _same_model_key(info: Any) -> tuple[Any, ...]:
+    """Files of one model in different quantizations share these (quantizing changes none of them)."""
+    return (info.architecture, info.n_layers, info.n_embd, info.n_vocab, info.n_params // 10_000_000)
+
+
+def selector_advice(infos: dict[str, Any], machine: Machine, n_ctx: int | None = None) -> dict[str, str]:
+    """path -> one sentence for the model selector: which quantization (among the files of the same model
+    here), context and KV cache type Roofline recommends, and why."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for path, info in infos.items():
+        if info is not None and info.n_layers:
+            groups.setdefault(_same_model_key(info), []).append(path)
+    out: dict[str, str] = {}
+    for paths in groups.values():
+        cands = [Candidate(infos[p], name=infos[p].file_type or p.rsplit("/", 1)[-1]) for p in paths]
+        rec = recommend(cands, machine, n_ctx=n_ctx)
+        pick = rec.pick
+        if pick is None:
+            for p in paths:
+                out[p] = rec.sentence
+            continue
+        picked = paths[rec.variants.index(pick)]
+        kv = next((t for t in ("f16", "q8_0", "q4_0") if pick.max_ctx.get(t, 0) >= pick.n_ctx), "q4_0")
+        how = f"{_k(pick.n_ctx)} context with a {kv} KV cache"
+        for p in paths:
+            if p == picked:
+                others = f" (best of the {len(paths)} quantizations here)" if len(paths) > 1 else ""
+                out[p] = f"Recommended: this file{others}, {how}. {rec.sentence}"
+            else:
+                out[p] = f"Roofline recommends {pick.name} ({picked.rsplit('/', 1)[-1]}) instead, {how}. {rec.sentence}"
+    return out

@@ -36,7 +36,7 @@ from app.core.chat_store import ChatStore, Message
 from app.core.metrics import PhaseMetrics, fmt_bytes
 from app.engine import protocol as P
 from app.ui import engine_qt as E
-from app.ui import theme
+from app.ui import model_tips, theme
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
 from app.ui.dashboard import DashboardDock
@@ -329,6 +329,7 @@ class MainWindow(QMainWindow):
             self.model_combo.setItemData(self.model_combo.count() - 1, key, Qt.ItemDataRole.ToolTipRole)
         self.model_combo.addItem("Open GGUF file…", OPEN_FILE)
         self.model_combo.addItem("Connect to a server…", CONNECT_REMOTE)
+        model_tips.annotate(self.model_combo)  # tooltips: the recommended quant/context and why
 
     def _model_chosen(self, index: int) -> None:
         data = self.model_combo.itemData(index)
