@@ -80,7 +80,7 @@ def test_settings_memory_costs_and_largest_fits(tmp_path: Path) -> None:
     cpu_only = MemoryAdvisor(info, Budget(ram=4 * GiB, vram=0, unified=False, gpu=None))
     text = cpu_only.context_text(8192, "f16", None)
     kv = estimate_memory(info, MemoryConfig(n_ctx=8192), has_gpu=False).kv_bytes
-    assert f"KV cache {fmt_bytes(kv)}" in text and "fits this machine" in text
+    assert f"KV cache {fmt_bytes(kv)}" in text and ": fits this machine" in text
     largest = max_context(info, "f16", 0, cpu_only.budget)
     assert f"{largest:,} tokens" in text and largest < info.n_ctx_train  # 4 GiB cannot hold 128k of f16 KV
     assert "does NOT fit" in cpu_only.context_text(largest + 4096, "f16", None)

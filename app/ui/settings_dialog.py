@@ -56,7 +56,6 @@ class SettingsDialog(QDialog):
         self.n_ctx.setToolTip("Tokens the KV cache can hold; memory grows linearly with it")
         form.addRow("Context size", self.n_ctx)
         self.ctx_cost = QLabel("")  # what this context costs for the current model, and the most that fits
-        self.ctx_cost.setWordWrap(True)
         form.addRow("", self.ctx_cost)
         self.gpu_layers = QSpinBox()
         self.gpu_layers.setRange(AUTO, 1000)
@@ -65,7 +64,6 @@ class SettingsDialog(QDialog):
         self.gpu_layers.setToolTip("-1: all layers; 0: CPU only")
         form.addRow("GPU layers", self.gpu_layers)
         self.gpu_cost = QLabel("")
-        self.gpu_cost.setWordWrap(True)
         form.addRow("", self.gpu_cost)
         self.kv_type = QComboBox()
         for value, label in (("f16", "f16 (exact)"), ("q8_0", "q8_0 (about half the memory)"),

@@ -58,9 +58,9 @@ class MemoryAdvisor:
             est.cpu.total <= self.budget.ram
         largest = max_context(self.info, kv_type, ngl, self.budget)
         verdict = "fits" if fits else "does NOT fit"
-        return (f"KV cache {fmt_bytes(est.kv_bytes)} ({kv_type}); model total {where}: {verdict} this machine. "
-                f"Largest context that fits with a {kv_type} cache: {largest:,} tokens"
-                + (f" (the model was trained on {self.info.n_ctx_train:,})" if self.info.n_ctx_train else "") + ".")
+        trained = f" (trained: {self.info.n_ctx_train:,})" if self.info.n_ctx_train else ""
+        return (f"KV cache {fmt_bytes(est.kv_bytes)} ({kv_type}) · in all {where}: {verdict} this machine\n"
+                f"Largest that fits with a {kv_type} cache: {largest:,} tokens{trained}")
 
     def gpu_text(self, n_ctx: int, kv_type: str, n_gpu_layers: int | None) -> str:
         """What the GPU layers put on the GPU, and the most that fit."""
@@ -68,10 +68,10 @@ class MemoryAdvisor:
         from app.core.recommend import place
 
         if self.budget.gpu is None or self.budget.vram <= 0:
-            return "No GPU this llama.cpp build can offload to: every layer runs from RAM."
+            return "No GPU this llama.cpp build can offload to:\nevery layer runs from RAM"
         ngl = self._ngl(n_gpu_layers)
         est = estimate_memory(self.info, MemoryConfig(n_ctx=n_ctx, type_k=kv_type, type_v=kv_type, n_gpu_layers=ngl))
         verdict, best, _ = place(self.info, n_ctx, kv_type, self.budget)
         most = "all" if best > self.info.n_layers else str(best)
         return (f"{est.layers_on_gpu} of {self.info.n_layers} layers on the GPU: {fmt_bytes(est.gpu.total)} of "
-                f"{fmt_bytes(self.budget.vram)} usable GPU memory. Most that fit at this context: {most} ({verdict}).")
+                f"{fmt_bytes(self.budget.vram)} usable\nMost that fit at this context: {most} ({verdict})")
