@@ -80,6 +80,9 @@ def main() -> int:
           f"({psutil.virtual_memory().available / 2**30:.1f} GiB available); load average before "
           f"{load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} (1/5/15 min)")
     print(f"probes: read {bw.read_gbs:.1f} GB/s, float32 GEMM {bw.gemm_gflops:.0f} GFLOP/s")
+    if load_before[0] > (hw.cpu.logical_cores or 1):
+        print("WARNING: the machine is busy (load average above the core count): absolute speeds are depressed and "
+              "noisy; the calibration is interleaved with the zoo runs so the ratios mean what they can")
     unc = default_rates(hw, bw)
     unc = Rates(unc.cpu, None)
 
