@@ -366,12 +366,7 @@ class Dashboard(QWidget):
         if self._prefilled is None or self.loaded is None:
             return
         kv = dashboard_live.live_kv(self._prefilled, len(self._live_times), self.loaded)
-        value, detail, label = dashboard_live.kv_texts(kv, self.loaded.type_k, self.loaded.type_v)
-        self.card_kv.set(value, detail)
-        self.kv_label.setText(label)
-        self.kv_bar.setRange(0, max(kv.cells_allocated, 1))
-        self.kv_bar.setValue(min(kv.cells_used, max(kv.cells_allocated, 1)))
-        self.kv_bar.setFormat(f"{kv.cells_used} / {kv.cells_allocated} cells")
+        dashboard_live.show_kv(kv, self.loaded, self.card_kv, self.kv_bar, self.kv_label)
 
     def on_tokens(self, times: list[float]) -> None:
         """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
@@ -507,23 +502,7 @@ class Dashboard(QWidget):
             f"{fmt_bytes(bytes_used)} used of {fmt_bytes(bytes_alloc)} allocated "
             f"({loaded.type_k}/{loaded.type_v}) · headroom {headroom} tokens of {n_ctx}")
         self.card_kv.set(f"{cells_used} tok", f"{headroom} tokens free")
-        self.swa_label.setText(self._swa_note(loaded))
-
-    @staticmethod
-    def _swa_note(loaded: P.Loaded) -> str:
-        window = None
-        for key, value in loaded.metadata.items():
-            if key.endswith("attention.sliding_window"):
-                try:
-                    window = int(value)
-                except ValueError:
-                    pass
-        if not window:
-            return ""
-        kind = "full-size cache (every layer keeps all n_ctx cells)" if loaded.swa_full else \
-            "sliding layers keep only the window"
-        return (f"Sliding-window attention: most layers only look back {window} tokens; "
-                f"{kind}.")
+        self.swa_label.setText(dashboard_live.swa_note(loaded))
 
     def poll(self) -> None:
         """1 Hz: system RAM (psutil), engine RSS (psutil on its pid), VRAM (NVML), KV stats (engine)."""

@@ -4,12 +4,14 @@ Prefill is over at the first token: the engine sends its rate, the prompt's new/
 cache filled so far with it (`P.Prefilled`), so the Prefill and Prompt-tokens cards show final values
 then, not at the end. During the reply the KV cache grows by one cell per decoded token: the card and
 the memory bar follow the tokens as they stream (prompt + tokens so far), using the bytes each cell adds
-that the engine reported. The reply's final Done/Stats numbers replace these estimates.
+that the engine reported. The reply's final Done/Stats numbers replace these estimates. Also the KV note
+for sliding-window models.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from app.core.metrics import fmt_bytes
 from app.engine import protocol as P
@@ -52,3 +54,30 @@ def kv_texts(kv: LiveKV, type_k: str, type_v: str) -> tuple[str, str, str]:
     label = (f"{fmt_bytes(kv.bytes_used)} used of {fmt_bytes(kv.bytes_allocated)} allocated "
              f"({type_k}/{type_v}) · headroom {kv.headroom} tokens of {kv.n_ctx} · growing live")
     return f"{kv.cells_used} tok", f"{kv.headroom} tokens free · live", label
+
+
+def show_kv(kv: LiveKV, loaded: P.Loaded, card: Any, bar: Any, label: Any) -> None:
+    """Put a live KV cache on the dashboard's card, bar and label."""
+    value, detail, text = kv_texts(kv, loaded.type_k, loaded.type_v)
+    card.set(value, detail)
+    label.setText(text)
+    bar.setRange(0, max(kv.cells_allocated, 1))
+    bar.setValue(min(kv.cells_used, max(kv.cells_allocated, 1)))
+    bar.setFormat(f"{kv.cells_used} / {kv.cells_allocated} cells")
+
+
+def swa_note(loaded: P.Loaded) -> str:
+    """A line under the KV bar when the model slides its attention window, and which cache it got."""
+    window = None
+    for key, value in loaded.metadata.items():
+        if key.endswith("attention.sliding_window"):
+            try:
+                window = int(value)
+            except ValueError:
+                pass
+    if not window:
+        return ""
+    kind = "full-size cache (every layer keeps all n_ctx cells)" if loaded.swa_full else \
+        "sliding layers keep only the window"
+    return (f"Sliding-window attention: most layers only look back {window} tokens; "
+            f"{kind}.")
