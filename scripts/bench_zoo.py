@@ -29,18 +29,18 @@ sys.path.insert(0, str(ROOT))
 
 # (zoo key, quant) evaluated by default: every model in the Q4_K_M mix, and the small ones in other types
 EVALUATION = [
-    ("qwen2.5-0.5b", "Q4_K_M"), ("qwen2.5-0.5b", "Q8_0"), ("qwen2.5-0.5b", "F16"),
-    ("llama-3.2-1b", "Q4_K_M"), ("llama-3.2-1b", "Q4_0"), ("llama-3.2-1b", "Q6_K"), ("llama-3.2-1b", "Q8_0"),
-    ("gemma-2-2b", "Q4_K_M"), ("llama-3.2-3b", "Q4_K_M"), ("olmoe-1b-7b", "Q4_K_M"),
+    ("llama-3.2-1b", "Q4_K_M"), ("gemma-2-2b", "Q4_K_M"), ("llama-3.2-3b", "Q4_K_M"), ("olmoe-1b-7b", "Q4_K_M"),
     ("qwen2.5-7b", "Q4_K_M"), ("mistral-7b", "Q4_K_M"), ("llama-3.1-8b", "Q4_K_M"),
-]
+    ("qwen2.5-0.5b", "Q4_K_M"), ("llama-3.2-1b", "Q4_0"), ("llama-3.2-1b", "Q6_K"), ("llama-3.2-1b", "Q8_0"),
+    ("qwen2.5-0.5b", "Q8_0"), ("qwen2.5-0.5b", "F16"),
+]  # the models the targets are about first, then the other quantizations (a busy machine may not reach them)
 KV_TYPES = ("f16", "q8_0", "q4_0")
 RAM_SHARE = 0.8  # use at most this share of the RAM available now (others share the machine)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-r", "--repetitions", type=int, default=3, help="for models under 2 GB (big ones: 1)")
+    ap.add_argument("-r", "--repetitions", type=int, default=2, help="for models under 2 GB (big ones: 1)")
     ap.add_argument("--only", nargs="*", default=None, help="zoo keys (or key:QUANT) to evaluate")
     ap.add_argument("--no-memory", action="store_true", help="skip the KV-type memory loads")
     ap.add_argument("--zoo-dir", default=None, help="keep the sparse zoo files here (default: a temp dir)")
@@ -97,6 +97,7 @@ def main() -> int:
     rows: list[tuple] = []  # (label, params_b, test, measured, spread, pred_unc, pred_cal_placeholder, info, cfg)
     mem_rows: list[tuple[str, str, float, float]] = []
     skipped: list[str] = []
+    measured_models: list[tuple[str, Path, object]] = []
 
     def say(msg: str) -> None:
         print(f"  {msg} ...", file=sys.stderr, flush=True)
@@ -134,6 +135,8 @@ def main() -> int:
             say(f"{label}: load")
             loaded = engine.load(P.LoadConfig(model_path=str(path), n_ctx=4096, n_threads=args.threads))
             mem_rows.append((label, "f16", est.cpu.total / MiB, sum(loaded.buffers_mib.values())))
+            print(f"memory {label} f16: estimated {mem_rows[-1][2]:.1f} MiB, llama.cpp {mem_rows[-1][3]:.1f} MiB",
+                  flush=True)
             if big:  # page the weights in and start the threads without a full extra run
                 engine.bench(P.Bench(request_id=engine.new_request_id("w"), n_gen=4, repetitions=1, warmup=False))
             for n_prompt, n_gen in ((512, 0), (0, 128)):
@@ -151,17 +154,19 @@ def main() -> int:
                 rows.append((label + (" (cal)" if (key, quant) in cal_set else ""), spec.params_b,
                              "pp512" if n_prompt else "tg128", meas, spread,
                              pu.prefill_tps if n_prompt else pu.decode_tps, info, cfg, pu.decode_bound))
-            if not args.no_memory:
-                for kv in KV_TYPES[1:]:
-                    kcfg = MemoryConfig(n_ctx=4096, type_k=kv, type_v=kv)
-                    say(f"{label}: memory with a {kv} KV cache")
-                    ld = engine.load(P.LoadConfig(model_path=str(path), n_ctx=4096, type_k=kv, type_v=kv,
-                                                  n_threads=args.threads, warmup=False))
-                    mem_rows.append((label, kv, estimate_memory(info, kcfg, has_gpu=False).cpu.total / MiB,
-                                     sum(ld.buffers_mib.values())))
-                    print(f"memory {label} {kv}: estimated {mem_rows[-1][2]:.1f} MiB, llama.cpp {mem_rows[-1][3]:.1f} MiB",
-                          flush=True)
+            measured_models.append((label, path, info))
         calibration_round(engine, "2/2")
+        # memory does not depend on the machine's load: the other KV types after the timed runs
+        for label, path, info in measured_models if not args.no_memory else []:
+            for kv in KV_TYPES[1:]:
+                kcfg = MemoryConfig(n_ctx=4096, type_k=kv, type_v=kv)
+                say(f"{label}: memory with a {kv} KV cache")
+                ld = engine.load(P.LoadConfig(model_path=str(path), n_ctx=4096, type_k=kv, type_v=kv,
+                                              n_threads=args.threads, warmup=False))
+                mem_rows.append((label, kv, estimate_memory(info, kcfg, has_gpu=False).cpu.total / MiB,
+                                 sum(ld.buffers_mib.values())))
+                print(f"memory {label} {kv}: estimated {mem_rows[-1][2]:.1f} MiB, llama.cpp {mem_rows[-1][3]:.1f} MiB",
+                      flush=True)
 
     cal = calibration.calibrate(hw.machine_key, "cpu", samples, unc.cpu)
     calibrated = Rates(calibration.apply(unc.cpu, cal), None)
