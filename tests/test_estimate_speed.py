@@ -276,15 +276,16 @@ def test_calibration_storage(tmp_path: Path) -> None:
 
 
 @pytest.mark.model
+@pytest.mark.timeout(900)  # a 1.2B zoo model is measured too: ~30 s on a quiet machine, minutes on a busy one
 def test_calibrate_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from app.cli import main
     from app.core.hardware import probe_hardware
 
     model = write_synthetic_gguf(tmp_path / "tiny.gguf", n_layers=2, n_ctx=2048)
-    assert main(["calibrate", "-m", str(model), "--depth", "512", "--zoo", "1", "--json"]) == 0
+    assert main(["calibrate", "-m", str(model), "--depth", "512", "--zoo", "1", "-r", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     cal = out["calibration"]
-    assert cal["backend"] == "cpu" and cal["n_decode_samples"] >= 6 and cal["prefill_gflops"] > 0
+    assert cal["backend"] == "cpu" and cal["n_decode_samples"] >= 3 and cal["prefill_gflops"] > 0
     assert len(cal["models"]) == 2  # the given model and a zoo shape, written on the fly
     assert out["calibrated"]["label"] == "calibrated" and out["uncalibrated"]["label"] == "uncalibrated"
     stored = calibration.load(probe_hardware().machine_key, "cpu")

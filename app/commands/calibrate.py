@@ -36,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"how many zoo shapes to add (default {len(CALIBRATION_ZOO)})")
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0, help="calibrate the GPU backend (-1: all)")
     p.add_argument("-t", "--threads", type=int, default=None)
+    p.add_argument("-r", "--repetitions", type=int, default=3, help="runs per measurement (default 3)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             with EngineClient() as engine:
                 for p, inf, ds in runs:
                     m = measure(engine, inf, cfg, str(p), before, depths=ds, n_threads=args.threads,
-                                progress=say, label=p.name)
+                                repetitions=max(1, args.repetitions), progress=say, label=p.name)
                     samples += m.samples
                     first = first or m.samples
                     threads, gpu = m.n_threads, m.gpu_offload
