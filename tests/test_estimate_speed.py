@@ -12,19 +12,23 @@ import pytest
 from synth_gguf import write_synthetic_gguf
 
 from app.core import calibration
-from app.core.calibration import DecodeSample, PrefillSample, fit_decode, fit_prefill
+from app.core.calibration import Sample, fit_decode, fit_prefill
 from app.core.gguf_info import GGUFInfo, TensorInfo, inspect_gguf
 from app.core.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
 from app.core.memory import MemoryConfig
 from app.core.speed import (
     ETA_CPU,
+    PREFILL_WIDTH,
     DeviceRates,
+    Parts,
     Rates,
+    cost_parts,
     decode_traffic,
     default_rates,
     offload_curve,
     predict,
     prefill_flops,
+    weight_groups,
 )
 
 
@@ -79,7 +83,29 @@ def test_moe_counts_active_experts_only(tmp_path: Path) -> None:
     assert sparse - dense == exp.n_bytes * 2 // 8
 
 
+def test_moe_prefill_reads_every_expert_but_computes_the_active_ones(tmp_path: Path) -> None:
+    info = inspect_gguf(write_synthetic_gguf(tmp_path / "m.gguf", n_layers=2))
+    exp = TensorInfo("blk.0.ffn_up_exps.weight", "F32", [256, 512, 8], 256 * 512 * 8, 256 * 512 * 8 * 4, 0)
+    moe = dataclasses.replace(info, expert_count=8, expert_used_count=2, tensors=[*info.tensors, exp])
+    g_dense = weight_groups(info, MemoryConfig(n_ctx=512), has_gpu=False)["cpu"]["F32"]
+    g = weight_groups(moe, MemoryConfig(n_ctx=512), has_gpu=False)["cpu"]["F32"]
+    assert g.bytes - g_dense.bytes == exp.n_bytes * 2 / 8  # a token reads its 2 experts
+    assert g.elements - g_dense.elements == exp.n_elements * 2 / 8
+    assert g.bytes_all - g_dense.bytes_all == exp.n_bytes  # a 512-token batch touches all 8
+
+
 # ----------------------------------------------------------------------------- predictions
+
+
+def _by_type(info: GGUFInfo) -> dict[str, tuple[float, float]]:
+    """type -> (bytes, weights) a decode step reads and multiplies, straight from the tensor table (dense
+    model; norms are read, not multiplied)."""
+    out: dict[str, tuple[float, float]] = {}
+    for t in info.tensors:
+        if t.name.startswith("blk.") or t.name == "token_embd.weight":  # tied output
+            b, e = out.get(t.ggml_type, (0.0, 0.0))
+            out[t.ggml_type] = (b + t.n_bytes, e + (t.n_elements if len(t.shape) >= 2 else 0))
+    return out
 
 
 def test_prediction_formula_and_label(gemma: GGUFInfo) -> None:
@@ -91,14 +117,59 @@ def test_prediction_formula_and_label(gemma: GGUFInfo) -> None:
     assert deeper.decode_tps < p.decode_tps  # KV filled so far is read every token
     cal = Rates(dataclasses.replace(r.cpu, calibrated=True))
     assert predict(gemma, cal).label == "calibrated"
-    faster = cpu_rates(flops=200e9)
-    assert predict(gemma, faster).prefill_tps == pytest.approx(2 * predict(gemma, r).prefill_tps, rel=0.01)
 
 
-def test_small_cpu_prefill_can_be_bandwidth_bound(gemma: GGUFInfo) -> None:
-    slow_memory = cpu_rates(bw=0.5, flops=1e12)
-    p = predict(gemma, slow_memory, n_prompt=512)
-    assert p.prefill_bound == "memory bandwidth"
+def test_decode_is_a_roofline_per_quantization_type(gemma: GGUFInfo) -> None:
+    rates = {"Q8_0": 5e9, "Q4_K": 3e9, "Q6_K": 2e9, "Q5_0": 2.5e9}
+    cpu = DeviceRates("cpu", 20.0, 0.5, 0.002, 100e9, decode_rates=rates, t_layer_s=50e-6)
+    p = predict(gemma, Rates(cpu), MemoryConfig(), depth=0, n_gen=1)
+    groups = _by_type(gemma)
+    assert set(groups) == set(rates) | {"F32"}  # the norms (F32) are read, never multiplied
+    alu_of = {t: (e / rates[t] if t in rates else 0.0) for t, (_, e) in groups.items()}
+    expected = sum(max(b / 10e9, alu_of[t]) for t, (b, _) in groups.items()) + 18 * 50e-6 + 0.002
+    assert p.decode_s_per_token == pytest.approx(expected)
+    # the label compares the model's own two sums
+    mem = sum(b for b, _ in groups.values()) / 10e9
+    alu = sum(alu_of.values())
+    assert p.decode_memory_s == pytest.approx(mem) and p.decode_compute_s == pytest.approx(alu)
+    assert p.decode_bound == ("compute" if alu > mem else "memory bandwidth")
+    fast_alu = dataclasses.replace(cpu, decode_rates={t: v * 100 for t, v in rates.items()})
+    assert predict(gemma, Rates(fast_alu)).decode_bound == "memory bandwidth"
+    slow_alu = dataclasses.replace(cpu, decode_rates={t: v / 100 for t, v in rates.items()})
+    assert predict(gemma, Rates(slow_alu)).decode_bound == "compute"
+    idle = DeviceRates("cpu", 1e6, 1.0, 1.0, 100e9)  # a 1 s overhead dwarfs everything
+    assert predict(gemma, Rates(idle)).decode_bound == "per-token overhead"
+
+
+def test_kv_cache_is_read_and_attended_at_its_type_rate(gemma: GGUFInfo) -> None:
+    cpu = DeviceRates("cpu", 20.0, 0.5, 0.0, 100e9, decode_rates={"F16": 1e9, "*": 1e15})
+    parts0 = cost_parts(gemma, Rates(cpu), MemoryConfig(), depth=0)["cpu"]
+    parts = cost_parts(gemma, Rates(cpu), MemoryConfig(), depth=1000)["cpu"]
+    kv_bytes = 18 * 2 * 256 * 2 * 1000  # 18 layers x (K + V) x 256 x f16 x 1000 cells
+    heads = 4 * (256 + 256) * 1000 * 18  # every query head's products with K and V rows
+    assert parts.mem[-1] == pytest.approx(kv_bytes / 10e9) and parts.alu[-1] == pytest.approx(heads / 1e9)
+    assert parts.time() - parts0.time() == pytest.approx(max(kv_bytes / 10e9, heads / 1e9))
+
+
+def test_prefill_per_type_rates_and_reads_per_micro_batch(gemma: GGUFInfo) -> None:
+    rates = {"Q8_0": 50e9, "Q4_K": 80e9, "Q6_K": 40e9, "Q5_0": 45e9, "F32": 10e9}
+    cpu = DeviceRates("cpu", 20.0, 0.5, 0.001, 30e9, prefill_rates=rates, t_layer_s=10e-6)
+    n = 512
+    p = predict(gemma, Rates(cpu), MemoryConfig(n_ubatch=256, n_batch=512), n_prompt=n)
+    groups = _by_type(gemma)
+    out_el = 262144 * 640  # the tied output: logits for the last token only
+    width = 640 / (640 + PREFILL_WIDTH)  # a narrow model's matmuls reach a smaller share of the kernels' rate
+    t = 0.0
+    for typ, (b, e) in groups.items():
+        flops = 2 * (e - out_el) * n + 2 * out_el if typ == "Q8_0" else 2 * e * n
+        t += max(2 * b / 10e9, flops / (rates[typ] * width))  # 2 micro-batches read the weights twice
+    _, per_layer = prefill_flops(gemma, n)
+    layer_weights = sum(e for _, e in groups.values()) - out_el
+    attn = sum(per_layer) - 2 * n * layer_weights  # what prefill_flops adds for attention
+    t += attn / 30e9 + 2 * (18 * 10e-6 + 0.001)
+    assert n / p.prefill_tps == pytest.approx(t, rel=1e-6)
+    slow_memory = DeviceRates("cpu", 0.5, 1.0, 0.001, 1e12, prefill_rates={"*": 1e13})
+    assert predict(gemma, Rates(slow_memory), n_prompt=512).prefill_bound == "memory bandwidth"
 
 
 def test_default_rates_from_hardware() -> None:
@@ -106,8 +177,11 @@ def test_default_rates_from_hardware() -> None:
     hw = HardwareInfo(CPUInfo("x", "x86_64", 8, 16, ["AVX2"]), 32 * GiB, 30 * GiB, [gpu], True)
     r = default_rates(hw, None)
     assert r.cpu.efficiency == ETA_CPU and not r.cpu.calibrated
+    assert r.cpu.decode_rate("Q4_K") > 0 and r.cpu.prefill_rate("Q4_K") > 0
+    assert r.cpu.decode_rate("IQ2_XXS") > 0  # a type without its own factor still has a roof
     assert r.gpu is not None and r.gpu.bandwidth_gbs == 1008.0 and 0.85 <= r.gpu.efficiency <= 0.95
     assert 0.003 <= r.gpu.t0_s <= 0.006  # published GPU overhead
+    assert r.gpu.decode_rates == {}  # decode on a GPU: bandwidth-bound, no compute roof
 
 
 def test_partial_offload_sums_devices(gemma: GGUFInfo) -> None:
@@ -121,84 +195,6 @@ def test_partial_offload_sums_devices(gemma: GGUFInfo) -> None:
     assert curve[19] > curve[10] > curve[0]
 
 
-# ----------------------------------------------------------------------------- calibration fit
-
-
-def test_fit_recovers_rates_from_two_depths() -> None:
-    eff, t0 = 12e9, 0.003
-    rng = random.Random(3)
-    samples = [DecodeSample(b, 1 / (b / eff + t0) * rng.uniform(0.99, 1.01))
-               for b in (250e6, 250e6, 330e6, 330e6)]
-    fit_eff, fit_t0, fitted = fit_decode(samples, t0_default=0.001)
-    assert fitted
-    assert fit_eff == pytest.approx(eff, rel=0.15) and fit_t0 == pytest.approx(t0, abs=0.0015)
-
-
-def test_fit_with_one_size_keeps_default_overhead() -> None:
-    samples = [DecodeSample(250e6, 40.0), DecodeSample(250e6, 42.0)]
-    eff, t0, fitted = fit_decode(samples, t0_default=0.001)
-    assert not fitted and t0 == 0.001
-    assert eff == pytest.approx(250e6 / (1 / 41.0 - 0.001), rel=0.03)
-    with pytest.raises(ValueError):
-        fit_decode([], 0.001)
-    # deeper samples far slower than their extra bytes explain (attention compute on a tiny model):
-    # the line would need a negative overhead, so the empty-context samples decide
-    steep = [DecodeSample(5e6, 400.0), DecodeSample(5e6, 420.0), DecodeSample(5.5e6, 200.0)]
-    eff, t0, fitted = fit_decode(steep, t0_default=0.001)
-    assert not fitted and 1 / (5e6 / eff + t0) == pytest.approx(410.0, rel=0.03)
-    assert fit_prefill([PrefillSample(2e8, 300), PrefillSample(2e8, 320), PrefillSample(2e8, 10)]) == 2e8 * 300
-
-
-def test_calibration_storage(tmp_path: Path) -> None:
-    cal = calibration.calibrate("m1", "cpu", [DecodeSample(2.5e8, 40)], [PrefillSample(2e8, 300)], 0.001)
-    calibration.store(cal)
-    calibration.store(dataclasses.replace(cal, backend="gpu", effective_bandwidth_gbs=500.0))
-    assert calibration.load("m1", "cpu") == cal
-    assert calibration.load("m1", "gpu").effective_bandwidth_gbs == 500.0  # type: ignore[union-attr]
-    assert calibration.load("m2", "cpu") is None
-    calibration._path().write_text("[1, 2")
-    assert calibration.load("m1", "cpu") is None  # damaged file: calibrate again
-
-
-# ----------------------------------------------------------------------------- the command
-
-
-@pytest.mark.model
-def test_calibrate_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import main
-    from app.core.hardware import probe_hardware
-
-    model = write_synthetic_gguf(tmp_path / "tiny.gguf", n_layers=2, n_ctx=2048)
-    assert main(["calibrate", "-m", str(model), "--depth", "512", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    cal = out["calibration"]
-    assert cal["backend"] == "cpu" and cal["n_decode_samples"] >= 4 and cal["prefill_gflops"] > 0
-    assert out["calibrated"]["label"] == "calibrated" and out["uncalibrated"]["label"] == "uncalibrated"
-    stored = calibration.load(probe_hardware().machine_key, "cpu")
-    assert stored is not None and stored.model == "tiny.gguf"
-    # after calibrating, the prediction for the measured run sits inside the measured spread
-    measured = out["measured_decode_tps"]
-    assert min(measured) * 0.7 <= out["calibrated"]["decode_tps"] <= max(measured) * 1.3
-
-
-def test_small_cpu_decode_hits_the_compute_roof(gemma: GGUFInfo) -> None:
-    from app.core.bandwidth import BandwidthResult
-
-    hw = HardwareInfo(CPUInfo("small", "x86_64", 2, 2, ["AVX2"]), 8 * GiB, 6 * GiB, [], False)
-    fast_memory = BandwidthResult(read_gbs=100.0, copy_gbs=80.0, threads=2, buffer_bytes=1 << 28, runs=3,
-                                  seconds=1.0, measured_at="recorded", gemm_gflops=50.0)
-    rates = default_rates(hw, fast_memory)
-    p = predict(gemma, rates, n_gen=1)
-    assert p.decode_bound == "compute"
-    # 2 FLOPs per multiplied weight, the tied 262k x 640 output included, at 0.2 x the GEMM rate
-    flops = sum(2 * t.n_elements for t in gemma.tensors if t.name.startswith("blk.") and len(t.shape) > 1)
-    flops += 2 * 262144 * 640
-    assert p.decode_s_per_token == pytest.approx(flops / 10e9 + rates.cpu.t0_s, rel=0.001)
-    # a calibration replaces both roofs by the one fitted effective bandwidth
-    cal = calibration.Calibration("k", "cpu", 5.0, 0.001, True, 50.0, 3, 3)
-    assert calibration.apply(rates.cpu, cal).decode_flops == 0.0
-
-
 def test_gpu_with_unknown_bandwidth_still_predicts() -> None:
     gpu = GPUInfo("amd", "AMD GPU 0x15bf", 16 * GiB, 15 * GiB, None)
     hw = HardwareInfo(CPUInfo("x", "x86_64", 8, 16, ["AVX2"]), 32 * GiB, 30 * GiB, [gpu], True)
@@ -206,22 +202,91 @@ def test_gpu_with_unknown_bandwidth_still_predicts() -> None:
     assert r.gpu is not None and r.gpu.bandwidth_gbs > 0 and "assumed" in r.gpu.source
 
 
-def test_roofline_calibration_transfers_across_models() -> None:
-    """Calibrating on a compute-bound model scales both roofs, so a bandwidth-bound model is still
-    predicted right; one fitted effective bandwidth would not be."""
-    base = DeviceRates("cpu", 20.0, 0.5, 0.001, 100e9, decode_flops=50e9)  # 10 GB/s, 50 GFLOP/s roofs
+# ----------------------------------------------------------------------------- calibration fit
 
-    def true_tps(b: float, f: float) -> float:  # the machine is 0.8x the base rates, t0 1 ms
-        return 1 / (max(b / 8e9, f / 40e9) + 0.001)
 
-    a = [(250e6, 2.5e9), (250e6, 2.5e9), (270e6, 2.6e9)]  # compute-bound model (10 FLOP/byte), two depths
-    samples = [DecodeSample(b, true_tps(b, f), f) for b, f in a]
-    prefill = [PrefillSample(2e8, 500.0)]
-    cal = calibration.calibrate("k", "cpu", samples, prefill, 0.001, base=base)
-    rates = calibration.apply(base, cal)
-    b2, f2 = 140e6, 60e6  # bandwidth-bound model (F32-like: few FLOPs per byte)
-    predicted = 1 / (max(b2 / rates.effective_bandwidth, f2 / rates.decode_flops) + rates.t0_s)
-    assert predicted == pytest.approx(true_tps(b2, f2), rel=0.02)
-    single = calibration.apply(base, calibration.calibrate("k", "cpu", samples, prefill, 0.001))
-    one_roof = 1 / (b2 / single.effective_bandwidth + single.t0_s)
-    assert abs(one_roof / true_tps(b2, f2) - 1) > 0.2  # the folded bandwidth misjudges it
+def _samples(a: float, c: float, t0: float, tl: float = 0.0003, jitter: float = 0.0) -> list[Sample]:
+    """Three model shapes, like `roofline calibrate`'s: one bound by memory (a 1B Q8_0: big cheap groups), one
+    by its kernels (a 1B 4-bit), one by its per-layer overhead (a small model, more layers), the first at two
+    depths. The truth is the model's own formula at known scales and overheads."""
+    rng = random.Random(5)
+    shapes = {"mem": [(Parts([0.030, 0.002], [0.012, 0.001], 0.0, 1.0, 16), 0),
+                      (Parts([0.030, 0.004], [0.012, 0.002], 0.0, 1.0, 16), 1024)],
+              "alu": [(Parts([0.018, 0.001], [0.030, 0.002], 0.0, 1.0, 16), 0)],
+              "small": [(Parts([0.004, 0.001], [0.003, 0.001], 0.0, 1.0, 24), 0)]}
+    out = []
+    for model, parts_list in shapes.items():
+        for parts, depth in parts_list:
+            for _ in range(3):
+                s = parts.time(a, c, t0, tl) * rng.uniform(1 - jitter, 1 + jitter)
+                out.append(Sample("decode", 1 / s, 1, parts, model, depth))
+    pre = Parts([0.02, 0.01], [0.3, 0.1], 0.05, 1.0, 24)
+    out += [Sample("prefill", 512 / pre.time(a, 0.8, t0, tl), 512, pre, "mem")] * 2
+    return out
+
+
+def test_fit_recovers_scales_and_layer_overhead_from_two_shapes() -> None:
+    a, c, t0, tl = 1.3, 0.7, 0.0005, 0.0003
+    fa, fc, ft0, ftl, err = fit_decode(_samples(a, c, t0, tl), t0_default=t0)
+    assert err < 0.01 and ft0 == t0
+    assert fa == pytest.approx(a, rel=0.03) and fc == pytest.approx(c, rel=0.03)
+    assert ftl == pytest.approx(tl, rel=0.05)
+    p, perr = fit_prefill(_samples(a, c, t0, tl), fa, ft0, ftl)
+    assert p == pytest.approx(0.8, rel=0.03) and perr < 0.01
+    # noisy runs (±5 %): still close
+    fa, fc, *_ = fit_decode(_samples(a, c, t0, tl, jitter=0.05), t0_default=t0)
+    assert fa == pytest.approx(a, rel=0.15) and fc == pytest.approx(c, rel=0.15)
+    with pytest.raises(ValueError):
+        fit_decode([], 0.001)
+    with pytest.raises(ValueError):
+        fit_prefill([s for s in _samples(a, c, t0) if s.kind == "decode"], 1.0, 0.0)
+
+
+def test_calibrate_and_apply_scale_every_rate() -> None:
+    base = DeviceRates("cpu", 20.0, 1.0, 0.0005, 50e9, decode_rates={"Q4_K": 4e9, "*": 1e9},
+                       prefill_rates={"Q4_K": 100e9}, t_layer_s=40e-6)
+    cal = calibration.calibrate("k", "cpu", _samples(1.3, 0.7, 0.0005), base)
+    r = calibration.apply(base, cal)
+    assert r.calibrated and r.effective_bandwidth == pytest.approx(1.3 * 20e9, rel=0.03)
+    assert r.t0_s == cal.t0_s and r.t_layer_s == cal.t_layer_s == pytest.approx(0.0003, abs=0.00003)
+    assert r.decode_rates["Q4_K"] == pytest.approx(4e9 * cal.decode_scale)
+    assert r.decode_rates["*"] == pytest.approx(1e9 * cal.decode_scale)
+    assert r.prefill_rates["Q4_K"] == pytest.approx(100e9 * cal.prefill_scale)
+    assert r.prefill_flops == pytest.approx(50e9 * cal.prefill_scale)
+    assert cal.models == ["alu", "mem", "small"] and cal.n_decode_samples == 12 and cal.n_prefill_samples == 2
+
+
+def test_calibration_storage(tmp_path: Path) -> None:
+    base = DeviceRates("cpu", 20.0, 1.0, 0.0005, 50e9)
+    cal = calibration.calibrate("m1", "cpu", _samples(1.0, 1.0, 0.001), base)
+    calibration.store(cal)
+    calibration.store(dataclasses.replace(cal, backend="gpu", effective_bandwidth_gbs=500.0))
+    assert calibration.load("m1", "cpu") == cal
+    assert calibration.load("m1", "gpu").effective_bandwidth_gbs == 500.0  # type: ignore[union-attr]
+    assert calibration.load("m2", "cpu") is None
+    old = json.loads(calibration._path().read_text())
+    old["m1/cpu"].pop("version")  # an entry of the single-rate model: calibrate again
+    calibration._path().write_text(json.dumps(old))
+    assert calibration.load("m1", "cpu") is None
+    calibration._path().write_text("[1, 2")
+    assert calibration.load("m1", "gpu") is None  # damaged file: calibrate again
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+@pytest.mark.model
+@pytest.mark.timeout(900)  # a 1.2B zoo model is measured too: ~30 s on a quiet machine, minutes on a busy one
+def test_calibrate_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+    from app.core.hardware import probe_hardware
+
+    model = write_synthetic_gguf(tmp_path / "tiny.gguf", n_layers=2, n_ctx=2048)
+    assert main(["calibrate", "-m", str(model), "--depth", "512", "--zoo", "1", "-r", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cal = out["calibration"]
+    assert cal["backend"] == "cpu" and cal["n_decode_samples"] >= 3 and cal["prefill_gflops"] > 0
+    assert len(cal["models"]) == 2  # the given model and a zoo shape, written on the fly
+    assert out["calibrated"]["label"] == "calibrated" and out["uncalibrated"]["label"] == "uncalibrated"
+    stored = calibration.load(probe_hardware().machine_key, "cpu")
+    assert stored is not None and "tiny.gguf" in stored.models

@@ -57,7 +57,7 @@ def _run(client: EngineClient, prompt: str, lookup: bool, n: int) -> P.Done:
     events = list(client.generate(req, timeout=600))
     done = events[-1]
     assert isinstance(done, P.Done)
-    assert done.text == "".join(e.text for e in events[:-1])
+    assert done.text == "".join(e.text for e in events if isinstance(e, P.Token))
     return done
 
 

@@ -1,44 +1,55 @@
-"""Fit the speed model's rates to measured runs, and keep them per machine and backend.
+"""Fit the speed model's rates to measured runs on several models, and keep them per machine and backend.
 
-Decode samples are (bytes read per token, tokens/s); with at least two clearly different byte counts
-(two models, or one model at two KV depths) a least-squares line through seconds/token = bytes /
-(η·BW) + t0 gives both the effective bandwidth η·BW and the fixed overhead t0; with one (or when the
-line is unphysical), t0 keeps its default and only η·BW is fitted, on the smallest byte count.
-When the base rates have a compute roof (CPUs) and the samples carry FLOPs, the same fit runs on the
-time each sample would take at the base rates and scales both roofs of the roofline by one factor.
-Prefill samples are (FLOPs per token, tokens/s); the effective FLOP/s is their median product. Results live in `paths.cache_dir()/calibration.json`, keyed by machine
-key and backend ("cpu", "cuda", "metal", ...).
+A sample is one measured run (decode at some depth, or a prefill) with the speed model's parts for it at
+the uncalibrated rates (`speed.cost_parts`): per weight group a memory time and a compute time, plus the
+fixed costs. The fit keeps the model's physics and finds four numbers:
+
+* a bandwidth scale and a compute scale for decode, searched on a log grid (then a 1 % grid around the
+  best), with the per-layer overhead (thread synchronisation) solved in closed form for each pair (least
+  squares on relative error, ≥ 0; the small per-token t0 keeps its default);
+* a prefill compute scale, searched the same way with the bandwidth found for decode.
+
+Samples from models of different shapes and quantizations (the default model and zoo models, see
+`roofline calibrate`) pin the two decode scales apart: a model whose groups are memory-bound constrains
+the bandwidth, a compute-bound one the kernels. With one model the two scales trade off, so the fit
+prefers the pair closest to the uncalibrated rates among those that explain the runs about equally well.
+Results live in `paths.cache_dir()/calibration.json`, keyed by machine key and backend.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import statistics
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from app.core import paths
-from app.core.speed import DeviceRates, Rates
+from app.core.speed import DeviceRates, Parts, Rates
 
 CACHE_FILE = "calibration.json"
-MIN_SPREAD = 1.05  # byte counts must differ by 5 % before a line fit means anything
-MAX_T0 = 0.02  # published per-token overheads are 1-6 ms; a fit far above that is noise
+VERSION = 2  # entries of the single-rate model (version 1) are not reused: calibrate again
+MAX_T_LAYER = 0.002  # a layer's thread synchronisation; far above that is noise
+GRID = [2 ** (k / 8) for k in range(-24, 25)]  # scales 1/8 .. 8 in steps of 9 %
+TIE = 1.02  # fits within 2 % of the best error count as equal; the one nearest the base rates wins
 
 
 @dataclass
-class DecodeSample:
-    bytes_per_token: float
-    tokens_per_s: float
-    flops_per_token: float = 0.0  # known: the roofline's compute roof can be calibrated too
+class Sample:
+    """One measured run and the speed model's parts for it at the base (uncalibrated) rates."""
 
-
-@dataclass
-class PrefillSample:
-    flops_per_token: float
+    kind: str  # "decode" | "prefill"
     tokens_per_s: float
+    tokens: int  # tokens the run's time covers per parts evaluation: 1 for decode, n_prompt for prefill
+    parts: Parts
+    model: str = ""
+    depth: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return self.tokens / self.tokens_per_s
 
 
 @dataclass
@@ -47,14 +58,19 @@ class Calibration:
     backend: str
     effective_bandwidth_gbs: float  # η·BW
     t0_s: float
-    t0_fitted: bool
-    prefill_gflops: float
+    t0_fitted: bool  # False: t0 is the default (only the per-layer overhead is fitted)
+    prefill_gflops: float  # attention's rate after scaling (the generic prefill rate)
     n_decode_samples: int
     n_prefill_samples: int
     n_threads: int | None = None
-    model: str = ""
+    model: str = ""  # the models measured, comma-separated
     measured_at: str = ""
-    decode_gflops: float = 0.0  # compute roof for decode; 0: the effective bandwidth alone describes decode
+    decode_scale: float = 1.0  # × the base decode kernel rates
+    prefill_scale: float = 1.0  # × the base prefill matmul rates
+    version: int = VERSION
+    fit_error: float = 0.0  # root-mean-square relative error of the fit over its samples
+    models: list[str] = field(default_factory=list)
+    t_layer_s: float = 0.0  # per layer per token (thread synchronisation after each graph node)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,70 +81,85 @@ class Calibration:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def fit_decode(samples: list[DecodeSample], t0_default: float) -> tuple[float, float, bool]:
-    """(η·BW in bytes/s, t0 in s, whether t0 was fitted) from decode samples."""
-    pts = [(s.bytes_per_token, 1.0 / s.tokens_per_s) for s in samples if s.tokens_per_s > 0 and s.bytes_per_token > 0]
+def _rms(errors: list[float]) -> float:
+    return math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else 0.0
+
+
+def _fine(x: float) -> list[float]:
+    """A finer grid around a coarse grid point (one coarse step either side, 1 % steps)."""
+    return [x * 2 ** (k / 64) for k in range(-8, 9)]
+
+
+def _layer_overhead(pts: list[Sample], core: list[float], t0: float) -> float:
+    """The per-layer overhead minimising Σ ((core + t0·k + tl·L - y) / y)², ≥ 0. t0 itself stays at its
+    default: the calibration models have 16-24 layers, too alike to tell a per-token cost from a per-layer one,
+    and on CPUs the per-layer synchronisation is most of the overhead."""
+    num = sum((s.seconds - k - t0 * s.parts.t0_count) * s.parts.layer_count / s.seconds ** 2
+              for s, k in zip(pts, core, strict=True))
+    den = sum((s.parts.layer_count / s.seconds) ** 2 for s in pts)
+    return min(max(num / den, 0.0), MAX_T_LAYER) if den else 0.0
+
+
+def fit_decode(samples: list[Sample], t0_default: float) -> tuple[float, float, float, float, float]:
+    """(bandwidth scale, compute scale, t0 (the default), per-layer overhead, rms relative error)."""
+    pts = [s for s in samples if s.kind == "decode" and s.tokens_per_s > 0]
     if not pts:
         raise ValueError("no usable decode samples")
-    xs = [x for x, _ in pts]
-    if len(pts) >= 2 and max(xs) / min(xs) >= MIN_SPREAD:
-        mx, my = statistics.fmean(xs), statistics.fmean(y for _, y in pts)
-        sxx = sum((x - mx) ** 2 for x in xs)
-        slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
-        t0 = my - slope * mx
-        # a physical fit: positive cost per byte, an overhead that is small next to a token's time
-        if slope > 0 and 0 <= t0 <= min(MAX_T0, 0.5 * min(y for _, y in pts)):
-            return 1.0 / slope, t0, True
-        # the line is meaningless (negative overhead: at depth the step slows more than its extra bytes
-        # explain, e.g. attention compute on a tiny model): keep the default overhead and fit the
-        # smallest byte count, which is the common case (an empty or short context)
-    smallest = min(xs)
-    pts = [(x, y) for x, y in pts if x <= smallest * MIN_SPREAD] if len(set(xs)) > 1 else pts
-    t0 = min(t0_default, 0.5 * min(y for _, y in pts))
-    rates = [x / (y - t0) for x, y in pts]
-    return statistics.median(rates), t0, False
+    def score(a: float, c: float) -> tuple[float, float, float, float, float]:
+        core = [s.parts.time(a, c) for s in pts]
+        tl = _layer_overhead(pts, core, t0_default)
+        err = _rms([(k + t0_default * s.parts.t0_count + tl * s.parts.layer_count) / s.seconds - 1
+                    for s, k in zip(pts, core, strict=True)])
+        return err, a, c, t0_default, tl
+
+    def pick(cands: list[tuple[float, float, float, float, float]]) -> tuple[float, float, float, float, float]:
+        lowest = min(x[0] for x in cands)
+        near = [b for b in cands if b[0] <= lowest * TIE + 1e-4]
+        return min(near, key=lambda b: abs(math.log(b[1])) + abs(math.log(b[2])))
+
+    _, a0, c0, _, _ = pick([score(a, c) for a in GRID for c in GRID])
+    err, a, c, t0, tl = pick([score(a, c) for a in _fine(a0) for c in _fine(c0)])
+    return a, c, t0, tl, err
 
 
-def fit_prefill(samples: list[PrefillSample]) -> float:
-    """Effective FLOP/s from prefill samples (median, robust to one slow run)."""
-    values = [s.flops_per_token * s.tokens_per_s for s in samples if s.tokens_per_s > 0]
-    if not values:
+def fit_prefill(samples: list[Sample], bw_scale: float, t0: float, t_layer: float = 0.0) -> tuple[float, float]:
+    """(prefill compute scale, rms relative error) with the decode fit's bandwidth and overheads."""
+    pts = [s for s in samples if s.kind == "prefill" and s.tokens_per_s > 0]
+    if not pts:
         raise ValueError("no usable prefill samples")
-    return statistics.median(values)
+
+    def pick(grid: list[float]) -> tuple[float, float]:
+        scored = [(_rms([s.parts.time(bw_scale, c, t0, t_layer) / s.seconds - 1 for s in pts]), c) for c in grid]
+        lowest = min(e for e, _ in scored)
+        return min((x for x in scored if x[0] <= lowest * TIE + 1e-4), key=lambda x: abs(math.log(x[1])))
+
+    err, c = pick(_fine(pick(GRID)[1]))
+    return c, err
 
 
-def calibrate(machine_key: str, backend: str, decode: list[DecodeSample], prefill: list[PrefillSample],
-              t0_default: float, n_threads: int | None = None, model: str = "",
-              base: DeviceRates | None = None) -> Calibration:
-    """Fit rates to samples. With `base` rates that have a compute roof (CPUs) and samples that carry
-    FLOPs, the roofline keeps its shape: the time each sample would take at the base rates,
-    max(bytes / (η·BW), FLOPs / decode FLOP/s), is fitted against the measured time, and both roofs are
-    scaled by the one factor found. That transfers better to models with another FLOPs-per-byte ratio
-    than folding everything into one effective bandwidth."""
-    roofline = base is not None and base.decode_flops > 0 and all(d.flops_per_token > 0 for d in decode)
-    if roofline:
-        assert base is not None
-        at_base = [DecodeSample(max(d.bytes_per_token / base.effective_bandwidth,
-                                    d.flops_per_token / base.decode_flops), d.tokens_per_s) for d in decode]
-        scale, t0, fitted = fit_decode(at_base, t0_default)
-        eff_bw, decode_gflops = scale * base.effective_bandwidth, scale * base.decode_flops / 1e9
-    else:
-        eff_bw, t0, fitted = fit_decode(decode, t0_default)
-        decode_gflops = 0.0
+def calibrate(machine_key: str, backend: str, samples: list[Sample], base: DeviceRates,
+              n_threads: int | None = None) -> Calibration:
+    """Fit `base` rates' scales to measured samples (decode and prefill, one or more models)."""
+    a, c, t0, tl, err_d = fit_decode(samples, base.t0_s)
+    p, err_p = fit_prefill(samples, a, t0, tl)
+    models = sorted({s.model for s in samples if s.model})
+    n_dec = sum(s.kind == "decode" for s in samples)
     return Calibration(
-        machine_key=machine_key, backend=backend, effective_bandwidth_gbs=eff_bw / 1e9, t0_s=t0,
-        t0_fitted=fitted, prefill_gflops=fit_prefill(prefill) / 1e9, n_decode_samples=len(decode),
-        n_prefill_samples=len(prefill), n_threads=n_threads, model=model,
-        measured_at=datetime.now(UTC).isoformat(timespec="seconds"), decode_gflops=decode_gflops,
+        machine_key=machine_key, backend=backend, effective_bandwidth_gbs=a * base.effective_bandwidth / 1e9,
+        t0_s=t0, t0_fitted=False, prefill_gflops=p * base.prefill_flops / 1e9, n_decode_samples=n_dec,
+        n_prefill_samples=len(samples) - n_dec, n_threads=n_threads, model=", ".join(models),
+        measured_at=datetime.now(UTC).isoformat(timespec="seconds"), decode_scale=c, prefill_scale=p,
+        fit_error=max(err_d, err_p), models=models, t_layer_s=tl,
     )
 
 
 def apply(rates: DeviceRates, cal: Calibration) -> DeviceRates:
     """Rates with the calibrated values (η expressed against the device's own bandwidth figure)."""
     return replace(
-        rates, efficiency=cal.effective_bandwidth_gbs / rates.bandwidth_gbs, t0_s=cal.t0_s,
+        rates, efficiency=cal.effective_bandwidth_gbs / rates.bandwidth_gbs, t0_s=cal.t0_s, t_layer_s=cal.t_layer_s,
         prefill_flops=cal.prefill_gflops * 1e9, calibrated=True,
-        decode_flops=cal.decode_gflops * 1e9,  # 0: the fitted bandwidth already includes any compute limit
+        decode_rates={t: v * cal.decode_scale for t, v in rates.decode_rates.items()},
+        prefill_rates={t: v * cal.prefill_scale for t, v in rates.prefill_rates.items()},
         source=f"calibrated {cal.measured_at} on {cal.model or 'a model'}",
     )
 
@@ -169,8 +200,8 @@ def store(cal: Calibration) -> None:
 
 def load(machine_key: str, backend: str) -> Calibration | None:
     entry = _read_all().get(f"{machine_key}/{backend}")
-    if not isinstance(entry, dict):
-        return None
+    if not isinstance(entry, dict) or entry.get("version") != VERSION:
+        return None  # none, or one from the single-rate model: calibrate again
     try:
         return Calibration.from_dict(entry)
     except TypeError:

@@ -8,7 +8,8 @@ buffer-size log lines, see tests/test_estimate_memory.py):
   n_layer leaves block 0 on the CPU; full offload is n_layer + 1 (or -1). The input embedding always
   stays on the CPU; a tied output matrix is duplicated onto the GPU when the output layer is there.
   On x86 (AVX2) and ARM the CPU backend keeps an extra "REPACK" copy of Q4_0/Q4_K/IQ4_NL matrices
-  in an interleaved layout.
+  in an interleaved layout. With mmap (the default) the CPU weights are one mapping of the file spanning
+  the tensors that stay there (`mapped_span`).
 * KV cache (exact): n_ctx is padded to a multiple of 256; each layer stores K and V rows of
   head_dim * n_head_kv(il) elements per cell; full-attention layers have n_ctx cells, sliding-window
   layers pad(min(n_ctx, n_swa * n_seq + n_ubatch), 256) unless the full-size SWA cache is requested
@@ -66,6 +67,7 @@ class MemoryConfig:
     swa_full: bool = True  # llama-cpp-python's default
     n_seq: int = 1
     cpu_repack: bool = True  # the CPU backend repacks some quant types (x86 with AVX2, ARM)
+    use_mmap: bool = True  # the engine's default: weights stay in one mapping of the file
 
 
 @dataclass
@@ -226,6 +228,8 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
         cpu.weights += info.output_bytes
         if cfg.cpu_repack and out_type in REPACK_TYPES:
             cpu.repack += info.output_bytes
+    if cfg.use_mmap:
+        cpu.weights = mapped_span(info, on_gpu, output_on_gpu, cfg.cpu_repack)
 
     # KV cache: each layer's cache lives with its layer
     caches = kv_caches(info, n_ctx, cfg.type_k, cfg.type_v, n_ubatch, cfg.swa_full, cfg.n_seq)
@@ -251,6 +255,24 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
         n_ctx=n_ctx, n_ctx_requested=requested, n_batch=n_batch, n_ubatch=n_ubatch, flash_attn=flash,
         caches=caches, cpu=cpu, gpu=gpu, layers_on_gpu=n_gpu, output_on_gpu=output_on_gpu, notes=notes,
     )
+
+
+def mapped_span(info: GGUFInfo, on_gpu: list[bool], output_on_gpu: bool, cpu_repack: bool) -> int:
+    """Bytes of llama.cpp's CPU_Mapped model buffer: one mapping from the first to the last byte of the
+    tensors that stay in the mapped file on the CPU (not offloaded, not moved to the REPACK buffer).
+    Repacked or offloaded tensors between two mapped ones stay inside the span; at either end they fall out
+    of it (a file whose last tensors are a repacked FFN maps that much less)."""
+    lo, hi = None, 0
+    for t in info.tensors:
+        il = int(t.name.split(".")[1]) if t.name.startswith("blk.") else None
+        if il is not None and il < len(on_gpu):
+            if on_gpu[il] or (cpu_repack and t.ggml_type in REPACK_TYPES):
+                continue
+        elif t.name == "output.weight" and (output_on_gpu or (cpu_repack and t.ggml_type in REPACK_TYPES)):
+            continue
+        lo = t.offset if lo is None else min(lo, t.offset)
+        hi = max(hi, t.offset + t.n_bytes)
+    return hi - lo if lo is not None else 0
 
 
 def kv_bytes(info: GGUFInfo, n_ctx: int, type_k: str = "f16", type_v: str = "f16", n_ubatch: int = 512,

@@ -1,22 +1,22 @@
-"""Predicted prefill and decode speed from the model's bytes and FLOPs and the machine's rates.
+"""Predicted prefill and decode speed from the model's bytes and FLOPs per quantization type and the
+machine's rates (`app.core.speed_rates`).
 
-Decode (one token at a time) is bound by memory bandwidth: every token reads all repeating-layer
-weights (active experts only for MoE), the output matrix (the embedding is a row lookup, so it only
-counts when it doubles as the output) and the KV cache filled so far. Seconds per token =
-Σ over devices of bytes_on_device / (η · bandwidth) + t0, where η is the share of the bandwidth
-llama.cpp achieves and t0 a fixed per-token overhead (kernel launches, sampling, Python). A roofline:
-on a small CPU a small model can run out of arithmetic first (2 FLOPs per weight, dequantizing each),
-so a device's time is the larger of its memory time and its compute time.
+Decode (one token at a time): every token multiplies every repeating-layer weight (only the active experts
+of a MoE), the output matrix (the embedding is a row lookup, so it only counts when it doubles as the
+output) and reads the KV cache filled so far. Per device and per ggml type, that group of weights costs the
+larger of its bytes / (η · bandwidth) and its weights / the type's decode kernel rate; the KV cache is a
+group of its own (its attention products at the KV type's rate). Then a fixed t0 per token and a small
+cost per layer (llama.cpp synchronises its threads after every graph node). The memory-/compute-bound
+label comes from the model's own two sums: all groups' memory times against all groups' compute times.
 
-Prefill (a batch of prompt tokens) is bound by compute: 2 FLOPs per weight per token for the
-repeating layers, plus attention over the context, plus the output matrix once per batch (only the
-last token's logits are computed). It is also never faster than reading the weights once per
-micro-batch, which matters for small CPUs. With partial GPU offload llama.cpp computes big prompt batches
-of the CPU-resident layers on the GPU as well, streaming their weights over PCIe (~25 GB/s).
+Prefill (a batch of prompt tokens, in micro-batches): 2 FLOPs per weight per token at the type's matmul
+rate, never faster than reading that type's weights once per micro-batch (all experts of a MoE are touched
+by a 512-token batch), plus attention over the context and the output matrix once for the last token. With
+partial GPU offload llama.cpp computes big prompt batches of CPU-resident layers on the GPU as well,
+streaming their weights over PCIe (~25 GB/s).
 
-Uncalibrated rates come from the measured bandwidth and published efficiencies (η ≈ 0.65 for CPUs,
-≈ 0.9 for GPUs); `app.core.calibration` replaces them with rates fitted to measured runs. Every
-prediction says which it used.
+`cost_parts` returns the pieces before they are added up, so `app.core.calibration` can refit the
+rates' scale factors to measured runs on several models without re-deriving any of this.
 """
 
 from __future__ import annotations
@@ -26,50 +26,29 @@ from typing import Any
 
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import CTX_PAD, MemoryConfig, gpu_layout, kv_caches, pad, row_bytes
+from app.core.speed_rates import (  # noqa: F401  (re-exported: the speed model's public names)
+    ETA_CPU,
+    ETA_GPU,
+    PREFILL_WIDTH,
+    T0_CPU,
+    T0_GPU,
+    DeviceRates,
+    Rates,
+    default_rates,
+)
 
-# Published efficiencies (reference.md): decode reaches ~0.65 of a CPU's read bandwidth, 0.85-0.95 of a
-# GPU's theoretical bandwidth; t0 of 3-6 ms on GPUs, ~1 ms on CPUs.
-ETA_CPU, T0_CPU = 0.65, 0.001
-ETA_GPU, T0_GPU = 0.90, 0.004
-# llama.cpp's quantized CPU matmuls reach about this share of a numpy float32 GEMM's FLOP/s: 0.6 in
-# prefill (matrix-matrix), 0.2 in decode (matrix-vector, dequantizing every weight it touches).
-CPU_PREFILL_OF_GEMM = 0.6
-CPU_DECODE_OF_GEMM = 0.2
-CPU_FLOPS_PER_CORE = 30e9  # fallback when no GEMM probe ran
-# Effective prefill FLOP/s per byte/s of memory bandwidth, by GPU family (published llama.cpp pp512).
-GPU_FLOPS_PER_BYTE = {"nvidia": 100.0, "amd": 60.0, "apple": 20.0}
-GPU_BANDWIDTH_GUESS = {"nvidia": 400.0, "amd": 400.0, "apple": 100.0}
-# With partial offload, llama.cpp runs big prompt batches of CPU-resident layers on the GPU too
-# (op offload), streaming those weights over PCIe once per micro-batch.
 PCIE_GBS = 25.0
+_KV_GGML = {"f16": "F16", "f32": "F32", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1",
+            "q5_0": "Q5_0", "q5_1": "Q5_1", "iq4_nl": "IQ4_NL"}
 
 
 @dataclass
-class DeviceRates:
-    device: str  # "cpu" | "gpu"
-    bandwidth_gbs: float  # measured (CPU) or theoretical (GPU)
-    efficiency: float  # η: share of the bandwidth decode achieves
-    t0_s: float  # fixed time per token
-    prefill_flops: float  # effective FLOP/s in prompt processing
-    calibrated: bool = False
-    # compute roof for decode (FLOP/s; 0: none). Small CPUs run out of arithmetic before bandwidth on
-    # small models; a calibration folds this into the fitted effective bandwidth instead.
-    decode_flops: float = 0.0
-    source: str = ""
+class Group:
+    """Weights of one ggml type on one device: bytes read and weights multiplied per token."""
 
-    @property
-    def effective_bandwidth(self) -> float:
-        """η · bandwidth in bytes/s."""
-        return self.efficiency * self.bandwidth_gbs * 1e9
-
-
-@dataclass
-class Rates:
-    cpu: DeviceRates
-    gpu: DeviceRates | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    bytes: float = 0.0  # per decode step (active experts only)
+    elements: float = 0.0  # multiplied per token (active experts only)
+    bytes_all: float = 0.0  # touched by a large prompt batch (every expert)
 
 
 @dataclass
@@ -88,6 +67,27 @@ class Traffic:
 
 
 @dataclass
+class Parts:
+    """One device's time for a token (decode) or a prompt (prefill), before scale factors:
+    Σ max(mem / bw_scale, alu / alu_scale) + attention / alu_scale + t0 × t0_count + t_layer × layer_count,
+    with mem at the device's bandwidth and alu at its compute rates."""
+
+    mem: list[float] = field(default_factory=list)
+    alu: list[float] = field(default_factory=list)
+    attention: float = 0.0  # prefill attention products at the device's attention rate
+    t0_count: float = 0.0  # how many per-token overheads this time includes
+    layer_count: float = 0.0  # how many per-layer overheads (layers × tokens or micro-batches)
+
+    def time(self, bw_scale: float = 1.0, alu_scale: float = 1.0, t0: float = 0.0, t_layer: float = 0.0) -> float:
+        return (sum(max(m / bw_scale, a / alu_scale) for m, a in zip(self.mem, self.alu, strict=True))
+                + self.attention / alu_scale + t0 * self.t0_count + t_layer * self.layer_count)
+
+    def sums(self) -> tuple[float, float]:
+        """(all memory time, all compute time): the model's own two times."""
+        return sum(self.mem), sum(self.alu)
+
+
+@dataclass
 class SpeedPrediction:
     decode_tps: float
     prefill_tps: float
@@ -99,6 +99,8 @@ class SpeedPrediction:
     prefill_bound: str  # "compute" | "memory bandwidth"
     calibrated: bool
     depth: int
+    decode_memory_s: float = 0.0  # the two times the label compares (summed over devices)
+    decode_compute_s: float = 0.0
 
     @property
     def label(self) -> str:
@@ -110,53 +112,33 @@ class SpeedPrediction:
         return data
 
 
-# ------------------------------------------------------------------------------------------ rates
-
-
-def default_rates(hw: Any, bandwidth: Any = None) -> Rates:
-    """Uncalibrated rates for a machine: `hw` a HardwareInfo, `bandwidth` a BandwidthResult (or None)."""
-    bw = float(getattr(bandwidth, "read_gbs", 0.0) or 0.0) or 20.0
-    gemm = float(getattr(bandwidth, "gemm_gflops", 0.0) or 0.0)
-    cores = (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) if hw is not None else 1
-    flops = CPU_PREFILL_OF_GEMM * gemm * 1e9 if gemm else CPU_FLOPS_PER_CORE * cores
-    decode_flops = flops * CPU_DECODE_OF_GEMM / CPU_PREFILL_OF_GEMM
-    cpu = DeviceRates("cpu", bw, ETA_CPU, T0_CPU, flops, decode_flops=decode_flops,
-                      source="measured bandwidth" if bandwidth is not None else "assumed 20 GB/s")
-    gpu = None
-    best = hw.best_gpu if hw is not None else None
-    if best is not None:
-        # bandwidth unknown (an unlisted AMD card, NVML refusing): a mid-range figure, said so
-        gbs = best.bandwidth_gbs or GPU_BANDWIDTH_GUESS.get(best.vendor, 300.0)
-        source = f"{best.name} spec" if best.bandwidth_gbs else f"{best.name}: bandwidth unknown, assumed {gbs:.0f} GB/s"
-        gpu_flops = GPU_FLOPS_PER_BYTE.get(best.vendor, 40.0) * gbs * 1e9
-        gpu = DeviceRates("gpu", gbs, ETA_GPU, T0_GPU, gpu_flops, source=source)
-    return Rates(cpu, gpu)
-
-
 # ------------------------------------------------------------------------------------------ bytes, FLOPs
 
 
-def _layer_params(info: GGUFInfo) -> list[float]:
-    """Weights multiplied per token in each repeating layer (routed experts scaled to the active ones)."""
-    params = [0.0] * info.n_layers
+def _layer_of(name: str) -> int | None:
+    return int(name.split(".")[1]) if name.startswith("blk.") else None
+
+
+def weight_groups(info: GGUFInfo, cfg: MemoryConfig, has_gpu: bool = True) -> dict[str, dict[str, Group]]:
+    """device → ggml type → Group: the weights a token reads and multiplies (norms and biases are read only)."""
+    on_gpu, output_on_gpu = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
     share = info.expert_used_count / info.expert_count if info.is_moe and info.expert_used_count else 1.0
+    out_name = "token_embd.weight" if info.tied_output else "output.weight"
+    groups: dict[str, dict[str, Group]] = {"cpu": {}, "gpu": {}}
     for t in info.tensors:
-        if not t.name.startswith("blk.") or len(t.shape) < 2:
-            continue  # norms and biases: negligible FLOPs
-        il = int(t.name.split(".")[1])
-        if il < info.n_layers:
-            params[il] += t.n_elements * (share if "_exps." in t.name else 1.0)
-    return params
-
-
-def _active_layer_bytes(info: GGUFInfo) -> list[float]:
-    share = info.expert_used_count / info.expert_count if info.is_moe and info.expert_used_count else 1.0
-    return [lb - eb + eb * share for lb, eb in zip(info.layer_bytes, info.expert_bytes, strict=True)]
-
-
-def _output_params(info: GGUFInfo) -> float:
-    name = "token_embd.weight" if info.tied_output else "output.weight"
-    return float(next((t.n_elements for t in info.tensors if t.name == name), info.n_vocab * info.n_embd))
+        il = _layer_of(t.name)
+        if il is not None and il < info.n_layers:
+            dev = "gpu" if on_gpu[il] else "cpu"
+        elif t.name == out_name:
+            dev = "gpu" if output_on_gpu else "cpu"
+        else:
+            continue  # the input embedding: a row lookup
+        f = share if "_exps." in t.name else 1.0
+        g = groups[dev].setdefault(t.ggml_type, Group())
+        g.bytes += t.n_bytes * f
+        g.elements += t.n_elements * f if len(t.shape) >= 2 else 0  # norms, biases: read, barely computed
+        g.bytes_all += t.n_bytes
+    return groups
 
 
 def _layer_cells(info: GGUFInfo, cfg: MemoryConfig) -> list[int]:
@@ -171,11 +153,10 @@ def _layer_cells(info: GGUFInfo, cfg: MemoryConfig) -> list[int]:
 
 def decode_traffic(info: GGUFInfo, cfg: MemoryConfig, depth: int, has_gpu: bool = True) -> Traffic:
     """Bytes read by one decode step with `depth` tokens already in the KV cache."""
-    on_gpu, output_on_gpu = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
+    on_gpu, _ = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
     traffic = Traffic()
-    for il, b in enumerate(_active_layer_bytes(info)):
-        traffic.weights["gpu" if on_gpu[il] else "cpu"] += b
-    traffic.weights["gpu" if output_on_gpu else "cpu"] += info.output_bytes
+    for dev, groups in weight_groups(info, cfg, has_gpu).items():
+        traffic.weights[dev] = sum(g.bytes for g in groups.values())
     cells = _layer_cells(info, cfg)
     for il in range(info.n_layers):
         k_el, v_el = info.kv_row_elements(il)
@@ -186,32 +167,100 @@ def decode_traffic(info: GGUFInfo, cfg: MemoryConfig, depth: int, has_gpu: bool 
     return traffic
 
 
+def _attention_weights(info: GGUFInfo, il: int, span: float) -> float:
+    """Weight-equivalents of attention for one token over `span` cached tokens: every query head takes a
+    dot product with each K row and weights each V row (GQA heads share rows but not the products)."""
+    heads = info.n_head[il] if info.n_head else 0
+    return heads * (info.head_dim_k + info.head_dim_v) * span
+
+
 def decode_flops(info: GGUFInfo, cfg: MemoryConfig, depth: int, has_gpu: bool = True) -> dict[str, float]:
-    """FLOPs of one decode step per device: 2 per multiplied weight (the output matrix included, since
-    every step computes logits) plus attention over the `depth` cached tokens."""
-    on_gpu, output_on_gpu = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
+    """FLOPs of one decode step per device: 2 per multiplied weight plus attention over `depth` tokens."""
+    on_gpu, _ = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
     cells = _layer_cells(info, cfg)
-    out = {"cpu": 0.0, "gpu": 0.0}
-    for il, p in enumerate(_layer_params(info)):
-        heads = info.n_head[il] if info.n_head else 0
-        attn = 2 * heads * (info.head_dim_k + info.head_dim_v) * min(depth, cells[il] or depth)
-        out["gpu" if on_gpu[il] else "cpu"] += 2 * p + attn
-    out["gpu" if output_on_gpu else "cpu"] += 2 * _output_params(info)
+    out = {dev: 2 * sum(g.elements for g in groups.values())
+           for dev, groups in weight_groups(info, cfg, has_gpu).items()}
+    for il in range(info.n_layers):
+        out["gpu" if on_gpu[il] else "cpu"] += 2 * _attention_weights(info, il, min(depth, cells[il] or depth))
     return out
 
 
 def prefill_flops(info: GGUFInfo, n_prompt: int, depth: int = 0) -> tuple[float, list[float]]:
     """(total FLOPs to process n_prompt tokens after `depth` cached ones, per-layer share of them)."""
-    per_layer = []
-    for il, p in enumerate(_layer_params(info)):
-        ctx = depth + n_prompt / 2  # mean attention span over the batch
-        if info.swa_layers[il] and info.sliding_window:
-            ctx = min(ctx, info.sliding_window)
-        heads = info.n_head[il] if info.n_head else 0
-        attn = 2 * heads * (info.head_dim_k + info.head_dim_v) * ctx
-        per_layer.append(n_prompt * (2 * p + attn))
-    total = sum(per_layer) + 2 * _output_params(info)  # logits for the last token only
-    return total, per_layer
+    layer_el = [0.0] * info.n_layers
+    share = info.expert_used_count / info.expert_count if info.is_moe and info.expert_used_count else 1.0
+    out_name = "token_embd.weight" if info.tied_output else "output.weight"
+    out_el = float(info.n_vocab * info.n_embd)
+    for t in info.tensors:
+        il = _layer_of(t.name)
+        if il is not None and il < info.n_layers and len(t.shape) >= 2:
+            layer_el[il] += t.n_elements * (share if "_exps." in t.name else 1.0)
+        elif t.name == out_name:
+            out_el = float(t.n_elements)
+    per_layer = [n_prompt * (2 * p + 2 * _attention_weights(info, il, _span(info, il, n_prompt, depth)))
+                 for il, p in enumerate(layer_el)]
+    return sum(per_layer) + 2 * out_el, per_layer  # logits for the last token only
+
+
+def _span(info: GGUFInfo, il: int, n_prompt: int, depth: int) -> float:
+    span = depth + n_prompt / 2  # mean attention span over the batch
+    if info.swa_layers[il] and info.sliding_window:
+        span = min(span, info.sliding_window)
+    return span
+
+
+# ------------------------------------------------------------------------------------------ time parts
+
+
+def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, n_prompt: int = 0
+               ) -> dict[str, Parts]:
+    """device → Parts of one decode step at `depth` (n_prompt 0) or of an n_prompt-token prefill."""
+    has_gpu = rates.gpu is not None
+    on_gpu, output_on_gpu = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
+    devices = {"cpu": rates.cpu} | ({"gpu": rates.gpu} if rates.gpu is not None else {})
+    groups = weight_groups(info, cfg, has_gpu)
+    cells = _layer_cells(info, cfg)
+    n_ub = -(-n_prompt // max(min(cfg.n_ubatch, cfg.n_batch), 1)) if n_prompt else 0
+    parts = {dev: Parts() for dev in devices}
+    out_name = "token_embd.weight" if info.tied_output else "output.weight"
+    out_t = next((t for t in info.tensors if t.name == out_name), None)
+    for dev, r in devices.items():
+        p = parts[dev]
+        bw = r.effective_bandwidth
+        # element-wise work around each matmul (norms, rope, activations, copies) grows with the width only:
+        # a narrow model's matmuls reach a smaller share of the kernels' rate
+        width = info.n_embd / (info.n_embd + PREFILL_WIDTH) if info.n_embd and dev == "cpu" else 1.0
+        for gtype, g in groups[dev].items():
+            if n_prompt:
+                out_el = out_t.n_elements if out_t is not None and out_t.ggml_type == gtype and \
+                    (output_on_gpu == (dev == "gpu")) else 0
+                rate = r.prefill_rate(gtype) * width
+                p.mem.append(n_ub * g.bytes_all / bw)
+                # the output matrix: logits for the last token only, a matrix-vector product
+                out_rate = r.decode_rate(gtype)
+                out_t_s = out_el / out_rate if out_rate else 2 * out_el / rate
+                p.alu.append(2 * (g.elements - out_el) * n_prompt / rate + out_t_s if rate else 0.0)
+            else:
+                rate = r.decode_rate(gtype)
+                p.mem.append(g.bytes / bw)
+                p.alu.append(g.elements / rate if rate else 0.0)
+        layers = [il for il in range(info.n_layers) if on_gpu[il] == (dev == "gpu")]
+        if n_prompt:
+            attn = sum(2 * n_prompt * _attention_weights(info, il, _span(info, il, n_prompt, depth)) for il in layers)
+            p.attention = attn / r.prefill_flops
+            p.t0_count, p.layer_count = n_ub, n_ub * len(layers)
+        else:
+            kv_bytes = kv_w = 0.0
+            for il in layers:
+                k_el, v_el = info.kv_row_elements(il)
+                span = min(depth, cells[il])
+                kv_bytes += (row_bytes(k_el, cfg.type_k) + row_bytes(v_el, cfg.type_v)) * span if k_el else 0
+                kv_w += _attention_weights(info, il, span)
+            rate = r.decode_rate(_KV_GGML.get(cfg.type_k, "F16"))
+            p.mem.append(kv_bytes / bw)
+            p.alu.append(kv_w / rate if rate else 0.0)
+            p.t0_count, p.layer_count = 1.0, len(layers)
+    return parts
 
 
 # ------------------------------------------------------------------------------------------ predictions
@@ -223,56 +272,45 @@ def predict(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None, depth
     cfg = cfg or MemoryConfig()
     has_gpu = rates.gpu is not None
     on_gpu, output_on_gpu = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
-    used = {"cpu": rates.cpu}
-    if has_gpu and (any(on_gpu) or output_on_gpu):
-        assert rates.gpu is not None
-        used["gpu"] = rates.gpu
-    mean_depth = depth + max(n_gen - 1, 0) / 2
-    traffic = decode_traffic(info, cfg, round(mean_depth), has_gpu)
-    step_flops = decode_flops(info, cfg, round(mean_depth), has_gpu)
-    stream = compute = 0.0
-    t0 = 0.0
-    for name, r in used.items():
-        if name == "cpu" and "gpu" in used and traffic.on("cpu") == 0:
-            continue  # everything on the GPU: the CPU only samples
-        t_mem = traffic.on(name) / r.effective_bandwidth
-        t_alu = step_flops[name] / r.decode_flops if r.decode_flops else 0.0
-        stream += max(t_mem, t_alu)
-        compute += t_alu if t_alu > t_mem else 0.0
-        t0 = max(t0, r.t0_s)
-    s_per_token = stream + t0
+    gpu_used = has_gpu and (any(on_gpu) or output_on_gpu)
+    mean_depth = round(depth + max(n_gen - 1, 0) / 2)
+    traffic = decode_traffic(info, cfg, mean_depth, has_gpu)
+    dparts = cost_parts(info, rates, cfg, depth=mean_depth)
+    used = ["cpu"] + (["gpu"] if gpu_used else [])
+    if gpu_used and traffic.on("cpu") == 0:
+        used = ["gpu"]  # everything on the GPU: the CPU only samples
+    devices: dict[str, DeviceRates] = {"cpu": rates.cpu} | ({"gpu": rates.gpu} if rates.gpu is not None else {})
+    overhead = max(devices[d].t0_s for d in used) + sum(devices[d].t_layer_s * dparts[d].layer_count for d in used)
+    stream = overhead
+    t_mem = t_alu = 0.0
+    for d in used:
+        stream += dparts[d].time()
+        m, a = dparts[d].sums()
+        t_mem, t_alu = t_mem + m, t_alu + a
 
-    # prefill: compute per device, never faster than streaming that device's weights once per micro-batch
-    total_flops, per_layer = prefill_flops(info, n_prompt, depth)
-    out_flops = total_flops - sum(per_layer)
-    flops = {"cpu": 0.0, "gpu": 0.0}
-    for il, f in enumerate(per_layer):
-        flops["gpu" if on_gpu[il] else "cpu"] += f
-    flops["gpu" if output_on_gpu else "cpu"] += out_flops
-    n_ubatches = -(-n_prompt // max(min(cfg.n_ubatch, cfg.n_batch), 1))
-    compute_t = read_t = 0.0
-    if "gpu" in used and n_prompt >= 32:  # op offload: the GPU computes everything
-        compute_t = (flops["cpu"] + flops["gpu"]) / used["gpu"].prefill_flops
-        read_t = n_ubatches * (traffic.weights["cpu"] / (PCIE_GBS * 1e9)
-                               + traffic.weights["gpu"] / used["gpu"].effective_bandwidth)
+    total_flops, _ = prefill_flops(info, n_prompt, depth)
+    pparts = cost_parts(info, rates, cfg, depth=depth, n_prompt=n_prompt)
+    if gpu_used and n_prompt >= 32 and rates.gpu is not None:  # op offload: the GPU computes everything
+        g = rates.gpu
+        compute_t = total_flops / g.prefill_flops
+        read_t = sum(pparts["cpu"].mem) * rates.cpu.effective_bandwidth / (PCIE_GBS * 1e9) + sum(pparts["gpu"].mem)
+        prefill_t = max(compute_t, read_t) + g.t0_s * pparts["gpu"].t0_count
     else:
-        for name, r in used.items():
-            compute_t += flops[name] / r.prefill_flops
-            read_t += n_ubatches * traffic.weights[name] / r.effective_bandwidth
-    prefill_t = max(compute_t, read_t)
-    calibrated = all(r.calibrated for r in used.values())
+        compute_t = sum(sum(pparts[d].alu) + pparts[d].attention for d in used)
+        read_t = sum(sum(pparts[d].mem) for d in used)
+        prefill_t = sum(pparts[d].time(t0=devices[d].t0_s, t_layer=devices[d].t_layer_s) for d in used)
+    calibrated = all(devices[d].calibrated for d in used)
     return SpeedPrediction(
-        decode_tps=1.0 / s_per_token,
+        decode_tps=1.0 / stream,
         prefill_tps=n_prompt / prefill_t if prefill_t > 0 else float("inf"),
-        decode_s_per_token=s_per_token,
+        decode_s_per_token=stream,
         bytes_per_token=traffic.total,
         bytes_per_token_by_device={k: traffic.on(k) for k in ("cpu", "gpu")},
-        prefill_flops_per_token=total_flops / n_prompt,
-        decode_bound=("per-token overhead" if t0 > stream else
-                      "compute" if compute > stream / 2 else "memory bandwidth"),
+        prefill_flops_per_token=total_flops / n_prompt if n_prompt else 0.0,
+        decode_bound=("per-token overhead" if overhead > max(t_mem, t_alu) else
+                      "compute" if t_alu > t_mem else "memory bandwidth"),
         prefill_bound="compute" if compute_t >= read_t else "memory bandwidth",  # PCIe counts as bandwidth
-        calibrated=calibrated,
-        depth=depth,
+        calibrated=calibrated, depth=depth, decode_memory_s=t_mem, decode_compute_s=t_alu,
     )
 
 

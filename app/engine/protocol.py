@@ -1,8 +1,8 @@
 """Typed messages between the app and the engine process, sent as JSON lines.
 
 Commands go to the engine (load, generate, cancel, unload, bench, stats, shutdown); events come back
-(loaded, token, done, error, stats, bench_result, progress). Every message is a dataclass with a `type`
-tag; `encode`/`decode` turn them into one line of JSON. JSON (not pickle) keeps the stream inspectable
+(loaded, token, prefilled, done, error, stats, bench_result, progress). Every message is a dataclass with a
+`type` tag; `encode`/`decode` turn them into one line of JSON. JSON (not pickle) keeps the stream inspectable
 and safe to parse even if the other side is broken.
 """
 
@@ -34,6 +34,7 @@ class LoadConfig:
     use_mmap: bool = True
     draft_model: str | None = None  # a small model with the same vocabulary for speculative decoding
     draft_max: int = 8  # most tokens it drafts per step
+    warmup: bool = True  # a short uncounted decode after loading, so the first reply is not measured cold
 
 
 @dataclass
@@ -160,6 +161,9 @@ class Loaded:
     n_threads_batch: int
     rss_bytes: int
     metadata: dict[str, str] = field(default_factory=dict)
+    # a short uncounted decode right after loading (pages the weights in, starts llama.cpp's threads), so the
+    # first reply is not measured cold; 0: none ran
+    warmup_ms: float = 0.0
 
 
 @dataclass
@@ -170,6 +174,25 @@ class Token:
     index: int
     t: float  # engine's monotonic time of this token (seconds)
     reasoning: str = ""  # thinking text in this piece (text is then the answer part, often "")
+
+
+@dataclass
+class Prefilled:
+    """Sent with a reply's first token: the prefill phase is over, so its numbers are final already."""
+
+    type: ClassVar[str] = "prefilled"
+    request_id: str
+    prompt_tokens: int
+    prefill_tokens: int  # evaluated now; the rest were reused from the KV cache
+    prefill_ms: float  # llama.cpp's compute time for them
+    ttft_ms: float  # wall clock, request received -> first token
+    kv_cells_used: int
+    kv_bytes_used: int
+    kv_bytes_per_cell: float  # what each further token adds (full-attention caches; 0: unknown)
+
+    @property
+    def prefill_tps(self) -> float:
+        return 1000.0 * self.prefill_tokens / self.prefill_ms if self.prefill_ms > 0 else 0.0
 
 
 @dataclass
@@ -215,12 +238,12 @@ class BenchResult:
 
 
 Command = Load | Generate | Cancel | Unload | GetStats | Bench | Shutdown
-Event = Ready | Progress | Loaded | Token | Done | Error | Stats | BenchResult
+Event = Ready | Progress | Loaded | Token | Prefilled | Done | Error | Stats | BenchResult
 
 _TYPES: dict[str, type] = {
     cls.type: cls  # type: ignore[attr-defined]
     for cls in (Load, Generate, Cancel, Unload, GetStats, Bench, Shutdown,
-                Ready, Progress, Loaded, Token, Done, Error, Stats, BenchResult)
+                Ready, Progress, Loaded, Token, Prefilled, Done, Error, Stats, BenchResult)
 }
 _NESTED: dict[tuple[str, str], type] = {("load", "config"): LoadConfig, ("generate", "sampling"): Sampling}
 

@@ -28,6 +28,7 @@ from app.engine import protocol as P
 from app.engine.context_overflow import context_limit, fit_prompt
 from app.engine.decoding import plain_tokens
 from app.engine.draft_model import DraftModelLookup, open_draft
+from app.engine.live import prefilled_event, warm_up
 from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 from app.engine.speculative import PromptLookup
 
@@ -90,7 +91,7 @@ class TokenOut:
             self.sent_at = time.monotonic() if now is None else now
 
 
-import llama_cpp  # noqa: E402  (after the helpers above; the only llama_cpp import in the app)
+import llama_cpp
 
 from app.engine.backends import cpu_backend, load_backends  # noqa: E402
 
@@ -157,7 +158,7 @@ class _Perf:
 
 
 class Engine:
-    def __init__(self, inbox: "queue.Queue[Any]") -> None:
+    def __init__(self, inbox: queue.Queue[Any]) -> None:
         self.inbox = inbox
         self.pending: deque[Any] = deque()
         self.log = LogCapture()
@@ -300,6 +301,8 @@ class Engine:
                 self.unload()
                 send(P.Error(None, "load_failed", problem))
                 return
+        if cfg.warmup:
+            self.loaded.warmup_ms = warm_up(llm)
         send(P.Progress("loading", 1.0))
         send(self.loaded)
 
@@ -492,6 +495,7 @@ class Engine:
                 if perf_first is None:
                     perf_first = self._perf()
                     metrics.ttft_ms = (now - t_request) * 1000.0
+                    send(prefilled_event(self, req.request_id, len(tokens), perf0, perf_first, metrics.ttft_ms))
                 if llama_cpp.llama_vocab_is_eog(vocab, token) and not s.ignore_eos:
                     finish = "stop"
                     break
@@ -669,12 +673,12 @@ def _check_gguf_header(path: str) -> tuple[str | None, Any]:
 def _explain_load_failure(log_lines: list[str], exc: Exception, cancelled: bool) -> str:
     if cancelled:
         return "Loading was cancelled."
-    errors = [ln.strip() for ln in log_lines if re.search(r"error|failed|invalid|corrupt|truncat", ln, re.I)]
+    errors = [ln.strip() for ln in log_lines if re.search(r"error|failed|invalid|corrupt|truncat", ln, re.IGNORECASE)]
     detail = "; ".join(errors[-3:]) if errors else str(exc)
     return f"llama.cpp could not load this model: {detail}"
 
 
-def _stdin_reader(inbox: "queue.Queue[Any]") -> None:
+def _stdin_reader(inbox: queue.Queue[Any]) -> None:
     for raw in sys.stdin.buffer:
         try:
             inbox.put(P.decode(raw))

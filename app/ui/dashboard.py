@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from app.core.metrics import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
-from app.ui import roofline_model, theme
+from app.ui import dashboard_live, roofline_model, theme
 from app.ui.engine_qt import EngineQt
 
 PLOT_HEIGHT = 150
@@ -158,6 +158,7 @@ class Dashboard(QWidget):
         self.calibrated_peak: float | None = None
         self.n_ubatch = 512
         self._live_times: list[float] = []
+        self._prefilled: P.Prefilled | None = None  # this reply's prefill, known from its first token
         self._reply_started: float | None = None
         self._itl_drawn_at = 0.0
         self._itl_gaps: list[float] = []
@@ -292,6 +293,7 @@ class Dashboard(QWidget):
         self._poll.start()
         engine.stats.connect(self.on_stats)
         engine.loaded.connect(self.set_loaded)
+        engine.prefilled.connect(self.on_prefilled)
         self.restyle()
         self.poll()
         self._update_roofline()
@@ -324,6 +326,7 @@ class Dashboard(QWidget):
         self.history.append(m)
         self._live_timer.stop()
         self._live_times = []
+        self._prefilled = None
         self._show_message(m)
         self._update_kv(None)
         self._stage = 0
@@ -345,10 +348,25 @@ class Dashboard(QWidget):
         self._reply_started = time.monotonic()
         self._live_timer.stop()
         self._live_times = []
+        self._prefilled = None
         self._set_itl([])
         for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
             card.set("…", "waiting for token 1")
-        self.card_kv.detail.setText("updated at the end")
+        self.card_kv.detail.setText("grows from token 1")
+
+    def on_prefilled(self, ev: P.Prefilled) -> None:
+        """The prefill phase ended (first token): its cards are final now, the KV cache starts growing."""
+        self._prefilled = ev
+        (pv, pd), (tv, td) = dashboard_live.prefill_texts(ev)
+        self.card_prefill.set(pv, pd)
+        self.card_prompt.set(tv, td)
+        self._show_live_kv()
+
+    def _show_live_kv(self) -> None:
+        if self._prefilled is None or self.loaded is None:
+            return
+        kv = dashboard_live.live_kv(self._prefilled, len(self._live_times), self.loaded)
+        dashboard_live.show_kv(kv, self.loaded, self.card_kv, self.kv_bar, self.kv_label)
 
     def on_tokens(self, times: list[float]) -> None:
         """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
@@ -365,8 +383,6 @@ class Dashboard(QWidget):
         if first and t and self._reply_started is not None:
             # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.
             self.card_ttft.set(f"{1000 * (t[0] - self._reply_started):.0f} ms", "live; final at the end")
-            for card in (self.card_prefill, self.card_prompt):
-                card.set("…", "counted at the end")
         gaps = [1000.0 * (b - a) for a, b in itertools.pairwise(t)]
         now = time.monotonic()
         if first or now - self._itl_drawn_at >= self.engine.pacing.histogram_ms / 1000.0:
@@ -374,6 +390,7 @@ class Dashboard(QWidget):
             self._set_itl(gaps)
         elif len(gaps) != len(self._itl_gaps) and not self._live_timer.isActive():
             self._live_timer.start()  # come back for the histogram, even if no more tokens arrive
+        self._show_live_kv()
         if len(t) >= 2 and t[-1] > t[0]:
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
@@ -485,23 +502,7 @@ class Dashboard(QWidget):
             f"{fmt_bytes(bytes_used)} used of {fmt_bytes(bytes_alloc)} allocated "
             f"({loaded.type_k}/{loaded.type_v}) · headroom {headroom} tokens of {n_ctx}")
         self.card_kv.set(f"{cells_used} tok", f"{headroom} tokens free")
-        self.swa_label.setText(self._swa_note(loaded))
-
-    @staticmethod
-    def _swa_note(loaded: P.Loaded) -> str:
-        window = None
-        for key, value in loaded.metadata.items():
-            if key.endswith("attention.sliding_window"):
-                try:
-                    window = int(value)
-                except ValueError:
-                    pass
-        if not window:
-            return ""
-        kind = "full-size cache (every layer keeps all n_ctx cells)" if loaded.swa_full else \
-            "sliding layers keep only the window"
-        return (f"Sliding-window attention: most layers only look back {window} tokens; "
-                f"{kind}.")
+        self.swa_label.setText(dashboard_live.swa_note(loaded))
 
     def poll(self) -> None:
         """1 Hz: system RAM (psutil), engine RSS (psutil on its pid), VRAM (NVML), KV stats (engine)."""

@@ -44,6 +44,7 @@ class EngineQt(QObject):
     loaded = Signal(object)  # P.Loaded
     tokens = Signal(str, str, list)  # request_id, text of the batch, engine timestamps `t` of its tokens
     done = Signal(object)  # P.Done
+    prefilled = Signal(object)  # P.Prefilled: a reply's prefill numbers, at its first token
     error = Signal(object)  # P.Error
     stats = Signal(object)  # P.Stats
     bench_result = Signal(object)  # P.BenchResult
@@ -274,6 +275,8 @@ class EngineQt(QObject):
             if event.request_id == self._active_request:
                 self._finish_request()
             self.done.emit(event)
+        elif isinstance(event, P.Prefilled):
+            self.prefilled.emit(event)
         elif isinstance(event, P.Stats):
             self._stats_sent_at = None
             self.stats.emit(event)

@@ -37,7 +37,7 @@ from app.core.metrics import PhaseMetrics, fmt_bytes
 from app.core.store_recovery import OpenedStore, open_chat_store
 from app.engine import protocol as P
 from app.ui import engine_qt as E
-from app.ui import theme
+from app.ui import model_tips, theme
 from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
 from app.ui.chat_session import ChatSession
@@ -326,6 +326,7 @@ class MainWindow(QMainWindow):
             self.model_combo.setItemData(self.model_combo.count() - 1, tooltip_html(key), Qt.ItemDataRole.ToolTipRole)
         self.model_combo.addItem("Open GGUF file…", OPEN_FILE)
         self.model_combo.addItem("Connect to a server…", CONNECT_REMOTE)
+        model_tips.annotate(self.model_combo)  # tooltips: the recommended quant/context and why
 
     def _model_chosen(self, index: int) -> None:
         data = self.model_combo.itemData(index)
@@ -632,7 +633,7 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> None:
         from app.ui.settings_dialog import SettingsDialog
 
-        dlg = SettingsDialog(self.settings, self)
+        dlg = SettingsDialog(self.settings, self, model_path=self.session.model_path)
         if dlg.exec():
             old = self.load_config(Path(self.session.model_path)) if self.session.model_path else None
             self.settings = dlg.result_settings()

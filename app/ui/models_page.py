@@ -22,17 +22,14 @@ from PySide6.QtCore import (
     QModelIndex,
     QObject,
     QPersistentModelIndex,
-    QRect,
     QRunnable,
-    QSize,
     Qt,
     QThreadPool,
     Signal,
 )
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter
+from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QApplication,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -46,10 +43,6 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
-    QStyle,
-    QStyledItemDelegate,
-    QStyleOptionProgressBar,
-    QStyleOptionViewItem,
     QTableView,
     QTabWidget,
     QVBoxLayout,
@@ -59,27 +52,11 @@ from PySide6.QtWidgets import (
 from app.core import downloads, hub, library, paths
 from app.core.metrics import fmt_bytes
 from app.core.remote_gguf import VariantAssessment
+from app.ui import library_columns
+from app.ui.table_cells import BadgeDelegate, ProgressDelegate, fmt_params, fmt_rate
 
 _Index = QModelIndex | QPersistentModelIndex
 _ROOT = QModelIndex()
-
-BADGE_COLORS = {"full GPU": "#188038", "partial": "#e37400", "CPU": "#1a73e8", "won't fit": "#c5221f",
-                "unknown": "#80868b"}
-
-
-def fmt_rate(x: float) -> str:
-    """Tokens/s with sensible precision: 1,234 · 45.6 · 3.21 · 0.42."""
-    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
-
-
-def fmt_params(n: int) -> str:
-    if not n:
-        return "?"
-    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
-
-
-# ---------------------------------------------------------------- background work
-
 
 class _TaskSignals(QObject):
     done = Signal(object, object)  # (token, result)
@@ -136,14 +113,22 @@ class _Table(QAbstractTableModel):
 
 
 class LibraryModel(_Table):
-    HEADERS: ClassVar[list[str]] = ["Name", "Arch", "Params", "Quant", "Size", "Context", "Chat template", "Source", "Last used",
-               "Location / problem"]
+    HEADERS: ClassVar[list[str]] = ["Name", "Arch", "Params", "Quant", "Size", *library_columns.HEADERS, "Context",
+                                    "Chat template", "Source", "Last used", "Location / problem"]
+    FIT = range(5, 5 + len(library_columns.HEADERS))  # the columns of this machine's verdict and speeds
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.fits: dict[str, Any] = {}  # path -> app.core.library_fit.LibraryFit
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         m: library.LocalModel | None = self.row(index)
         if m is None:
             return None
         col = index.column()
+        if col in self.FIT:
+            return library_columns.data(self.fits.get(str(m.path)), col - self.FIT.start, role)
+        col -= len(self.FIT) if col >= self.FIT.stop else 0
         if role == Qt.ItemDataRole.DisplayRole:
             if m.broken and col == 1:
                 return "BROKEN"
@@ -277,50 +262,6 @@ class DownloadsModel(_Table):
         if role == Qt.ItemDataRole.ToolTipRole:
             return p.message or str(job.task.dest)
         return None
-
-
-class ProgressDelegate(QStyledItemDelegate):
-    """Draws the progress column as a progress bar."""
-
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
-        fraction = index.data(Qt.ItemDataRole.UserRole)
-        if fraction is None:
-            return super().paint(painter, option, index)
-        bar = QStyleOptionProgressBar()
-        bar.rect = option.rect.adjusted(2, 3, -2, -3)  # type: ignore[attr-defined]
-        bar.minimum, bar.maximum = 0, 1000
-        bar.progress = int(float(fraction) * 1000)
-        bar.text = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
-        bar.textVisible = True
-        QApplication.style().drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter)
-
-
-class BadgeDelegate(QStyledItemDelegate):
-    """Draws the verdict as a coloured pill."""
-
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
-        verdict = index.data(Qt.ItemDataRole.UserRole)
-        text = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
-        if verdict is None or not text:
-            return super().paint(painter, option, index)
-        if option.state & QStyle.StateFlag.State_Selected:  # type: ignore[attr-defined]
-            painter.fillRect(option.rect, option.palette.highlight())  # type: ignore[attr-defined]
-        painter.save()
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        fm = option.fontMetrics  # type: ignore[attr-defined]
-        w = fm.horizontalAdvance(text) + 16
-        r: QRect = option.rect  # type: ignore[attr-defined]
-        pill = QRect(r.left() + 4, r.top() + 3, min(w, r.width() - 8), r.height() - 6)
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(QColor(BADGE_COLORS.get(str(verdict), BADGE_COLORS["unknown"])))
-        painter.drawRoundedRect(pill, pill.height() / 2, pill.height() / 2)
-        painter.setPen(QColor("white"))
-        painter.drawText(pill, int(Qt.AlignmentFlag.AlignCenter), text)
-        painter.restore()
-
-    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
-        s = super().sizeHint(option, index)
-        return QSize(s.width() + 20, s.height())
 
 
 def _table(model: QAbstractTableModel) -> QTableView:
@@ -619,6 +560,7 @@ class ModelsPage(QWidget):
         self._busy -= 1
         kind = token[0] if isinstance(token, tuple) else token
         if kind == "library":
+            result, self.library_model.fits = result  # models, and what each means on this machine
             self.library_model.set_rows(result)
             self._update_library_buttons()
             broken = sum(1 for m in result if m.broken)
@@ -675,7 +617,7 @@ class ModelsPage(QWidget):
 
     # -------------------------------------------------------------- library actions
     def refresh_library(self) -> None:
-        self.run_task(library.list_models, "library")
+        self.run_task(library_columns.list_with_fit, "library")
 
     def selected_local(self) -> library.LocalModel | None:
         rows = self.library_view.selectionModel().selectedRows()

@@ -1,5 +1,6 @@
 """Settings dialog: models directory, threads, context, GPU layers, KV cache type, flash attention,
-batch sizes, default sampling. Returns a new Settings; the caller saves it and reloads the model if
+batch sizes, default sampling. Under the context and GPU-layers fields: what the choice costs in memory for
+the current model and the largest that fits (`settings_memory`). Returns a new Settings; the caller saves it and reloads the model if
 engine settings changed."""
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from PySide6.QtWidgets import (
 from app.core import paths
 from app.core.settings import Settings
 from app.ui.sampling_panel import SamplingPanel
+from app.ui.settings_memory import MemoryAdvisor
 
 AUTO = -2  # spin-box value that means "auto"/"default"
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, settings: Settings, parent: QWidget | None = None):
+    def __init__(self, settings: Settings, parent: QWidget | None = None, model_path: str | None = None):
         super().__init__(parent)
         self.setWindowTitle("Roofline settings")
         self._base = settings
@@ -53,12 +55,16 @@ class SettingsDialog(QDialog):
         self.n_ctx.setValue(settings.n_ctx)
         self.n_ctx.setToolTip("Tokens the KV cache can hold; memory grows linearly with it")
         form.addRow("Context size", self.n_ctx)
+        self.ctx_cost = QLabel("")  # what this context costs for the current model, and the most that fits
+        form.addRow("", self.ctx_cost)
         self.gpu_layers = QSpinBox()
         self.gpu_layers.setRange(AUTO, 1000)
         self.gpu_layers.setSpecialValueText("auto (all, if the build can offload)")
         self.gpu_layers.setValue(AUTO if settings.n_gpu_layers is None else settings.n_gpu_layers)
         self.gpu_layers.setToolTip("-1: all layers; 0: CPU only")
         form.addRow("GPU layers", self.gpu_layers)
+        self.gpu_cost = QLabel("")
+        form.addRow("", self.gpu_cost)
         self.kv_type = QComboBox()
         for value, label in (("f16", "f16 (exact)"), ("q8_0", "q8_0 (about half the memory)"),
                              ("q4_0", "q4_0 (about a quarter; some quality loss)")):
@@ -94,6 +100,21 @@ class SettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
         self._result: Settings | None = None
+        self.advisor = MemoryAdvisor.for_model(model_path)
+        for spin in (self.n_ctx, self.gpu_layers):
+            spin.valueChanged.connect(self._show_costs)
+        self.kv_type.currentIndexChanged.connect(self._show_costs)
+        self._show_costs()
+
+    def _show_costs(self) -> None:
+        if self.advisor is None:
+            self.ctx_cost.setText("")
+            self.gpu_cost.setText("")
+            return
+        ngl = None if self.gpu_layers.value() == AUTO else self.gpu_layers.value()
+        args = (self.n_ctx.value(), self.kv_type.currentData(), ngl)
+        self.ctx_cost.setText(self.advisor.context_text(*args))
+        self.gpu_cost.setText(self.advisor.gpu_text(*args))
 
     def _browse(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text() or

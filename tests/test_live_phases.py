@@ -1,0 +1,87 @@
+"""Live where the dashboard says live: the engine reports prefill at the first token (same numbers as the
+reply's final metrics), the window shows them then and grows the KV card with the streamed tokens; a load
+warms the engine up without leaving anything in the cache or the counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.engine import protocol as P
+
+
+def _loaded(**kw: Any) -> P.Loaded:
+    base: dict[str, Any] = {
+        "model_path": "/m/x-Q4_K_M.gguf", "load_ms": 500.0, "n_ctx": 4096, "n_ctx_train": 32768,
+        "n_vocab": 262144, "n_params": 268_000_000, "model_size": 250_000_000, "architecture": "gemma3",
+        "model_desc": "gemma3 270M", "chat_template_name": "gemma", "chat_template_source": "architecture",
+        "n_gpu_layers": 0, "type_k": "f16", "type_v": "f16", "flash_attn": None, "swa_full": True,
+        "buffers_mib": {}, "kv_bytes_allocated": 72 << 20, "kv_cells_allocated": 4096, "n_threads": 2,
+        "n_threads_batch": 2, "rss_bytes": 400 << 20, "metadata": {}}
+    base.update(kw)
+    return P.Loaded(**base)
+
+
+def test_prefilled_round_trips_and_the_live_kv_arithmetic() -> None:
+    from app.ui.dashboard_live import kv_texts, live_kv, prefill_texts
+
+    ev = P.Prefilled("r1", prompt_tokens=120, prefill_tokens=40, prefill_ms=80.0, ttft_ms=95.0, kv_cells_used=120,
+                     kv_bytes_used=120 * 18432, kv_bytes_per_cell=18432.0)
+    assert P.decode(P.encode(ev)) == ev and ev.prefill_tps == pytest.approx(500.0)
+    (pv, pd), (tv, td) = prefill_texts(ev)
+    assert (pv, pd, tv, td) == ("500 tok/s", "40 tok in 80 ms", "120", "40 new · 80 reused")
+    loaded = _loaded()
+    assert live_kv(ev, 1, loaded).cells_used == 120  # the first token came out of the prefill
+    kv = live_kv(ev, 11, loaded)  # ten decode steps each stored their predecessor
+    assert (kv.cells_used, kv.bytes_used, kv.headroom) == (130, 130 * 18432, 4096 - 130)
+    assert live_kv(ev, 10_000, loaded).cells_used == 4096  # never past what is allocated
+    assert kv_texts(kv, "f16", "f16")[0] == "130 tok"
+    nothing_new = P.Prefilled("r2", 50, 0, 0.0, 10.0, 50, 0, 0.0)
+    assert prefill_texts(nothing_new)[0] == ("—", "nothing new to evaluate")
+
+
+@pytest.mark.gui
+def test_dashboard_shows_prefill_at_the_first_token_and_grows_the_kv_card(qtbot: Any) -> None:
+    from app.ui.dashboard import Dashboard
+    from app.ui.engine_qt import EngineQt
+
+    engine = EngineQt()
+    dash = Dashboard(engine)
+    qtbot.addWidget(dash)
+    dash.set_loaded(_loaded())
+    dash.start_reply()
+    assert dash.card_prefill.value.text() == "…"
+    engine.prefilled.emit(P.Prefilled("r", 120, 40, 80.0, 95.0, 120, 120 * 18432, 18432.0))
+    assert dash.card_prefill.value.text() == "500 tok/s" and dash.card_prompt.detail.text() == "40 new · 80 reused"
+    dash.on_tokens([0.0])  # the first token: the live refresh must not wipe the prefill numbers
+    assert dash.card_prefill.value.text() == "500 tok/s" and dash.card_kv.value.text() == "120 tok"
+    dash.on_tokens([0.02, 0.04, 0.06])
+    qtbot.waitUntil(lambda: dash.card_kv.value.text() == "123 tok", timeout=2000)
+    assert dash.kv_bar.value() == 123 and "growing live" in dash.kv_label.text()
+
+
+@pytest.mark.model
+def test_engine_sends_prefill_at_the_first_token_and_warms_up(default_model: Path) -> None:
+    from app.engine.client import EngineClient
+
+    with EngineClient() as engine:
+        loaded = engine.load(P.LoadConfig(model_path=str(default_model), n_ctx=512, n_threads=2))
+        assert loaded.warmup_ms > 0
+        assert engine.stats().kv_cells_used == 0  # the warm-up left nothing in the cache
+        req = P.Generate(request_id="g", prompt="The capital of France is",
+                         sampling=P.Sampling(temperature=0.0, max_tokens=6, ignore_eos=True))
+        events = list(engine.generate(req, timeout=300))
+        kinds = [type(e).__name__ for e in events]
+        assert kinds.index("Prefilled") < kinds.index("Token")  # before the first token reaches the window
+        pre = next(e for e in events if isinstance(e, P.Prefilled))
+        m = events[-1].metrics
+        assert m["reused_tokens"] == 0  # the warm-up's tokens are not mistaken for a cached prefix
+        assert m["prefill_tokens"] == m["prompt_tokens"]  # nor counted in the first reply's prefill
+        assert (pre.prompt_tokens, pre.prefill_tokens) == (m["prompt_tokens"], m["prefill_tokens"])
+        assert pre.prefill_ms == pytest.approx(m["prefill_ms"]) and pre.ttft_ms == pytest.approx(m["ttft_ms"])
+        assert pre.kv_cells_used == m["prompt_tokens"]
+        assert pre.kv_bytes_per_cell == loaded.kv_bytes_allocated / loaded.kv_cells_allocated
+        cold = engine.load(P.LoadConfig(model_path=str(default_model), n_ctx=512, n_threads=2, warmup=False))
+        assert cold.warmup_ms == 0.0

@@ -1,0 +1,129 @@
+"""The model zoo: sparse GGUFs with real shapes load in llama.cpp with the intended shapes, take almost no
+disk, carry llama.cpp-style quantization mixes, and their memory estimates match llama.cpp's own buffers."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from app.core.gguf_info import inspect_gguf
+from app.core.memory import MemoryConfig, estimate_memory
+from app.core.zoo import QUANTS, ZOO, ZooSpec, quants_for, tensor_type, write_zoo_model, zoo_path
+
+MiB = 1 << 20
+
+
+def test_every_zoo_model_has_its_published_shape(tmp_path: Path) -> None:
+    for spec in ZOO.values():
+        path = write_zoo_model(spec, "Q4_K_M", tmp_path)
+        info = inspect_gguf(path)
+        assert info.architecture == spec.arch and info.n_layers == spec.n_layers
+        assert set(info.n_head) == {spec.n_head} and set(info.n_head_kv) == {spec.n_head_kv}
+        assert info.head_dim_k == spec.head_dim and info.n_vocab == spec.n_vocab and info.n_embd == spec.n_embd
+        assert info.tied_output == spec.tied and info.expert_count == spec.n_expert
+        assert info.expert_used_count == spec.n_expert_used and info.file_type == "Q4_K_M"
+        # the parameter count the model card gives, from the tensor shapes alone
+        assert info.n_params / 1e9 == pytest.approx(spec.params_b, rel=0.02), spec.key
+        # sparse: gigabytes long, a few MB on disk
+        st = path.stat()
+        assert st.st_size == info.data_offset + info.tensor_bytes
+        assert st.st_blocks * 512 < 16 * MiB, spec.key
+        path.unlink()
+
+
+def test_quantization_mixes_follow_llama_cpp() -> None:
+    # Q4_K_M: the output (or a tied embedding) is Q6_K, attn_v/ffn_down get Q6_K in the first and last
+    # eighth and every third layer between, the rest Q4_K
+    assert tensor_type("Q4_K_M", "token_embd.weight", 2048, 16, tied=True) == "Q6_K"
+    assert tensor_type("Q4_K_M", "token_embd.weight", 4096, 32, tied=False) == "Q4_K"
+    assert tensor_type("Q4_K_M", "output.weight", 4096, 32, tied=False) == "Q6_K"
+    more = [il for il in range(16) if tensor_type("Q4_K_M", f"blk.{il}.attn_v.weight", 2048, 16, False) == "Q6_K"]
+    assert more == [0, 1, 4, 7, 10, 13, 14, 15]
+    assert tensor_type("Q4_K_M", "blk.3.attn_q.weight", 2048, 16, False) == "Q4_K"
+    # rows that are not a multiple of 256 fall back as llama.cpp does (Qwen2.5-0.5B's 896-wide rows)
+    assert tensor_type("Q4_K_M", "blk.3.attn_q.weight", 896, 24, False) == "Q5_0"
+    assert tensor_type("Q4_K_M", "token_embd.weight", 896, 24, tied=True) == "Q8_0"
+    assert tensor_type("Q4_0", "output.weight", 4096, 32, False) == "Q6_K"
+    assert tensor_type("Q8_0", "output.weight", 4096, 32, False) == "Q8_0"
+    assert tensor_type("Q8_0", "blk.0.ffn_gate_inp.weight", 2048, 16, False) == "F32"  # MoE router
+    assert tensor_type("F16", "blk.0.attn_norm.weight", 2048, 16, False) == "F32"
+    assert quants_for(ZOO["llama-3.2-1b"]) == QUANTS and "F16" not in quants_for(ZOO["llama-3.1-8b"])
+    with pytest.raises(ValueError):
+        write_zoo_model("llama-3.2-1b", "Q3_K_S", "/nonexistent")
+
+
+def test_file_size_tracks_the_quantization(tmp_path: Path) -> None:
+    sizes = {q: zoo_path("llama-3.2-1b", q, tmp_path).stat().st_size for q in QUANTS}
+    assert sizes["Q4_0"] < sizes["Q4_K_M"] < sizes["Q6_K"] < sizes["Q8_0"] < sizes["F16"]
+    assert sizes["F16"] / 1e9 == pytest.approx(1.24 * 2, rel=0.03)
+    assert zoo_path("llama-3.2-1b", "Q8_0", tmp_path).stat().st_mtime > 0  # written once, then reused
+
+
+# Loaded by llama.cpp in these tests: the small zoo models, and the two unusual architectures cut to a few
+# layers (llama.cpp maps and pre-faults the whole file, so a 7 GB MoE would cost 7 GB of page cache here).
+# Every full-size zoo file was loaded the same way by hand, see docs/estimates.md.
+LOADED = [("qwen2.5-0.5b", "Q4_K_M", 0), ("llama-3.2-1b", "Q4_0", 0), ("gemma-2-2b", "Q4_0", 4),
+          ("olmoe-1b-7b", "Q8_0", 2)]
+
+
+@pytest.fixture(scope="module")
+def loaded_zoo(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[ZooSpec, Path]]:
+    d = tmp_path_factory.mktemp("zoo")
+    out = []
+    for key, quant, layers in LOADED:
+        spec = dataclasses.replace(ZOO[key], n_layers=layers) if layers else ZOO[key]
+        out.append((spec, write_zoo_model(spec, quant, d)))
+    return out
+
+
+@pytest.mark.model
+def test_llama_cpp_reads_the_intended_shapes(loaded_zoo: list[tuple[ZooSpec, Path]]) -> None:
+    """llama.cpp's own hyperparameters for the file (a model load, no context)."""
+    import ctypes
+
+    import llama_cpp
+
+    llama_cpp.llama_backend_init()
+    for spec, path in loaded_zoo:
+        model = llama_cpp.llama_model_load_from_file(str(path).encode(), llama_cpp.llama_model_default_params())
+        assert model, spec.key
+        try:
+            buf = ctypes.create_string_buffer(64)
+            n = llama_cpp.llama_model_meta_val_str(model, f"{spec.arch}.expert_count".encode(), buf, 64)
+            got = {
+                "n_layer": llama_cpp.llama_model_n_layer(model), "n_head": llama_cpp.llama_model_n_head(model),
+                "n_head_kv": llama_cpp.llama_model_n_head_kv(model), "n_embd": llama_cpp.llama_model_n_embd(model),
+                "n_vocab": llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model)),
+                "n_expert": int(buf.value) if n > 0 else 0, "n_swa": llama_cpp.llama_model_n_swa(model),
+            }
+        finally:
+            llama_cpp.llama_model_free(model)
+        assert got == {"n_layer": spec.n_layers, "n_head": spec.n_head, "n_head_kv": spec.n_head_kv,
+                       "n_embd": spec.n_embd, "n_vocab": spec.n_vocab, "n_expert": spec.n_expert,
+                       "n_swa": spec.sliding_window}, spec.key
+
+
+@pytest.mark.model
+def test_zoo_models_run_in_the_engine_and_memory_matches(loaded_zoo: list[tuple[ZooSpec, Path]]) -> None:
+    """Through the engine: each loads and decodes, and llama.cpp's buffers (weights, repacked copy, KV,
+    compute, output) equal the memory estimate within 2 %, the KV cache exactly, for f16 and q8_0 caches."""
+    from app.engine import protocol as P
+    from app.engine.client import EngineClient
+
+    with EngineClient() as engine:
+        for spec, path in loaded_zoo:
+            info = inspect_gguf(path)
+            for kv in ("f16", "q8_0"):
+                loaded = engine.load(P.LoadConfig(model_path=str(path), n_ctx=1024, n_threads=2, type_k=kv,
+                                                  type_v=kv, warmup=False))
+                assert loaded.n_vocab == spec.n_vocab and loaded.architecture == spec.arch
+                assert loaded.n_params == info.n_params
+                est = estimate_memory(info, MemoryConfig(n_ctx=1024, type_k=kv, type_v=kv), has_gpu=False)
+                reported = sum(loaded.buffers_mib.values()) * MiB
+                assert est.cpu.total == pytest.approx(reported, rel=0.02), (spec.key, kv, loaded.buffers_mib)
+                kv_reported = sum(v for k, v in loaded.buffers_mib.items() if k.startswith("KV:")) * MiB
+                assert est.kv_bytes == pytest.approx(kv_reported, abs=0.01 * MiB), spec.key
+            res = engine.bench(P.Bench(request_id="z", n_gen=2, repetitions=1, warmup=False))
+            assert len(res.samples_ns) == 1 and res.samples_ns[0] > 0
