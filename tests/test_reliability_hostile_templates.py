@@ -7,6 +7,7 @@ templates runs under address-space and CPU-time limits (Linux), checked here on 
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 import time
@@ -115,14 +116,17 @@ def test_the_budgets_cost_little_on_a_real_template() -> None:
     ours = ChatTemplate("gguf", "gguf", jinja=LLAMA3)
     kwargs = {"messages": messages, "bos_token": "<s>", "add_generation_prompt": True}
     assert render(ours, messages, bos_token="<s>") == plain.render(**kwargs, raise_exception=None)
-    t_plain = t_ours = 0.0
-    for _ in range(60):  # interleaved, so a busy machine slows both alike
+    t_plain: list[float] = []
+    t_ours: list[float] = []
+    for _ in range(100):  # interleaved, so a busy machine slows both alike; medians ignore the odd hiccup
         t0 = time.perf_counter()
         plain.render(**kwargs, raise_exception=None)
         t1 = time.perf_counter()
         render(ours, messages, bos_token="<s>")
-        t_plain, t_ours = t_plain + t1 - t0, t_ours + time.perf_counter() - t1
-    assert t_ours < 4 * t_plain, (t_ours, t_plain)  # measured ~1.1-1.5x
+        t_plain.append(t1 - t0)
+        t_ours.append(time.perf_counter() - t1)
+    ratio = statistics.median(t_ours) / statistics.median(t_plain)
+    assert ratio < 4, ratio  # measured 1.3-2.4 (render() included), 1.1-1.5 for the sandbox alone
 
 
 # ---------------------------------------------------------------------------------------------- engine limits
