@@ -172,3 +172,17 @@ def test_sequence_releases_held_text_at_max_tokens_and_never_emits_eos() -> None
     split = make_sequence([])  # a character split across two tokens comes out whole
     assert split.accept(5, False, "é".encode()[:1], now=0.0) == ""
     assert split.accept(5, False, "é".encode()[1:], now=1.0) == "é"
+
+
+def test_a_model_that_cannot_load_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+    import sys
+
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"not a gguf at all")
+    env = {**os.environ, "ROOFLINE_HOME": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-m", "app.cli", "serve", "-m", str(bogus), "--port", "0"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.strip().count("\n") == 0 and "bogus.gguf is not a usable GGUF model" in res.stderr
