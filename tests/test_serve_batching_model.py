@@ -18,8 +18,10 @@ def info(default_model: Path):  # type: ignore[no-untyped-def]
     return inspect_gguf(default_model)
 
 
-def rates(prefill_gflops: float, decode_gflops: float) -> Rates:
-    return Rates(DeviceRates("cpu", 10.0, 0.65, 0.001, prefill_gflops * 1e9, decode_flops=decode_gflops * 1e9))
+def rates(prefill_gflops: float, decode_gweights: float) -> Rates:
+    """Every type at one matrix-matrix rate (FLOP/s) and one matrix-vector rate (weights/s)."""
+    return Rates(DeviceRates("cpu", 10.0, 0.65, 0.001, prefill_gflops * 1e9, decode_rates={"*": decode_gweights * 1e9},
+                             prefill_rates={"*": prefill_gflops * 1e9}))
 
 
 def test_one_stream_is_the_single_request_prediction(info) -> None:  # type: ignore[no-untyped-def]

@@ -6,11 +6,13 @@ linearly with B: at small B the step is memory-bound and costs nearly what one t
 aggregate rate grows with B; once B × FLOPs reaches the compute roof, each extra sequence adds its full
 compute time and the aggregate flattens. That is the roofline's operating point moving right with B.
 
-Step time = max(bytes(B) / effective bandwidth, B · FLOPs / compute roof(B)) + t0. The compute roof starts
-at the decode roof (matrix-vector products, each weight dequantized for one use) and rises toward the
-prefill roof (matrix-matrix) as B columns share each dequantized weight: min(prefill, B × decode).
-A calibrated CPU has no separate decode roof (it is folded into its fitted bandwidth): its roof is the
-prefill one. CPU only: the server runs on the CPU here. Pure Python, no llama_cpp.
+Each weight group (one ggml type) costs max(bytes / effective bandwidth, B · weights / rate(B)), where a
+matrix-vector product runs at the type's decode rate and B columns sharing each dequantized weight raise it
+toward the type's matrix-matrix (prefill) rate: rate(B) = min(B × decode rate, max(decode rate, prefill rate / 2))
+weights/s
+(the prefill rate counts 2 FLOPs a weight). Each sequence reads its own KV cache; the per-token and per-layer
+overheads are paid once per step. At B = 1 this is exactly the single-request decode prediction
+(app.core.speed.cost_parts). CPU only: the server runs on the CPU here. Pure Python, no llama_cpp.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import MemoryConfig
-from app.core.speed import Rates, decode_flops, decode_traffic
+from app.core.speed import Rates, cost_parts, decode_flops, decode_traffic, weight_groups
 
 
 @dataclass(frozen=True)
@@ -37,16 +39,28 @@ def predict_batch(info: GGUFInfo, rates: Rates, streams: list[int], cfg: MemoryC
                   depth: int = 0) -> list[BatchPoint]:
     cfg = cfg or MemoryConfig(n_gpu_layers=0)
     r = rates.cpu
+    bw = r.effective_bandwidth
+    groups = weight_groups(info, cfg, has_gpu=False)["cpu"]
+    parts = cost_parts(info, Rates(r), cfg, depth=depth)["cpu"]
+    kv_mem, kv_alu = parts.mem[-1], parts.alu[-1]  # the KV cache's read and attention (last part)
+    overhead = r.t0_s + r.t_layer_s * parts.layer_count
     traffic = decode_traffic(info, cfg, depth, has_gpu=False)
     flops = decode_flops(info, cfg, depth, has_gpu=False)["cpu"]
     weights, kv = traffic.weights["cpu"], traffic.kv["cpu"]
     points = []
     for b in streams:
+        t_mem = t_alu = 0.0
+        step = overhead
+        for gtype, g in groups.items():
+            dec, mm = r.decode_rate(gtype), r.prefill_rate(gtype) / 2
+            # no decode roof: one stream is memory-bound by definition; a batch meets the matrix-matrix roof
+            rate = min(b * dec, max(dec, mm)) if dec else (mm if b > 1 else 0.0)
+            mem, alu = g.bytes / bw, (b * g.elements / rate if rate else 0.0)
+            step += max(mem, alu)
+            t_mem, t_alu = t_mem + mem, t_alu + alu
+        step += b * max(kv_mem, kv_alu)
+        t_mem, t_alu = t_mem + b * kv_mem, t_alu + b * kv_alu
         read = weights + b * kv
-        t_mem = read / r.effective_bandwidth
-        roof = min(r.prefill_flops, b * r.decode_flops) if r.decode_flops else r.prefill_flops
-        t_alu = b * flops / roof if roof else 0.0
-        step = max(t_mem, t_alu) + r.t0_s
         points.append(BatchPoint(b, step, b / step, 1.0 / step, b * flops / read,
                                  "compute" if t_alu > t_mem else "memory bandwidth"))
     return points
