@@ -152,7 +152,7 @@ def find_llama_bench(explicit: str | None) -> tuple[str | None, str]:
 def llama_bench_run(exe: str, model: str, threads: int, n_prompt: int, n_gen: int) -> tuple[float, float]:
     """(pp t/s, tg t/s) from one llama-bench invocation (one repetition each, after its own warm-up)."""
     cmd = [exe, "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-t", str(threads), "-r", "1",
-           "-b", "512", "-ub", "512", "-fa", "0", "-o", "json"]
+           "-b", "512", "-ub", "512", "-fa", "off", "-o", "json"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"llama-bench failed: {out.stderr.strip()[-500:]}")
