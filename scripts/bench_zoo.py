@@ -205,8 +205,11 @@ def main() -> int:
     if mem_rows:
         print("\n| model | KV | estimated MiB | llama.cpp buffers MiB | ratio |")
         print("| --- | --- | --- | --- | --- |")
-        for label, kv, e, b in sorted(mem_rows, key=lambda r: abs(r[2] / r[3] - 1)):
+        ordered = sorted(mem_rows, key=lambda r: abs(r[2] / r[3] - 1))
+        for label, kv, e, b in ordered:
             print(f"| {label} | {kv} | {e:.1f} | {b:.1f} | {e / b:.3f} |")
+        print()
+        for label, kv, e, b in ordered:
             if abs(e / b - 1) > 0.02:
                 ok = False
                 print(f"MISSED: memory {label} {kv}: {e / b - 1:+.1%} (target ±2%)")

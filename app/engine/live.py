@@ -6,8 +6,9 @@ filled so far are known then; the window should not wait for the end of the repl
 
 The first reply after a load used to be measured cold: page faults on the freshly mapped weights, the
 CPU_REPACK copy's first touch and llama.cpp's thread pool starting made its TTFT 580-935 ms where a warm
-one took ~70 ms. `warm_up` runs a short prompt and two decode steps right after loading, then empties the
-KV cache; llama.cpp's counters are reset at every generation, so none of it is counted.
+one took ~70 ms. `warm_up` runs a short prompt and two decode steps right after the engine reports the load
+(so the window is not kept waiting), then empties the KV cache and resets llama.cpp's counters: none of it
+is counted.
 
 Imported only by the engine worker; it works through the `Llama` object it is given.
 """

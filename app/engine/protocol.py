@@ -161,9 +161,6 @@ class Loaded:
     n_threads_batch: int
     rss_bytes: int
     metadata: dict[str, str] = field(default_factory=dict)
-    # a short uncounted decode right after loading (pages the weights in, starts llama.cpp's threads), so the
-    # first reply is not measured cold; 0: none ran
-    warmup_ms: float = 0.0
 
 
 @dataclass
@@ -223,6 +220,9 @@ class Stats:
     kv_bytes_used: int
     kv_bytes_allocated: int
     loaded: bool
+    # the short uncounted decode the engine ran right after sending Loaded (pages the weights in, starts
+    # llama.cpp's threads), so the first reply is not measured cold; 0: none ran
+    warmup_ms: float = 0.0
 
 
 @dataclass

@@ -174,6 +174,7 @@ class Engine:
         self._piece_buf = ctypes.create_string_buffer(256)
         self._plain_ms_per_token: float | None = None  # last decode rate without prompt lookup
         self.draft: Any = None  # DraftModel when the load asked for one
+        self._warmup_ms = 0.0
 
     # --------------------------------------------------------------- command plumbing
     def next_command(self) -> Any:
@@ -301,10 +302,10 @@ class Engine:
                 self.unload()
                 send(P.Error(None, "load_failed", problem))
                 return
-        if cfg.warmup:
-            self.loaded.warmup_ms = warm_up(llm)
         send(P.Progress("loading", 1.0))
         send(self.loaded)
+        # after Loaded, so the window is not kept waiting; a request sent meanwhile waits its turn
+        self._warmup_ms = warm_up(llm) if cfg.warmup else 0.0
 
     def _construct(self, cfg: P.LoadConfig) -> Any:
         self._load_cancelled = False
@@ -413,6 +414,7 @@ class Engine:
             kv_bytes_used=self.kv_bytes_used(cells),
             kv_bytes_allocated=self.loaded.kv_bytes_allocated if self.loaded else 0,
             loaded=self.loaded is not None,
+            warmup_ms=self._warmup_ms if self.loaded else 0.0,
         )
 
     # --------------------------------------------------------------- generation
