@@ -137,12 +137,18 @@ def test_model_selector_tooltips_say_what_is_recommended(tmp_path: Path, qtbot: 
 
     from app.ui.model_tips import annotate
 
-    path = str(zoo_path("qwen2.5-0.5b", "Q4_K_M", tmp_path))
+    from PySide6.QtGui import QTextDocumentFragment
+
+    folder = tmp_path / "<b>models"  # a folder name with markup: shown literally, never as rich text
+    folder.mkdir()
+    path = str(zoo_path("qwen2.5-0.5b", "Q4_K_M", folder))
     combo = QComboBox()
     qtbot.addWidget(combo)
     combo.addItem("zoo", path)
     combo.addItem("Open GGUF file…", "__open__")
     tips = annotate(combo)
     qtbot.waitUntil(lambda: "Recommended" in (combo.itemData(0, Qt.ItemDataRole.ToolTipRole) or ""), timeout=20000)
-    assert combo.itemData(0, Qt.ItemDataRole.ToolTipRole).startswith(path + "\n")
+    tip = combo.itemData(0, Qt.ItemDataRole.ToolTipRole)
+    assert "<b>models" not in tip  # escaped
+    assert QTextDocumentFragment.fromHtml(tip).toPlainText().startswith(path + "\n")
     assert annotate(combo) is tips  # one per selector

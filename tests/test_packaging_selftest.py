@@ -34,8 +34,8 @@ def test_self_test_passes_unfrozen(default_model: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     assert [ln.split(":")[0] for ln in lines if ln.startswith(("ok", "FAIL"))] == [
-        "ok   model", "ok   engine", "ok   chat store", "ok   settings", "ok   gui"]
-    assert "4 tokens" in out.stdout and lines[-1] == "self-test passed: 5 checks ok, 0 failed"
+        "ok   model", "ok   your chat store", "ok   engine", "ok   chat store", "ok   settings", "ok   gui"]
+    assert "4 tokens" in out.stdout and lines[-1] == "self-test passed: 6 checks ok, 0 failed"
     assert "sampler top-k: C" in out.stdout  # the set-up built the C extension
 
 
