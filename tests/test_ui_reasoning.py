@@ -72,7 +72,7 @@ def test_reasoning_streams_is_stored_and_shown_collapsed(qtbot, tmp_path):
     view2.set_messages(store2.messages(conv))
     box2 = view2.widget_for(reply_id).thinking
     assert box2.isVisibleTo(view2) and box2.toggle.text() == "Thought for 2.4 s · 12 tokens"
-    assert box2.reasoning == THOUGHT and not box2.expanded
+    assert box2.reasoning == THOUGHT and box2.text_view.toPlainText() == THOUGHT and not box2.expanded
     user_box = view2.widget_for(view2.message_ids()[0]).thinking
     assert not user_box.isVisibleTo(view2)  # no thinking, no toggle
     store2.close()
