@@ -21,7 +21,7 @@ from typing import Any
 
 from app.core import paths
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: messages.reasoning (a reasoning model's thinking, apart from the answer)
 STATES = ("complete", "streaming", "interrupted", "error")
 ROLES = ("user", "assistant", "system")
 
@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS messages (
     model TEXT,              -- model file that produced the reply
     finish_reason TEXT,
     error TEXT,
+    reasoning TEXT NOT NULL DEFAULT '',  -- the reply's thinking; content is the answer alone
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
@@ -91,6 +92,7 @@ class Message:
     error: str | None
     created: float
     updated: float
+    reasoning: str = ""  # thinking of a reasoning model's reply, shown collapsed above the answer
 
 
 class ChatStore:
@@ -118,7 +120,14 @@ class ChatStore:
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"{self.path} was written by a newer Roofline (schema {version})")
         self._db.executescript(_SCHEMA)
+        self._migrate()
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _migrate(self) -> None:
+        """Add the columns a store from an older version lacks (additive only, so old rows keep their meaning)."""
+        columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(messages)").fetchall()}
+        if "reasoning" not in columns:
+            self._db.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
 
     def close(self) -> None:
         self._db.close()
@@ -133,12 +142,15 @@ class ChatStore:
 
     def restore_rows(self, conversations: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
         """Insert rows salvaged from a damaged store, keeping their ids (one transaction)."""
+        # Rows salvaged from a store without the column, or with a damaged value there, keep an empty thinking.
+        messages = [{**m, "reasoning": _text(m.get("reasoning"))} for m in messages]
         with self._tx() as db:
             db.executemany("INSERT OR REPLACE INTO conversations (id, title, system_prompt, created, updated)"
                            " VALUES (:id, :title, :system_prompt, :created, :updated)", conversations)
             db.executemany("INSERT OR REPLACE INTO messages (id, conversation_id, role, content, state, metrics,"
-                           " model, finish_reason, error, created, updated) VALUES (:id, :conversation_id, :role,"
-                           " :content, :state, :metrics, :model, :finish_reason, :error, :created, :updated)",
+                           " model, finish_reason, error, created, updated, reasoning) VALUES (:id, :conversation_id,"
+                           " :role, :content, :state, :metrics, :model, :finish_reason, :error, :created, :updated,"
+                           " :reasoning)",
                            messages)
 
     @contextmanager
@@ -226,13 +238,13 @@ class ChatStore:
 
     def update_message(self, message_id: int, *, content: str | None = None, state: str | None = None,
                        metrics: dict[str, Any] | None = None, finish_reason: str | None = None,
-                       error: str | None = None) -> None:
+                       error: str | None = None, reasoning: str | None = None) -> None:
         if state is not None and state not in STATES:
             raise ValueError(f"unknown state {state!r}")
         sets: list[str] = ["updated = ?"]
         values: list[Any] = [time.time()]
         for column, value in (("content", content), ("state", state), ("finish_reason", finish_reason),
-                              ("error", error)):
+                              ("error", error), ("reasoning", reasoning)):
             if value is not None:
                 sets.append(f"{column} = ?")
                 values.append(value)
@@ -279,6 +291,7 @@ def _message(row: sqlite3.Row) -> Message:
         metrics = None
     data["metrics"] = metrics if isinstance(metrics, dict) else None
     data["content"] = _text(data["content"])
+    data["reasoning"] = _text(data.get("reasoning"))
     for key in ("model", "finish_reason", "error"):
         data[key] = None if data[key] is None else _text(data[key])
     return Message(**data)

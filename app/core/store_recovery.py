@@ -23,7 +23,7 @@ from app.core.chat_store import ROLES, STATES, ChatStore, default_db_path
 
 CONVERSATION_COLUMNS = ("id", "title", "system_prompt", "created", "updated")
 MESSAGE_COLUMNS = ("id", "conversation_id", "role", "content", "state", "metrics", "model", "finish_reason",
-                   "error", "created", "updated")
+                   "error", "created", "updated", "reasoning")
 MAX_ROWID = 2**62
 MAX_READ_ERRORS = 4000  # bounded time on a file that is damaged everywhere
 SIDE_FILES = ("-wal", "-shm")

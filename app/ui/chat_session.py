@@ -21,6 +21,7 @@ class ChatSession(QObject):
     message_added = Signal(object)  # Message
     message_removed = Signal(int)  # message id (and everything after it)
     stream_text = Signal(int, str)  # message id, new text
+    stream_reasoning = Signal(int, str)  # message id, new thinking text (reasoning models)
     message_finished = Signal(object)  # Message, reloaded from the store
     busy_changed = Signal(bool)
     tokens_timed = Signal(list)  # engine timestamps of newly arrived tokens (ITL histogram)
@@ -37,11 +38,14 @@ class ChatSession(QObject):
         self._request: str | None = None
         self._reply_id: int | None = None
         self._writer: StreamWriter | None = None
+        self._reasoning = ""  # the streaming reply's thinking so far
+        self._reasoning_saved = 0  # how much of it the store has
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(250)  # also flush when tokens pause, not only when more arrive
         self._flush_timer.timeout.connect(self._flush)
         self._closed = False
         engine.tokens.connect(self._on_tokens)
+        engine.reasoning.connect(self._on_reasoning)
         engine.done.connect(self._on_done)
         engine.error.connect(self._on_error)
 
@@ -51,7 +55,8 @@ class ChatSession(QObject):
 
         self._closed = True
         self._flush_timer.stop()
-        for signal, slot in ((self.engine.tokens, self._on_tokens), (self.engine.done, self._on_done),
+        for signal, slot in ((self.engine.tokens, self._on_tokens),
+                             (self.engine.reasoning, self._on_reasoning), (self.engine.done, self._on_done),
                              (self.engine.error, self._on_error)):
             disconnect_quietly(signal, slot)
 
@@ -171,6 +176,8 @@ class ChatSession(QObject):
             self.message_added.emit(reply)
         self._writer = StreamWriter(self.store, reply.id)
         self._writer.text = reply.content
+        self._reasoning = reply.reasoning
+        self._reasoning_saved = len(reply.reasoning)
         self._reply_id = reply.id
         self._request = request_id
         self.engine.generate(P.Generate(request_id=request_id, messages=messages, sampling=sampling,
@@ -182,6 +189,19 @@ class ChatSession(QObject):
     def _flush(self) -> None:
         if self._writer is not None and not self._closed:
             self._writer.maybe_flush()
+            self._save_reasoning()
+
+    def _save_reasoning(self) -> None:
+        """Thinking is saved on the same 250 ms beat as the answer, so a crash keeps it too."""
+        if self._reply_id is not None and len(self._reasoning) != self._reasoning_saved:
+            self.store.update_message(self._reply_id, reasoning=self._reasoning)
+            self._reasoning_saved = len(self._reasoning)
+
+    def _on_reasoning(self, request_id: str, text: str) -> None:
+        if self._closed or request_id != self._request or self._reply_id is None:
+            return
+        self._reasoning += text
+        self.stream_reasoning.emit(self._reply_id, text)
 
     def _on_tokens(self, request_id: str, text: str, times: list[float]) -> None:
         if self._closed or request_id != self._request or self._writer is None or self._reply_id is None:
@@ -210,7 +230,7 @@ class ChatSession(QObject):
         self._flush_timer.stop()
         self._writer.flush()
         self.store.update_message(self._reply_id, content=self._writer.text, state=state, metrics=metrics,
-                                  finish_reason=finish_reason, error=error)
+                                  finish_reason=finish_reason, error=error, reasoning=self._reasoning)
         reply_id = self._reply_id
         self._request = None
         self._reply_id = None

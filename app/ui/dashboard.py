@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from app.core.metrics import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
 from app.ui import dashboard_live, roofline_model, theme
+from app.ui.dashboard_reasoning import attach_reasoning_line
 from app.ui.engine_qt import EngineQt
 
 PLOT_HEIGHT = 150
@@ -294,6 +295,7 @@ class Dashboard(QWidget):
         engine.stats.connect(self.on_stats)
         engine.loaded.connect(self.set_loaded)
         engine.prefilled.connect(self.on_prefilled)
+        attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
         self.restyle()
         self.poll()
         self._update_roofline()

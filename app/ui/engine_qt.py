@@ -43,6 +43,7 @@ class EngineQt(QObject):
     progress = Signal(str, float)  # stage, fraction 0..1
     loaded = Signal(object)  # P.Loaded
     tokens = Signal(str, str, list)  # request_id, text of the batch, engine timestamps `t` of its tokens
+    reasoning = Signal(str, str)  # request_id, thinking text of the batch (sent before that batch's tokens)
     done = Signal(object)  # P.Done
     prefilled = Signal(object)  # P.Prefilled: a reply's prefill numbers, at its first token
     error = Signal(object)  # P.Error
@@ -243,17 +244,24 @@ class EngineQt(QObject):
             return
         rid: str | None = None
         texts: list[str] = []
+        thoughts: list[str] = []
         times: list[float] = []
         while self._pending:
             tok = self._pending.popleft()
             if rid is not None and tok.request_id != rid:
-                self.tokens.emit(rid, "".join(texts), times)
-                texts, times = [], []
+                self._emit_batch(rid, texts, thoughts, times)
+                texts, thoughts, times = [], [], []
             rid = tok.request_id
             texts.append(tok.text)
+            thoughts.append(tok.reasoning)
             times.append(tok.t)
         if rid is not None:
-            self.tokens.emit(rid, "".join(texts), times)
+            self._emit_batch(rid, texts, thoughts, times)
+
+    def _emit_batch(self, rid: str, texts: list[str], thoughts: list[str], times: list[float]) -> None:
+        if any(thoughts):
+            self.reasoning.emit(rid, "".join(thoughts))
+        self.tokens.emit(rid, "".join(texts), times)
 
     def _dispatch(self, event: Any) -> None:
         if isinstance(event, P.Ready):

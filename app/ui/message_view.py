@@ -32,6 +32,7 @@ from app.ui import theme
 from app.ui.fitted_text import FittedTextView
 from app.ui.markdown_render import markdown_to_html, plain_to_html, stylesheet
 from app.ui.safe_text import make_plain, set_plain_tooltip
+from app.ui.thinking_box import ThinkingBox
 
 FULL_RENDER_CHARS = 6000  # re-render a finished reply as a whole below this size (≈ 15 ms)
 STATE_LABELS = {"streaming": "writing…", "interrupted": "interrupted", "error": "error", "complete": ""}
@@ -113,6 +114,8 @@ class MessageWidget(QFrame):
         self.copy_button.clicked.connect(self.copy_text)
         head.addWidget(self.copy_button)
         lay.addLayout(head)
+        lay.addWidget(thinking := ThinkingBox())
+        self.thinking = thinking  # a reasoning model's thinking, collapsed above the answer
         self.body = FittedTextView()
         lay.addWidget(self.body)
         self.restyle()
@@ -138,6 +141,7 @@ class MessageWidget(QFrame):
                             and len(self.text) > FULL_RENDER_CHARS)
         self.message = message
         self.text = message.content
+        self.thinking.show_message(message)
         if not streamed_already:
             self._render()
         self._update_header()
