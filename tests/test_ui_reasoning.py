@@ -116,3 +116,25 @@ def test_dashboard_ttft_card_gets_the_line(qtbot):
     dash.add_metrics(PhaseMetrics.from_dict(METRICS))
     engine._dispatch(P.Done(request_id="x", text=ANSWER, finish_reason="stop", metrics=METRICS))
     assert dash.card_ttft.detail.text().endswith("first answer 2512 ms · 12 thinking tok")
+
+
+def test_the_window_streams_thinking_live(qtbot, tmp_path):
+    """The real window wires the session's thinking into its message view while the reply streams."""
+    from fake_engine import fake_engine
+
+    from app.core.settings import LoadResult, Settings
+    from app.ui.main_window import MainWindow
+
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    engine = fake_engine()
+    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=engine)
+    qtbot.addWidget(win)
+    assert win.session.send("hi")
+    rid = engine.client.sent[-1].request_id
+    reply_id = win.session.streaming_message_id
+    engine._on_reader_event(P.Token(request_id=rid, text="", index=0, t=0.0, reasoning=THOUGHT))
+    engine.drain_tokens()
+    box = win.message_view.widget_for(reply_id).thinking
+    assert box.reasoning == THOUGHT and box.toggle.text() == "Thinking…"
+    engine._dispatch(P.Done(request_id=rid, text=ANSWER, finish_reason="stop", metrics=METRICS, reasoning=THOUGHT))
+    win.close()

@@ -43,6 +43,7 @@ from app.ui.banner import Banner
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
 from app.ui.dashboard import DashboardDock
+from app.ui.thinking_box import connect_thinking
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
@@ -217,6 +218,7 @@ class MainWindow(QMainWindow):
         self.session.message_added.connect(self._message_added)
         self.session.message_removed.connect(self.message_view.remove_from)
         self.session.stream_text.connect(self.message_view.append_text)
+        connect_thinking(self.session, self.message_view)  # a reasoning model's thinking, live
         self.session.message_finished.connect(self._message_finished)
         self.session.busy_changed.connect(lambda _b: self._update_buttons())
         self.session.tokens_timed.connect(self.dashboard.on_tokens)
