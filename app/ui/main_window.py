@@ -501,7 +501,7 @@ class MainWindow(QMainWindow):
     def new_chat(self) -> None:
         if self.session.busy:
             return
-        conv = self.session.new_conversation(self.sampling_panel.system_prompt.toPlainText())
+        conv = self.session.new_conversation()  # a system prompt belongs to its chat, not to the next one
         self.conversations.search.clear()
         self.conversations.reload(keep=conv.id)
         self.input.setFocus()
@@ -633,6 +633,8 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> None:
         from app.ui.settings_dialog import SettingsDialog
 
+        # The dialog edits the defaults starting from what the sidebar shows, so OK does not undo the sidebar
+        self.settings.sampling = self.sampling_panel.values()
         dlg = SettingsDialog(self.settings, self, model_path=self.session.model_path)
         if dlg.exec():
             old = self.load_config(Path(self.session.model_path)) if self.session.model_path else None
