@@ -94,3 +94,20 @@ def test_rechoosing_the_model_after_a_failed_connect_reloads_it(window, monkeypa
     window._model_chosen(window.model_combo.currentIndex())
     assert loads == [current]
     assert needs_load("/m/b.gguf", "/m/a.gguf", "/m/a.gguf")
+
+
+def test_lab_lengths_typo_is_named_next_to_the_field(qtbot, tmp_path: Path) -> None:
+    from app.ui.lab_page import LabPage
+
+    page = LabPage(model_path=str(tmp_path / "none.gguf"))
+    qtbot.addWidget(page)
+    page.show()
+    page.prompts.clear()
+    qtbot.keyClicks(page.prompts, "abc,64")
+    shown = page.field_check.message
+    assert shown.isVisible() and shown.text().startswith("Prompt lengths:") and "“abc”" in shown.text()
+    page.start_sweep()
+    assert not page.running
+    assert "invalid literal" not in page.status.text() and "“abc”" in page.status.text()
+    page.prompts.setText("64, 128")
+    assert not shown.isVisible()
