@@ -111,3 +111,44 @@ def test_lab_lengths_typo_is_named_next_to_the_field(qtbot, tmp_path: Path) -> N
     assert "invalid literal" not in page.status.text() and "“abc”" in page.status.text()
     page.prompts.setText("64, 128")
     assert not shown.isVisible()
+
+
+def test_quantize_disabled_says_why(qtbot, monkeypatch, tmp_path: Path) -> None:
+    from app.core.library import LocalModel
+    from app.ui.models_page import ModelsPage
+
+    page = ModelsPage()
+    quantized = LocalModel(path=tmp_path / "m-Q8_0.gguf", source="default", quant="Q8_0")
+    monkeypatch.setattr(page, "selected_local", lambda: quantized)
+    page._update_library_buttons()
+    assert not page.quantize_btn.isEnabled()
+    assert "Q8_0" in page.quantize_btn.toolTip() and "F32, F16 or BF16" in page.quantize_btn.toolTip()
+    full = LocalModel(path=tmp_path / "m-F16.gguf", source="library", quant="F16")
+    monkeypatch.setattr(page, "selected_local", lambda: full)
+    page._update_library_buttons()
+    assert page.quantize_btn.isEnabled() and "F32, F16" not in page.quantize_btn.toolTip()
+    page.shutdown()
+    page.close()
+
+
+def test_deleting_a_chat_defaults_to_no(qtbot, monkeypatch) -> None:
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.ui.conversation_list import ConversationPanel
+
+    store = ChatStore()
+    store.create_conversation("Keep me")
+    panel = ConversationPanel(store)
+    qtbot.addWidget(panel)
+    asked: list[QMessageBox.StandardButton] = []
+
+    def press_enter(box: QMessageBox) -> int:  # Enter activates the default button
+        default = box.standardButton(box.defaultButton()) if box.defaultButton() else QMessageBox.StandardButton.Yes
+        asked.append(default)
+        return int(default.value)
+
+    monkeypatch.setattr(QMessageBox, "exec", press_enter)
+    panel.view.setCurrentIndex(panel.model.index(0))
+    panel.delete_current()
+    assert asked == [QMessageBox.StandardButton.No]
+    assert [c.title for c in store.list_conversations()] == ["Keep me"]

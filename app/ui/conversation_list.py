@@ -150,6 +150,7 @@ class ConversationPanel(QWidget):
             box = QMessageBox(QMessageBox.Icon.Question, "Delete chat", f"Delete “{index.data()}” and all its messages?",
                               QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
             box.setTextFormat(Qt.TextFormat.PlainText)  # the title is message text
+            box.setDefaultButton(QMessageBox.StandardButton.No)  # Enter must not delete: there is no undo
             if box.exec() != QMessageBox.StandardButton.Yes:
                 return
         self.store.delete_conversation(cid)

@@ -53,6 +53,7 @@ from app.core import downloads, hub, library, paths
 from app.core.metrics import fmt_bytes
 from app.core.remote_gguf import VariantAssessment
 from app.ui import library_columns
+from app.ui.quantize_hint import apply_quantize_hint
 from app.ui.table_cells import BadgeDelegate, ProgressDelegate, fmt_params, fmt_rate
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -627,7 +628,7 @@ class ModelsPage(QWidget):
         m = self.selected_local()
         self.use_btn.setEnabled(bool(m and not m.broken))
         self.remove_btn.setEnabled(bool(m and m.removable))
-        self.quantize_btn.setEnabled(bool(m and not m.broken and m.quant in ("F32", "F16", "BF16")))
+        apply_quantize_hint(self.quantize_btn, m)  # disabled with the reason for non-F32/F16/BF16 sources
 
     def use_selected(self) -> None:
         m = self.selected_local()
