@@ -152,3 +152,33 @@ def test_deleting_a_chat_defaults_to_no(qtbot, monkeypatch) -> None:
     panel.delete_current()
     assert asked == [QMessageBox.StandardButton.No]
     assert [c.title for c in store.list_conversations()] == ["Keep me"]
+
+
+def test_ctrl_q_closes_the_window(window, qtbot) -> None:
+    qtbot.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=5_000)
+
+
+def test_keyring_message_is_not_nested_in_itself(qtbot, monkeypatch) -> None:
+    from PySide6.QtWidgets import QLabel
+
+    from app.core import secrets
+    from app.ui.remote_dialog import RemoteDialog
+
+    monkeypatch.setattr(secrets, "keyring_available", lambda: False)
+    dialog = RemoteDialog()
+    qtbot.addWidget(dialog)
+    texts = [label.text() for label in dialog.findChildren(QLabel) if "keyring" in label.text()]
+    assert texts and all(t.count("keyring is available") == 1 and "(No system keyring" not in t for t in texts)
+
+
+def test_library_count_says_1_model(qtbot, tmp_path: Path) -> None:
+    from app.core.library import LocalModel
+    from app.ui.models_page import ModelsPage
+
+    page = ModelsPage()
+    page.shutdown()
+    page._busy += 1  # one library task "finished" with a single model
+    page._task_done("library", ([LocalModel(path=tmp_path / "a.gguf", source="library", size=1)], {}))
+    assert page.library_info.text().startswith("1 model,")
+    page.close()

@@ -186,6 +186,11 @@ class MainWindow(QMainWindow):
         self.dashboard_action = self.dock.toggleViewAction()
         self.dashboard_action.setText("Dashboard")
         tb.addAction(self.dashboard_action)
+        quit_action = QAction("Quit", self)
+        quit_action.setShortcut(QKeySequence("Ctrl+Q"))  # Ctrl+Q, as in every desktop app
+        quit_action.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
+        quit_action.triggered.connect(self.close)
+        self.addAction(quit_action)
         settings_action = QAction("Settings…", self)
         settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
         settings_action.triggered.connect(self.open_settings)

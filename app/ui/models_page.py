@@ -565,7 +565,7 @@ class ModelsPage(QWidget):
             self.library_model.set_rows(result)
             self._update_library_buttons()
             broken = sum(1 for m in result if m.broken)
-            self.library_info.setText(f"{len(result)} models, {fmt_bytes(sum(m.size for m in result))}"
+            self.library_info.setText(f"{len(result)} model{'' if len(result) == 1 else 's'}, {fmt_bytes(sum(m.size for m in result))}"
                                       + (f"; {broken} broken (hover for why)" if broken else ""))
         elif kind == "search":
             self.search_model.set_rows(result)
