@@ -182,3 +182,17 @@ def test_library_count_says_1_model(qtbot, tmp_path: Path) -> None:
     page._task_done("library", ([LocalModel(path=tmp_path / "a.gguf", source="library", size=1)], {}))
     assert page.library_info.text().startswith("1 model,")
     page.close()
+
+
+def test_search_without_matches_says_so(qtbot) -> None:
+    from app.ui.conversation_list import ConversationPanel
+
+    store = ChatStore()
+    store.create_conversation("Alpha")
+    panel = ConversationPanel(store)
+    qtbot.addWidget(panel)
+    panel.show()
+    qtbot.keyClicks(panel.search, "zebra")
+    assert panel.no_matches.isVisible() and "zebra" in panel.no_matches.text()
+    panel.search.clear()
+    assert not panel.no_matches.isVisible()
