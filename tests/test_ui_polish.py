@@ -196,3 +196,13 @@ def test_search_without_matches_says_so(qtbot) -> None:
     assert panel.no_matches.isVisible() and "zebra" in panel.no_matches.text()
     panel.search.clear()
     assert not panel.no_matches.isVisible()
+
+
+def test_first_start_says_the_bundled_model_is_a_demo_base_model(window, monkeypatch) -> None:
+    from app.core import default_model
+
+    loaded = window.engine.loaded_info
+    monkeypatch.setattr(default_model, "default_model_path", lambda ensure=True: Path(loaded.model_path))
+    window.engine.loaded.emit(loaded)
+    assert window.banner.isVisible()
+    assert "demo base model" in window.banner.label.text() and "Discover" in window.banner.label.text()

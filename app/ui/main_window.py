@@ -37,7 +37,7 @@ from app.core.metrics import PhaseMetrics, fmt_bytes
 from app.core.store_recovery import OpenedStore, open_chat_store
 from app.engine import protocol as P
 from app.ui import engine_qt as E
-from app.ui import model_selector, theme
+from app.ui import model_selector, onboarding, theme
 from app.ui.model_selector import CONNECT_REMOTE, OPEN_FILE
 from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
@@ -426,6 +426,9 @@ class MainWindow(QMainWindow):
         if not remote:  # a server URL is not a file to reopen or to list in the library
             self.settings.last_model = loaded.model_path
             self._mark_used(loaded.model_path)
+            note = onboarding.demo_model_note(loaded.model_path, self.store)
+            if note and not self.banner.isVisibleTo(self):  # never hide a warning that is already shown
+                self.banner.show_message(note)
         if self.lab_page.widget is not None:
             self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
         if remote:
