@@ -103,6 +103,11 @@ def _candidates(root: Path) -> list[Path]:
     return sorted(out)
 
 
+def model_files(root: Path) -> list[Path]:
+    """The loadable GGUF files under `root`, sub-folders included (first part of split models only)."""
+    return _candidates(root)
+
+
 # ---------------------------------------------------------------- last used
 
 

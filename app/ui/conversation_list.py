@@ -9,6 +9,7 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QLabel,
     QLineEdit,
     QListView,
     QMenu,
@@ -110,6 +111,11 @@ class ConversationPanel(QWidget):
         self.view.clicked.connect(self._clicked)
         self.view.activated.connect(self._clicked)
         lay.addWidget(self.view, 1)
+        self.no_matches = QLabel("")  # an empty list after a search must not look like lost chats
+        self.no_matches.setWordWrap(True)
+        self.no_matches.hide()
+        lay.addWidget(self.no_matches)
+        self.search.textChanged.connect(self._show_search_state)
         rename = QAction("Rename", self.view)
         rename.setShortcut(QKeySequence(Qt.Key.Key_F2))
         rename.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
@@ -121,6 +127,11 @@ class ConversationPanel(QWidget):
         self.view.addActions([rename, delete])
         self._rename_action, self._delete_action = rename, delete
         self.confirm_delete = True  # tests turn the question off
+
+    def _show_search_state(self, text: str) -> None:
+        empty = bool(text.strip()) and self.model.rowCount() == 0
+        self.no_matches.setText(f"No chats match “{text.strip()}”." if empty else "")
+        self.no_matches.setVisible(empty)
 
     def _clicked(self, index: QModelIndex) -> None:
         cid = index.data(ConversationIdRole)
@@ -150,6 +161,7 @@ class ConversationPanel(QWidget):
             box = QMessageBox(QMessageBox.Icon.Question, "Delete chat", f"Delete “{index.data()}” and all its messages?",
                               QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
             box.setTextFormat(Qt.TextFormat.PlainText)  # the title is message text
+            box.setDefaultButton(QMessageBox.StandardButton.No)  # Enter must not delete: there is no undo
             if box.exec() != QMessageBox.StandardButton.Yes:
                 return
         self.store.delete_conversation(cid)

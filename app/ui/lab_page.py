@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.core.sweeps import KINDS, SweepResult, context_needed, grid_cells, nice, plan, run_sweep
 from app.ui import theme
+from app.ui.length_fields import LengthFieldsCheck, parse_lengths
 
 KIND_TITLES = {
     "grid": "Prompt × answer length: where does the time go?",
@@ -43,10 +44,6 @@ KIND_TITLES = {
     "threads": "Prefill and decode speed vs threads",
     "kv": "KV cache type and flash attention (A/B)",
 }
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.replace(" ", "").split(",") if x]
 
 
 # ------------------------------------------------------------------------------------------ chart
@@ -254,6 +251,8 @@ class LabPage(QWidget):
         form.addRow("Repetitions", self.reps)
         form.addRow("Remote server", self.remote)
         self.form = form
+        self.field_check = LengthFieldsCheck(form, {"Prompt lengths": self.prompts, "Answer lengths": self.gens,
+                                                    "KV depths": self.depths, "n_ubatch values": self.ubatches})
 
         self.run_button = QPushButton("Run sweep")
         self.cancel_button = QPushButton("Cancel")
@@ -303,14 +302,15 @@ class LabPage(QWidget):
                 "ubatch": (self.ubatches,), "threads": (), "kv": ()}[kind]
         for w in (self.prompts, self.gens, self.depths, self.ubatches, self.remote):
             self.form.setRowVisible(w, w in rows)
+        self.field_check.check()
 
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
     def options(self) -> dict[str, Any]:
-        return {"prompts": _ints(self.prompts.text()), "gens": _ints(self.gens.text()),
-                "depths": _ints(self.depths.text()), "ubatches": _ints(self.ubatches.text())}
+        fields = {"prompts": self.prompts, "gens": self.gens, "depths": self.depths, "ubatches": self.ubatches}
+        return {key: parse_lengths(edit.text()) for key, edit in fields.items()}
 
     def start_sweep(self) -> None:
         if self.running:
@@ -320,7 +320,7 @@ class LabPage(QWidget):
         try:
             steps = plan(kind, self.options(), n_cpus=os.cpu_count() or 1, remote=bool(remote))
         except ValueError as exc:
-            self._on_failed(str(exc))
+            self._on_failed(self.field_check.problem() or str(exc))
             return
         self._cancel = threading.Event()
         self.run_button.setEnabled(False)

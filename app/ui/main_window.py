@@ -37,7 +37,8 @@ from app.core.metrics import PhaseMetrics, fmt_bytes
 from app.core.store_recovery import OpenedStore, open_chat_store
 from app.engine import protocol as P
 from app.ui import engine_qt as E
-from app.ui import model_tips, theme
+from app.ui import model_selector, onboarding, theme
+from app.ui.model_selector import CONNECT_REMOTE, OPEN_FILE
 from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
 from app.ui.chat_session import ChatSession
@@ -47,13 +48,11 @@ from app.ui.thinking_box import connect_thinking
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
-from app.ui.safe_text import make_plain, set_plain_tooltip, tooltip_html
+from app.ui.safe_text import make_plain, set_plain_tooltip
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.shutdown import shut_down
 from app.ui.startup_guard import OpeningGuard
 
-OPEN_FILE = "__open__"
-CONNECT_REMOTE = "__remote__"
 _QUANT_RE = re.compile(r"(?i)(IQ\d_[A-Z]+|Q\d_K_[SML]|Q\d_K|Q\d_\d|F16|BF16|F32|MXFP4)")
 
 
@@ -188,6 +187,11 @@ class MainWindow(QMainWindow):
         self.dashboard_action = self.dock.toggleViewAction()
         self.dashboard_action.setText("Dashboard")
         tb.addAction(self.dashboard_action)
+        quit_action = QAction("Quit", self)
+        quit_action.setShortcut(QKeySequence("Ctrl+Q"))  # Ctrl+Q, as in every desktop app
+        quit_action.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
+        quit_action.triggered.connect(self.close)
+        self.addAction(quit_action)
         settings_action = QAction("Settings…", self)
         settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
         settings_action.triggered.connect(self.open_settings)
@@ -307,28 +311,7 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ models
     def _populate_models(self) -> None:
-        from app.core.default_model import default_model_path
-
-        self.model_combo.clear()
-        seen: set[str] = set()
-        entries: list[Path] = []
-        if self.settings.last_model:
-            entries.append(Path(self.settings.last_model))
-        entries.append(default_model_path(ensure=False))
-        try:
-            entries += sorted(self.settings.resolved_models_dir().glob("*.gguf"))
-        except OSError:
-            pass
-        for path in entries:
-            key = str(path)
-            if key in seen:
-                continue
-            seen.add(key)
-            self.model_combo.addItem(path.name, key)
-            self.model_combo.setItemData(self.model_combo.count() - 1, tooltip_html(key), Qt.ItemDataRole.ToolTipRole)
-        self.model_combo.addItem("Open GGUF file…", OPEN_FILE)
-        self.model_combo.addItem("Connect to a server…", CONNECT_REMOTE)
-        model_tips.annotate(self.model_combo)  # tooltips: the recommended quant/context and why
+        model_selector.populate(self.model_combo, self.settings)
 
     def _model_chosen(self, index: int) -> None:
         data = self.model_combo.itemData(index)
@@ -348,7 +331,8 @@ class MainWindow(QMainWindow):
                 self._select_model_in_combo(self.session.model_path)
                 return
             data = path
-        if data and data != self.session.model_path:
+        loaded = self.engine.loaded_info.model_path if self.engine.loaded_info else None
+        if data and model_selector.needs_load(data, self.session.model_path, loaded):
             self.load_model(Path(data))
 
     def _select_model_in_combo(self, path: str | None) -> None:
@@ -444,6 +428,9 @@ class MainWindow(QMainWindow):
         if not remote:  # a server URL is not a file to reopen or to list in the library
             self.settings.last_model = loaded.model_path
             self._mark_used(loaded.model_path)
+            note = onboarding.demo_model_note(loaded.model_path, self.store)
+            if note and not self.banner.isVisibleTo(self):  # never hide a warning that is already shown
+                self.banner.show_message(note)
         if self.lab_page.widget is not None:
             self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
         if remote:
@@ -503,7 +490,7 @@ class MainWindow(QMainWindow):
     def new_chat(self) -> None:
         if self.session.busy:
             return
-        conv = self.session.new_conversation(self.sampling_panel.system_prompt.toPlainText())
+        conv = self.session.new_conversation()  # a system prompt belongs to its chat, not to the next one
         self.conversations.search.clear()
         self.conversations.reload(keep=conv.id)
         self.input.setFocus()
@@ -635,6 +622,8 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> None:
         from app.ui.settings_dialog import SettingsDialog
 
+        # The dialog edits the defaults starting from what the sidebar shows, so OK does not undo the sidebar
+        self.settings.sampling = self.sampling_panel.values()
         dlg = SettingsDialog(self.settings, self, model_path=self.session.model_path)
         if dlg.exec():
             old = self.load_config(Path(self.session.model_path)) if self.session.model_path else None

@@ -53,6 +53,7 @@ from app.core import downloads, hub, library, paths
 from app.core.metrics import fmt_bytes
 from app.core.remote_gguf import VariantAssessment
 from app.ui import library_columns
+from app.ui.quantize_hint import apply_quantize_hint
 from app.ui.table_cells import BadgeDelegate, ProgressDelegate, fmt_params, fmt_rate
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -564,7 +565,7 @@ class ModelsPage(QWidget):
             self.library_model.set_rows(result)
             self._update_library_buttons()
             broken = sum(1 for m in result if m.broken)
-            self.library_info.setText(f"{len(result)} models, {fmt_bytes(sum(m.size for m in result))}"
+            self.library_info.setText(f"{len(result)} model{'' if len(result) == 1 else 's'}, {fmt_bytes(sum(m.size for m in result))}"
                                       + (f"; {broken} broken (hover for why)" if broken else ""))
         elif kind == "search":
             self.search_model.set_rows(result)
@@ -627,7 +628,7 @@ class ModelsPage(QWidget):
         m = self.selected_local()
         self.use_btn.setEnabled(bool(m and not m.broken))
         self.remove_btn.setEnabled(bool(m and m.removable))
-        self.quantize_btn.setEnabled(bool(m and not m.broken and m.quant in ("F32", "F16", "BF16")))
+        apply_quantize_hint(self.quantize_btn, m)  # disabled with the reason for non-F32/F16/BF16 sources
 
     def use_selected(self) -> None:
         m = self.selected_local()

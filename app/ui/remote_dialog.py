@@ -39,8 +39,7 @@ class RemoteDialog(QDialog):
                       "and the server's queue.")
         note.setWordWrap(True)
         if not available:
-            note.setText(note.text() + f" No keyring is available ({secrets.unavailable_reason()}): the key is "
-                         "used for this session only.")
+            note.setText(note.text() + " " + secrets.unavailable_reason())  # a whole sentence on its own
         self.warning = QLabel("")
         self.warning.setStyleSheet("color: #c0392b;")
         form = QFormLayout()

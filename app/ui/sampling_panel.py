@@ -49,6 +49,7 @@ class SamplingPanel(QWidget):
         sys_lay = QVBoxLayout(sys_box)
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText("Optional instructions for this chat")
+        self.system_prompt.setTabChangesFocus(True)  # Tab moves on, as in every other field of the panel
         self.system_prompt.setFixedHeight(self.fontMetrics().lineSpacing() * 3 + 12)
         self.system_prompt.textChanged.connect(
             lambda: self.system_prompt_changed.emit(self.system_prompt.toPlainText()))
