@@ -63,6 +63,7 @@ class SessionEngine(QObject):
     engine's events to the real session, so what is checked is the app's own handling of a dead engine."""
 
     tokens = Signal(str, str, list)
+    reasoning = Signal(str, str)
     done = Signal(object)
     error = Signal(object)
 
