@@ -10,19 +10,8 @@ LLAMA_VERSION="0.3.36"
 PY="${ROOFLINE_PYTHON:-python3.11}"
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 
-# The same flags as scripts/_setup.sh (keep the two in step): AMX off on x86, Metal on macOS, CUDA where usable.
-cmake_args="${CMAKE_ARGS:-}"
-case "$(uname -m)" in
-  x86_64|amd64)
-    nf="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-    cmake_args="$cmake_args -DCMAKE_C_FLAGS='$nf' -DCMAKE_CXX_FLAGS='$nf'";;
-esac
-if [ "$(uname -s)" = "Darwin" ]; then
-  cmake_args="$cmake_args -DGGML_METAL=on"
-elif command -v nvcc >/dev/null 2>&1 && { [ -e /dev/nvidia0 ] || [ "${ROOFLINE_CUDA:-0}" = "1" ]; }; then
-  cmake_args="$cmake_args -DGGML_CUDA=on"
-fi
-[ "${ROOFLINE_CUDA:-}" = "0" ] && cmake_args="${cmake_args// -DGGML_CUDA=on/}"
+# shellcheck source=scripts/_llama_flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_llama_flags.sh"
 
 build_id="$(printf 'tools|%s|%s|%s' "$LLAMA_VERSION" "$cmake_args" "$(uname -m)" | sha256sum | cut -c1-16)"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/roofline-build/llama-tools-$build_id"

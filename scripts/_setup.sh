@@ -32,20 +32,8 @@ if [ "$PORTABLE" = "1" ]; then
   fi
   cmake_args=""
 else
-cmake_args="${CMAKE_ARGS:-}"
-case "$(uname -m)" in
-  x86_64|amd64)
-    # AMX tile instructions crash with SIGILL on these machines; only server Xeons have AMX anyway.
-    nf="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-    cmake_args="$cmake_args -DCMAKE_C_FLAGS='$nf' -DCMAKE_CXX_FLAGS='$nf'";;
-esac
-if [ "$(uname -s)" = "Darwin" ]; then
-  cmake_args="$cmake_args -DGGML_METAL=on"
-elif command -v nvcc >/dev/null 2>&1 && { [ -e /dev/nvidia0 ] || [ "${ROOFLINE_CUDA:-0}" = "1" ]; }; then
-  # nvcc alone is not enough: a CUDA build takes far longer and is useless without a driver and a GPU.
-  cmake_args="$cmake_args -DGGML_CUDA=on"
-fi
-[ "${ROOFLINE_CUDA:-}" = "0" ] && cmake_args="${cmake_args// -DGGML_CUDA=on/}"
+# shellcheck source=scripts/_llama_flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_llama_flags.sh"
 build_id="$(printf '%s|%s|%s|%s' "$LLAMA_VERSION" "$cmake_args" "$("$VPY" -c 'import sys;print(sys.version_info[:2])')" "$(uname -m)" | sha256sum | cut -c1-16)"
 WHEEL_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/roofline-build/llama-cpp-python-$build_id"
 STAMP="$VENV/.llama-build-id"

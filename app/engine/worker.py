@@ -723,6 +723,15 @@ def lower_priority(value: str | None) -> None:
         pass
 
 
+def announce_ready() -> None:
+    """Register ggml's loadable backends (a portable build's CPU code is a module in llama_cpp/lib that ggml
+    would not find by itself), then tell the parent this process is ready and what it runs on."""
+    load_backends()
+    send(P.Ready(pid=os.getpid(), llama_cpp_version=llama_cpp.__version__, cpu_backend=cpu_backend().describe(),
+                 system_info=llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+                 gpu_offload=bool(llama_cpp.llama_supports_gpu_offload())))
+
+
 def main() -> int:
     _setup_streams()
     lower_priority(os.environ.get("ROOFLINE_ENGINE_NICE"))
@@ -730,10 +739,7 @@ def main() -> int:
     inbox: queue.Queue[Any] = queue.Queue()
     engine = Engine(inbox)
     threading.Thread(target=_stdin_reader, args=(inbox,), name="stdin", daemon=True).start()
-    load_backends()  # a portable build's CPU code is a module in llama_cpp/lib that ggml would not find
-    send(P.Ready(pid=os.getpid(), llama_cpp_version=llama_cpp.__version__, cpu_backend=cpu_backend().describe(),
-                 system_info=llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
-                 gpu_offload=bool(llama_cpp.llama_supports_gpu_offload())))
+    announce_ready()
     engine.serve()
     engine.unload()
     return 0

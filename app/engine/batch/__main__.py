@@ -13,11 +13,7 @@ import sys
 import threading
 from typing import Any
 
-import llama_cpp
-
-from app.engine import protocol as P
 from app.engine import worker
-from app.engine.backends import cpu_backend, load_backends
 from app.engine.batch.engine import BatchEngine
 
 
@@ -31,11 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     inbox: queue.Queue[Any] = queue.Queue()
     engine = BatchEngine(inbox, args.parallel)
     threading.Thread(target=worker._stdin_reader, args=(inbox,), name="stdin", daemon=True).start()
-    load_backends()  # a portable build's CPU code is a module in llama_cpp/lib that ggml would not find
-    worker.send(P.Ready(pid=os.getpid(), llama_cpp_version=llama_cpp.__version__,
-                        cpu_backend=cpu_backend().describe(),
-                        system_info=llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
-                        gpu_offload=bool(llama_cpp.llama_supports_gpu_offload())))
+    worker.announce_ready()
     engine.serve()
     engine.unload()
     return 0
