@@ -206,3 +206,8 @@ def test_first_start_says_the_bundled_model_is_a_demo_base_model(window, monkeyp
     window.engine.loaded.emit(loaded)
     assert window.banner.isVisible()
     assert "demo base model" in window.banner.label.text() and "Discover" in window.banner.label.text()
+    note_style = window.banner.styleSheet()
+    window.banner.show_message("The engine stopped.")  # a warning after the note: warning colours again
+    assert window.banner.styleSheet() != note_style and not window.banner.info
+    window.banner.show_message("a note", info=True)
+    assert window.banner.styleSheet() == note_style  # the note is drawn as a note, not as a warning

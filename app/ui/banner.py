@@ -1,4 +1,5 @@
-"""The window's banner: one line of bad news with an optional action; repeated news replaces, never stacks.
+"""The window's banner: one line of news (bad news in the warning colours, a note in the quiet ones) with an
+optional action; repeated news replaces, never stacks.
 
 Its text often comes from outside (an engine or server error, a template's exception, a file path), so it
 is always plain text.
@@ -31,16 +32,22 @@ class Banner(QFrame):
         close = QPushButton("Dismiss")
         close.clicked.connect(self.hide)
         lay.addWidget(close)
+        self.info = False  # a note, not a warning: drawn like a reply, not in the warning colours
         self.restyle()
         self.hide()
 
     def restyle(self) -> None:
         c = theme.colors()
-        self.setStyleSheet(f"QFrame#banner {{ background: {c.banner_bg}; border-radius: 6px; }}"
-                           f"QFrame#banner QLabel {{ color: {c.banner_fg}; }}")
+        bg, fg = (c.assistant_bg, c.text) if self.info else (c.banner_bg, c.banner_fg)
+        self.setStyleSheet(f"QFrame#banner {{ background: {bg}; border: 1px solid {c.border}; border-radius: 6px; }}"
+                           f"QFrame#banner QLabel {{ color: {fg}; }}")
 
-    def show_message(self, text: str, restart: bool = False, details: str = "") -> None:
-        """Show `text` (plain); `details` (e.g. the engine's last log lines) become the tooltip."""
+    def show_message(self, text: str, restart: bool = False, details: str = "", info: bool = False) -> None:
+        """Show `text` (plain); `details` (e.g. the engine's last log lines) become the tooltip; `info`: a
+        note rather than a warning."""
+        if info != self.info:
+            self.info = info
+            self.restyle()
         self.label.setText(text)
         set_plain_tooltip(self.label, details)
         self.restart_button.setVisible(restart)

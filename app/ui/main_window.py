@@ -430,7 +430,7 @@ class MainWindow(QMainWindow):
             self._mark_used(loaded.model_path)
             note = onboarding.demo_model_note(loaded.model_path, self.store)
             if note and not self.banner.isVisibleTo(self):  # never hide a warning that is already shown
-                self.banner.show_message(note)
+                self.banner.show_message(note, info=True)
         if self.lab_page.widget is not None:
             self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
         if remote:
