@@ -14,4 +14,6 @@ elif command -v nvcc >/dev/null 2>&1 && { [ -e /dev/nvidia0 ] || [ "${ROOFLINE_C
   # nvcc alone is not enough: a CUDA build takes far longer and is useless without a driver and a GPU.
   cmake_args="$cmake_args -DGGML_CUDA=on"
 fi
-[ "${ROOFLINE_CUDA:-}" = "0" ] && cmake_args="${cmake_args// -DGGML_CUDA=on/}"
+if [ "${ROOFLINE_CUDA:-}" = "0" ]; then  # an if, not `&&`: a sourced file's last status is `source`'s own
+  cmake_args="${cmake_args// -DGGML_CUDA=on/}"
+fi
