@@ -119,7 +119,7 @@ def test_frozen_build_self_test() -> None:
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]
     assert "frozen app" in out.stdout and "--engine-worker" in out.stdout
     assert "sampler top-k: C" in out.stdout  # PyInstaller bundled the C extension
-    assert "self-test passed: 5 checks ok" in out.stdout
+    assert "self-test passed: 6 checks ok" in out.stdout
 
 
 def test_frozen_build_discovers_sub_commands() -> None:
