@@ -23,9 +23,9 @@ class Engine:
     def __init__(self, model: Path) -> None:
         self.events: list[Any] = []
         self.client = BatchEngineClient(2)
-        self.loaded = self.client.start_loaded(
-            P.LoadConfig(model_path=str(model), n_ctx=2048, n_threads=2, n_batch=512, n_ubatch=UBATCH),
-            self.events.append)
+        self.loaded_config = P.LoadConfig(model_path=str(model), n_ctx=2048, n_threads=2, n_batch=512,
+                                          n_ubatch=UBATCH)
+        self.loaded = self.client.start_loaded(self.loaded_config, self.events.append)
 
     def submit(self, rid: str, prompt: str, **sampling: Any) -> None:
         self.client.send(P.Generate(request_id=rid, prompt=prompt, sampling=P.Sampling(**sampling)))
@@ -85,3 +85,24 @@ def test_prompt_extending_a_running_sequence_shares_its_cells(engine: Engine) ->
     assert ext.text.split()[:2] == alone.text.split()[:2]  # and it reads the same as the prompt alone
     engine.client.send(P.Cancel("runner"))
     engine.done("runner")
+
+
+def test_the_batch_engine_runs_under_the_chat_engines_memory_limit(engine: Engine, default_model: Path) -> None:
+    """It is the same EngineClient underneath: the address-space limit sized from the model applies here too."""
+    from app.engine import limits
+
+    if not limits.supported() or engine.client.ready is None or engine.client.ready.gpu_offload:
+        pytest.skip("RLIMIT_AS is applied on Linux without a GPU backend only (documented)")
+    pid = engine.client.pid
+    assert pid is not None
+    expected = limits.address_space_for(str(default_model), engine.loaded_config)
+
+    def limit() -> str:
+        line = next(ln for ln in Path(f"/proc/{pid}/limits").read_text().splitlines()
+                    if ln.startswith("Max address space"))
+        return line.split()[3]
+
+    deadline = time.monotonic() + 60  # sized on a thread of its own, beside the load
+    while limit() == "unlimited" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert limit() != "unlimited" and int(limit()) == expected

@@ -86,7 +86,7 @@ class EngineClient:
         if self.nice > 0:
             env["ROOFLINE_ENGINE_NICE"] = str(self.nice)
         self._proc = subprocess.Popen(
-            worker_command(),
+            self.command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -134,7 +134,7 @@ class EngineClient:
             except OSError:
                 pass
 
-    def __enter__(self) -> "EngineClient":
+    def __enter__(self) -> EngineClient:
         self.start()
         return self
 
@@ -211,11 +211,19 @@ class EngineClient:
         else:
             self._events.put(event)
 
+    def command(self) -> list[str]:
+        """The engine process to start (the batch engine's client starts another)."""
+        return worker_command()
+
+    def decode(self, raw: bytes) -> Any:
+        """One protocol line from the engine as an event (the batch engine adds event types)."""
+        return P.decode(raw)
+
     def _read_stdout(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
         for raw in proc.stdout:
             try:
-                event = P.decode(raw)
+                event = self.decode(raw)
             except P.ProtocolError as exc:
                 self._stderr_tail.append(f"[protocol] {exc}")
                 continue
