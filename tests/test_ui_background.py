@@ -1,0 +1,79 @@
+"""The one background-work helper: results land on the GUI thread, and never after the owner is gone."""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject, QThread
+from PySide6.QtWidgets import QApplication, QWidget
+
+from app.ui.background import run_in_background
+
+
+def test_result_arrives_on_the_gui_thread(qtbot):
+    owner = QWidget()
+    qtbot.addWidget(owner)
+    seen: list[tuple[object, bool]] = []
+    worker_thread: list[str] = []
+
+    def fn() -> int:
+        worker_thread.append(threading.current_thread().name)
+        return 41 + 1
+
+    def on_done(value: object) -> None:
+        seen.append((value, QThread.currentThread() is QApplication.instance().thread()))
+
+    job = run_in_background(owner, fn, on_done, name="answer")
+    qtbot.waitUntil(lambda: bool(seen), timeout=5000)
+    assert seen == [(42, True)]
+    assert worker_thread == ["answer"]
+    assert job.finished.is_set()
+
+
+def test_error_is_reported_not_raised(qtbot):
+    owner = QWidget()
+    qtbot.addWidget(owner)
+    errors: list[BaseException] = []
+    done: list[object] = []
+
+    def fn() -> None:
+        raise OSError("disk on fire")
+
+    run_in_background(owner, fn, done.append, errors.append)
+    qtbot.waitUntil(lambda: bool(errors), timeout=5000)
+    assert not done and isinstance(errors[0], OSError) and "disk on fire" in str(errors[0])
+
+
+def test_nothing_is_delivered_after_the_owner_is_deleted(qtbot):
+    owner = QObject()
+    gate = threading.Event()
+    seen: list[object] = []
+
+    def fn() -> str:
+        gate.wait(5)
+        return "late"
+
+    job = run_in_background(owner, fn, seen.append)
+    owner.deleteLater()
+    from shiboken6 import isValid
+
+    qtbot.waitUntil(lambda: not isValid(owner), timeout=2000)
+    gate.set()
+    assert job.finished.wait(5)
+    for _ in range(5):
+        QApplication.processEvents()
+        qtbot.wait(20)
+    assert seen == []
+
+
+def test_cancelled_job_drops_its_result(qtbot):
+    owner = QWidget()
+    qtbot.addWidget(owner)
+    gate = threading.Event()
+    seen: list[object] = []
+    job = run_in_background(owner, lambda: gate.wait(5) and "value", seen.append)
+    job.cancel()
+    gate.set()
+    assert job.finished.wait(5)
+    qtbot.wait(100)
+    assert seen == [] and job.cancelled
