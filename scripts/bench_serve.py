@@ -98,6 +98,13 @@ class StreamResult:
     start: float
     token_times: list[float]
     error: str | None = None
+    usage_tokens: int | None = None  # the server's own count (stream_options.include_usage), when it sends one
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens generated: the server's usage count, else one per content chunk. A model whose tokens
+        detokenize to nothing (a zoo model's zero weights pick <unk>) still streams chunks and counts them."""
+        return self.usage_tokens if self.usage_tokens is not None else len(self.token_times)
 
     @property
     def ttft(self) -> float:
@@ -115,12 +122,13 @@ class StreamResult:
 
 def stream_once(port: int, prompt: str, max_tokens: int, start_gate: threading.Barrier | None) -> StreamResult:
     body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
-                       "ignore_eos": True, "seed": 1})
+                       "ignore_eos": True, "seed": 1, "stream_options": {"include_usage": True}})
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     if start_gate is not None:
         start_gate.wait()
     t0 = time.monotonic()
     times: list[float] = []
+    usage: int | None = None
     try:
         conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
         resp = conn.getresponse()
@@ -135,13 +143,15 @@ def stream_once(port: int, prompt: str, max_tokens: int, start_gate: threading.B
                 break
             chunk = json.loads(payload)
             choices = chunk.get("choices") or []
-            if choices and choices[0].get("text"):
+            if choices and (choices[0].get("text") or choices[0].get("finish_reason") is None):
                 times.append(time.monotonic())
+            if isinstance(chunk.get("usage"), dict) and "completion_tokens" in chunk["usage"]:
+                usage = int(chunk["usage"]["completion_tokens"])
     except (OSError, ValueError) as exc:
-        return StreamResult(t0, times, str(exc))
+        return StreamResult(t0, times, str(exc), usage)
     finally:
         conn.close()
-    return StreamResult(t0, times)
+    return StreamResult(t0, times, None, usage)
 
 
 def run_concurrent(port: int, n: int, max_tokens: int, offset: int) -> tuple[list[StreamResult], float]:
@@ -220,7 +230,7 @@ def sweep(model: str, counts: list[int], args: argparse.Namespace) -> int:
         for r in range(args.rounds):
             for n in counts:  # interleaved: every count sees the same machine noise
                 results, wall = run_concurrent(port, n, args.tokens, offset=r * slots)
-                rates[n].append(sum(len(x.token_times) for x in results) / max(1e-9, wall))
+                rates[n].append(sum(x.n_tokens for x in results) / max(1e-9, wall))
     finally:
         server.stop()
     print(f"# after: {load_info()}")
@@ -325,15 +335,15 @@ def main() -> int:
     summary: dict[str, dict[str, float]] = {}
     for s in live:
         ones = single[s.name]
-        one_rate = statistics.median(len(x.token_times) / max(1e-9, x.end - x.start) for x in ones)
+        one_rate = statistics.median(x.n_tokens / max(1e-9, x.end - x.start) for x in ones)
         one_total = statistics.median(x.end - x.start for x in ones)
         rates, ttfts, itl_n, firsts_ok, errors, received = [], [], [], 0, 0, 0
         for results, wall in multi[s.name]:
-            rates.append(sum(len(x.token_times) for x in results) / max(1e-9, wall))
+            rates.append(sum(x.n_tokens for x in results) / max(1e-9, wall))
             ttfts += [x.ttft for x in results if x.token_times]
             itl_n += [d for x in results for d in x.itls]
             errors += sum(1 for x in results if x.error)
-            received += sum(len(x.token_times) for x in results)
+            received += sum(x.n_tokens for x in results)
             firsts_ok += int(max(x.ttft for x in results) < one_total)
         itl_1 = [d for x in ones for d in x.itls]
         # a server that cuts a stream short (llama_cpp.server interrupts one request for the next) shows here
