@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QComboBox, QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
 
 from app.core import settings as settings_mod
 from app.core.chat_store import ChatStore
+from app.ui.background import BackgroundJob
 from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
 from app.ui.chat_session import ChatSession
@@ -65,10 +65,9 @@ class WindowBase(QMainWindow):
     _plain_conversations: set[int]
     _editing: int | None
     _closed: bool
+    _default_job: BackgroundJob | None
 
     if TYPE_CHECKING:  # what one part calls in another (defined in chat_flow.py and model_loading.py)
-        _default_ready: SignalInstance
-
         def _update_buttons(self) -> None: ...
         def load_model(self, model: Path) -> None: ...
         def _select_model_in_combo(self, path: str | None) -> None: ...

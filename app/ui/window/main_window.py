@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -35,6 +35,7 @@ from app.core import settings as settings_mod
 from app.core.chat_store import ChatStore
 from app.core.store_recovery import OpenedStore, open_chat_store
 from app.ui import theme
+from app.ui.background import BackgroundJob
 from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
 from app.ui.chat_session import ChatSession
@@ -54,8 +55,6 @@ from app.ui.window.model_loading import ModelLoading
 
 
 class MainWindow(ChatFlow, EngineEvents, ModelLoading):
-    _default_ready = Signal(str, str)  # the default model prepared off the GUI thread: path, error
-
 
     def __init__(self, store: ChatStore | None = None, settings_result: settings_mod.LoadResult | None = None,
                  engine: EngineQt | None = None):
@@ -73,6 +72,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.session = ChatSession(self.store, self.engine, self)
         self._editing: int | None = None
         self._closed = False
+        self._default_job: BackgroundJob | None = None  # the default model being prepared, if it is
         # Extra Sampling fields for scripts and tests (e.g. {"ignore_eos": True} for fixed-length replies).
         self.sampling_overrides: dict[str, object] = {}
         # Measure memory bandwidth once per machine after a load (2 s of all cores; tests switch it off).
@@ -280,7 +280,6 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         if w.state:
             self.restoreState(QByteArray.fromBase64(w.state.encode()))
         self.dock.setVisible(w.dashboard_visible)
-        self._default_ready.connect(self._on_default_ready)
 
     def save_settings(self) -> None:
         self.settings.window.geometry = bytes(self.saveGeometry().toBase64().data()).decode()
@@ -295,5 +294,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self._closed:
             self._closed = True
+            if self._default_job is not None:  # a closed window starts no engine when the default model is ready
+                self._default_job.cancel()
             shut_down(self)
         super().closeEvent(event)

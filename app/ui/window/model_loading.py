@@ -3,13 +3,13 @@ the settings turned into a load (`load_config`), remote servers, and the default
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.engine import protocol as P
 from app.ui import model_selector
+from app.ui.background import run_in_background
 from app.ui.model_selector import CONNECT_REMOTE, OPEN_FILE
 from app.ui.window.base import WindowBase
 
@@ -121,24 +121,15 @@ class ModelLoading(WindowBase):
             self.load_model(Path(last))
             return
         self.state_label.setText("engine: preparing the default model…")
+        self._default_job = run_in_background(self, _prepare_default_model, self.load_model,
+                                              self._default_model_failed, name="default-model")
 
-        def work() -> None:
-            from app.core.default_model import default_model_path
+    def _default_model_failed(self, exc: BaseException) -> None:
+        self.banner.show_message(f"The default model could not be prepared: {exc}")
 
-            try:
-                path: Path | None = default_model_path()
-                err = ""
-            except Exception as exc:  # noqa: BLE001 (any failure is reported in the banner)
-                path, err = None, str(exc)
-            try:
-                self._default_ready.emit(str(path) if path else "", err)
-            except RuntimeError:  # window already gone
-                pass
 
-        threading.Thread(target=work, name="default-model", daemon=True).start()
+def _prepare_default_model() -> Path:
+    """The default model's path, assembled first if needed (that may take a while: never on the GUI thread)."""
+    from app.core.default_model import default_model_path
 
-    def _on_default_ready(self, path: str, err: str) -> None:
-        if path:
-            self.load_model(Path(path))
-        else:
-            self.banner.show_message(f"The default model could not be prepared: {err}")
+    return default_model_path()
