@@ -111,3 +111,36 @@ def test_a_remote_connect_that_fails_after_its_engine_was_deleted_is_dropped(qtb
     assert [(e.kind, e.message) for e in errors] == [
         ("load_failed", "ConnectionRefusedError: nobody listens at http://127.0.0.1:9/kept")]
     kept.shutdown()
+
+
+def test_the_bandwidth_feed_shows_a_failure_as_a_note_and_then_runs_the_measurement_asked_for(
+        qtbot, monkeypatch) -> None:
+    from PySide6.QtCore import QObject
+
+    from app.ui import bandwidth_feed
+
+    asked: list[bool] = []
+    gate = threading.Event()
+
+    def read(measure: bool) -> tuple[float | None, str]:
+        asked.append(measure)
+        if not measure:
+            gate.wait(5)
+            raise OSError("no cache folder")
+        return 12e9, "measured read bandwidth, 2026-11-30"
+
+    monkeypatch.setattr(bandwidth_feed, "read_bandwidth", read)
+    shown: list[tuple[float | None, str]] = []
+
+    class Dashboard:
+        def set_bandwidth(self, value: float | None, note: str) -> None:
+            shown.append((value, note))
+
+    owner = QObject()
+    feed = bandwidth_feed.BandwidthFeed(Dashboard(), owner)
+    feed.request()
+    feed.request(measure=True)  # asked while the first is still running: remembered, run next
+    gate.set()
+    qtbot.waitUntil(lambda: len(shown) == 2, timeout=5000)
+    assert shown == [(None, "not measured (no cache folder)"), (12e9, "measured read bandwidth, 2026-11-30")]
+    assert asked == [False, True] and feed.known
