@@ -55,6 +55,7 @@ from app.ui.window.model_loading import ModelLoading
 
 
 class MainWindow(ChatFlow, EngineEvents, ModelLoading):
+    """Builds the window's widgets and wiring; its jobs are the parts it inherits from (see the module text)."""
 
     def __init__(self, store: ChatStore | None = None, settings_result: settings_mod.LoadResult | None = None,
                  engine: EngineQt | None = None):
