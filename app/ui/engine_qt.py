@@ -21,6 +21,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.core.pacing import ROOMY, Pacing, all_layers_on_gpu, view_pacing
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
+from app.ui.background import run_in_background
 
 # Engine states shown in the status bar.
 STOPPED, STARTING, IDLE, LOADING, GENERATING, BENCHING, DEAD = (
@@ -97,9 +98,7 @@ class EngineQt(QObject):
     # ------------------------------------------------------------------ remote servers
     def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
         """Chat with an OpenAI-compatible server instead of the local engine (which is shut down to free its
-        memory). Connecting runs on a thread; `loaded` or `error` arrives as for a local load."""
-        import threading
-
+        memory). Connecting runs in the background; `loaded` or `error` arrives as for a local load."""
         from app.engine.remote import RemoteClient
 
         self._batch.stop()
@@ -112,15 +111,13 @@ class EngineQt(QObject):
         self._client = client
         self._set_state(LOADING)
 
-        def work() -> None:
-            try:
-                client.connect()  # delivers Loaded through on_event
-            except EngineError as exc:
-                self._on_reader_event(exc.error)
-            except Exception as exc:  # noqa: BLE001 - a thread must report, never die silently
-                self._on_reader_event(P.Error(None, "load_failed", f"{type(exc).__name__}: {exc}"))
+        # connect() delivers Loaded through on_event; a failure comes back here, on the GUI thread
+        run_in_background(self, client.connect, on_error=self._connect_failed, name="remote-connect")
 
-        threading.Thread(target=work, name="remote-connect", daemon=True).start()
+    def _connect_failed(self, exc: BaseException) -> None:
+        error = exc.error if isinstance(exc, EngineError) else \
+            P.Error(None, "load_failed", f"{type(exc).__name__}: {exc}")
+        self._dispatch(error)
 
     def _back_to_local(self) -> None:
         if self.remote is not None:

@@ -1,44 +1,33 @@
 """The model selector's tooltips: which quantization and context Roofline recommends for each model, and why
-(one sentence, from `app.core.library_fit.selector_advice`). Computed on a worker thread from headers and
+(one sentence, from `app.core.library_fit.selector_advice`). Computed in the background from headers and
 cached probes only; the tooltips change when the answer arrives."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QComboBox
 
+from app.ui.background import run_in_background
 from app.ui.safe_text import tooltip_html
 
 
-class _Signals(QObject):
-    done = Signal(object)  # path -> sentence
+def advise(paths: list[str]) -> dict[str, str]:
+    """path -> the recommendation sentence, for the files that can be read (no advice at all if it fails)."""
+    from app.core.gguf_info import inspect_gguf
+    from app.core.library_fit import machine_for_library, selector_advice
 
-
-class _Advise(QRunnable):
-    def __init__(self, paths: list[str], signals: _Signals):
-        super().__init__()
-        self.paths, self.signals = paths, signals
-
-    def run(self) -> None:
-        from app.core.gguf_info import inspect_gguf
-        from app.core.library_fit import machine_for_library, selector_advice
-
-        infos: dict[str, Any] = {}
-        for p in self.paths:
-            try:
-                infos[p] = inspect_gguf(p)
-            except Exception:  # noqa: BLE001, S112 - a missing or broken file simply gets no advice
-                continue
+    infos: dict[str, Any] = {}
+    for p in paths:
         try:
-            advice = selector_advice(infos, machine_for_library())
-        except Exception:  # noqa: BLE001 - advice is optional: never break the selector
-            advice = {}
-        try:
-            self.signals.done.emit(advice)
-        except RuntimeError:  # the selector is gone (window closing)
-            pass
+            infos[p] = inspect_gguf(p)
+        except Exception:  # noqa: BLE001, S112 - a missing or broken file simply gets no advice
+            continue
+    try:
+        return selector_advice(infos, machine_for_library())
+    except Exception:  # noqa: BLE001 - advice is optional: never break the selector
+        return {}
 
 
 class ModelTips(QObject):
@@ -48,13 +37,11 @@ class ModelTips(QObject):
         super().__init__(combo)
         self.combo = combo
         self.advice: dict[str, str] = {}
-        self._signals = _Signals(self)
-        self._signals.done.connect(self._apply)
 
     def refresh(self) -> None:
         paths = [self.combo.itemData(i) for i in range(self.combo.count())]
         paths = [p for p in paths if isinstance(p, str) and p.endswith(".gguf")]
-        QThreadPool.globalInstance().start(_Advise(paths, self._signals))
+        run_in_background(self, lambda: advise(paths), self._apply, name="model-tips")
 
     def _apply(self, advice: dict[str, str]) -> None:
         self.advice = advice

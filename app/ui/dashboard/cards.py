@@ -1,0 +1,87 @@
+"""The dashboard's cards: one titled number each (TTFT, prefill, decode, ITL, prompt tokens, KV cache), and
+how a finished reply's numbers are written on them."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout
+
+from app.core.metrics import PhaseMetrics
+from app.ui import theme
+
+
+def fmt(v: float, digits: int = 0, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and (math.isnan(v) or v <= 0)):
+        return "—"
+    return f"{v:.{digits}f}{unit}"
+
+
+def fmt_ms(v: float) -> str:
+    """Milliseconds, one decimal below 100 ms: short enough for a card."""
+    return fmt(v, 1 if v < 100 else 0)
+
+
+class Card(QFrame):
+    """A titled number: the at-a-glance part of the dashboard."""
+
+    def __init__(self, title: str, color: str | None = None, tip: str = ""):
+        super().__init__()
+        self.setObjectName("card")
+        self.color = color
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        lay.setSpacing(0)
+        self.title = QLabel(title)
+        self.value = QLabel("—")
+        self.detail = QLabel("")
+        font = self.value.font()
+        font.setPointSizeF(font.pointSizeF() * 1.45)
+        font.setBold(True)
+        self.value.setFont(font)
+        for w in (self.title, self.value, self.detail):
+            # Let the dock be narrow: labels may be cut rather than force a horizontal scroll bar.
+            w.setMinimumWidth(1)
+            w.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+            # One line each, always: a label that grew or shrank (empty ↔ text) would re-lay out the whole
+            # dashboard, and every plot resized is a full pyqtgraph redraw (~10 ms each) mid-reply.
+            w.setFixedHeight(w.fontMetrics().lineSpacing() + 2)
+            lay.addWidget(w)
+        self.setToolTip(tip)
+        self.restyle()
+
+    def restyle(self) -> None:
+        c = theme.colors()
+        self.setStyleSheet(f"QFrame#card {{ border: 1px solid {c.border}; border-radius: 6px; }}")
+        self.title.setStyleSheet(f"color: {c.muted};")
+        self.detail.setStyleSheet(f"color: {c.muted};")
+        self.value.setStyleSheet(f"color: {self.color or c.text};")
+
+    def set(self, value: str, detail: str = "") -> None:
+        self.value.setText(value)
+        self.detail.setText(detail)
+        self.detail.setToolTip(detail)  # a narrow dock cuts the line: the whole of it on hover
+
+
+def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Card, m: PhaseMetrics | None) -> None:
+    """A finished reply's numbers on the five per-message cards (dashes when there is none)."""
+    if m is None:
+        for card in (ttft, prefill, decode, itl, prompt):
+            card.set("—", "")
+        return
+    if m.source.startswith("client-side"):  # a remote server: its prefill is hidden inside TTFT
+        ttft.set(fmt(m.ttft_ms, 0, " ms"), "client-side")
+        prefill.set("n/a", "inside TTFT (remote)")
+    else:
+        ttft.set(fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
+        prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
+    detail = f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
+    if m.draft_tokens:  # prompt lookup was on: how many drafted tokens the model agreed with
+        detail += f" · lookup {100 * m.draft_acceptance:.0f} % accepted"
+    decode.set(fmt(m.decode_tps, 1, " tok/s"), detail)
+    itl.set(fmt(m.itl_p50, 1, " ms"), f"p95 {fmt_ms(m.itl_p95)} · p99 {fmt_ms(m.itl_p99)} ms")
+    new = m.prompt_tokens - m.reused_tokens
+    if m.source.startswith("client-side") and not m.prompt_tokens:
+        prompt.set("n/a", "not reported")
+    else:
+        prompt.set(f"{m.prompt_tokens}", f"{new} new · {m.reused_tokens} reused")

@@ -1,0 +1,118 @@
+"""The dashboard's Memory box: KV cache used/allocated and headroom, system RAM, the engine's resident memory
+and its VRAM (NVML, where there is an NVIDIA driver), polled once a second."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psutil
+from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QProgressBar
+
+from app.core.metrics import PhaseMetrics, fmt_bytes
+from app.engine import protocol as P
+from app.ui import dashboard_live
+from app.ui.dashboard.cards import Card
+from app.ui.engine_qt import EngineQt
+
+
+class MemoryPanel(QGroupBox):
+    def __init__(self) -> None:
+        super().__init__("Memory")
+        self._nvml: Any = None
+        self._nvml_tried = False
+        ml = QGridLayout(self)
+        self.kv_bar = QProgressBar()
+        self.kv_label = QLabel("—")
+        self.kv_label.setWordWrap(True)
+        self.swa_label = QLabel("")
+        self.swa_label.setWordWrap(True)
+        self.engine_label = QLabel("—")
+        self.vram_label = QLabel("")
+        self.ram_bar = QProgressBar()
+        self.ram_label = QLabel("—")
+        ml.addWidget(QLabel("KV cache"), 0, 0)
+        ml.addWidget(self.kv_bar, 0, 1)
+        ml.addWidget(self.kv_label, 1, 0, 1, 2)
+        ml.addWidget(self.swa_label, 2, 0, 1, 2)
+        ml.addWidget(QLabel("System RAM"), 3, 0)
+        ml.addWidget(self.ram_bar, 3, 1)
+        ml.addWidget(self.ram_label, 4, 0, 1, 2)
+        ml.addWidget(self.engine_label, 5, 0, 1, 2)
+        ml.addWidget(self.vram_label, 6, 0, 1, 2)
+
+    def update_kv(self, loaded: P.Loaded | None, stats: P.Stats | None, history: list[PhaseMetrics],
+                  card_kv: Card) -> None:
+        """The KV cache from the engine's latest stats, else from the last reply's metrics."""
+        if loaded is None:
+            self.kv_label.setText("No model loaded.")
+            self.kv_bar.setValue(0)
+            self.swa_label.setText("")
+            card_kv.set("—", "")
+            return
+        if loaded.chat_template_source == "server":
+            self.kv_label.setText("The KV cache lives on the remote server: not visible from here.")
+            self.kv_bar.setValue(0)
+            self.swa_label.setText("")
+            card_kv.set("n/a", "remote server")
+            return
+        cells_alloc = stats.kv_cells_allocated if stats and stats.loaded else loaded.kv_cells_allocated
+        bytes_alloc = stats.kv_bytes_allocated if stats and stats.loaded else loaded.kv_bytes_allocated
+        cells_used = stats.kv_cells_used if stats and stats.loaded else 0
+        bytes_used = stats.kv_bytes_used if stats and stats.loaded else 0
+        if history and (stats is None or not stats.loaded):
+            cells_used, bytes_used = history[-1].kv_cells_used, history[-1].kv_bytes_used
+        n_ctx = loaded.n_ctx
+        headroom = max(n_ctx - cells_used, 0)
+        self.kv_bar.setRange(0, max(cells_alloc, 1))
+        self.kv_bar.setValue(min(cells_used, max(cells_alloc, 1)))
+        self.kv_bar.setFormat(f"{cells_used} / {cells_alloc} cells")
+        self.kv_label.setText(
+            f"{fmt_bytes(bytes_used)} used of {fmt_bytes(bytes_alloc)} allocated "
+            f"({loaded.type_k}/{loaded.type_v}) · headroom {headroom} tokens of {n_ctx}")
+        card_kv.set(f"{cells_used} tok", f"{headroom} tokens free")
+        self.swa_label.setText(dashboard_live.swa_note(loaded))
+
+    def poll(self, engine: EngineQt) -> None:
+        """1 Hz: system RAM (psutil), engine RSS (psutil on its pid), VRAM (NVML), KV stats (engine)."""
+        vm = psutil.virtual_memory()
+        self.ram_bar.setRange(0, 1000)
+        self.ram_bar.setValue(int(1000 * (vm.total - vm.available) / max(vm.total, 1)))
+        self.ram_bar.setFormat(f"{100 * (vm.total - vm.available) / max(vm.total, 1):.0f} %")
+        self.ram_label.setText(f"{fmt_bytes(vm.total - vm.available)} used of {fmt_bytes(vm.total)}, "
+                               f"{fmt_bytes(vm.available)} available")
+        pid = engine.pid
+        if pid is None:
+            self.engine_label.setText("Engine process: not running")
+        else:
+            try:
+                rss = psutil.Process(pid).memory_info().rss
+                self.engine_label.setText(f"Engine process (pid {pid}): {fmt_bytes(rss)} resident")
+            except psutil.Error:
+                pass
+            engine.request_stats()
+        self.vram_label.setText(self._vram_text(pid))
+
+    def _vram_text(self, pid: int | None) -> str:
+        if not self._nvml_tried:
+            self._nvml_tried = True
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                self._nvml = pynvml
+            except Exception:  # noqa: BLE001 (no NVIDIA driver, any NVML failure: the common CPU case)
+                self._nvml = None
+        if self._nvml is None:
+            return "VRAM: no NVIDIA GPU (NVML unavailable)"
+        nv = self._nvml
+        try:
+            parts = []
+            for i in range(nv.nvmlDeviceGetCount()):
+                h = nv.nvmlDeviceGetHandleByIndex(i)
+                info = nv.nvmlDeviceGetMemoryInfo(h)
+                mine = sum(p.usedGpuMemory or 0 for p in nv.nvmlDeviceGetComputeRunningProcesses(h)
+                           if pid is not None and p.pid == pid)
+                parts.append(f"GPU{i}: engine {fmt_bytes(mine)}, {fmt_bytes(info.used)} / {fmt_bytes(info.total)}")
+            return "VRAM: " + "; ".join(parts) if parts else "VRAM: no GPU"
+        except Exception as exc:  # noqa: BLE001 (NVML errors must not break the dashboard)
+            return f"VRAM: unavailable ({exc})"

@@ -1,0 +1,108 @@
+"""The dashboard's Roofline box: the measured bandwidth and compute roofs with the prefill and decode
+operating points (from app.ui.roofline_model), on log axes labelled at powers of ten."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
+
+from app.core.metrics import PhaseMetrics
+from app.engine import protocol as P
+from app.ui import roofline_model, theme
+from app.ui.dashboard.plots import PLOT_HEIGHT, empty_label, make_plot
+
+_SI_PREFIX = {3: "k", 6: "M", 9: "G", 12: "T"}
+
+
+def _si(v: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.1f} {unit}"
+    return f"{v:.0f} "
+
+
+class RooflinePanel(QGroupBox):
+    def __init__(self) -> None:
+        super().__init__("Roofline")
+        rl = QVBoxLayout(self)
+        rl.setContentsMargins(4, 4, 4, 4)
+        self.plot_roof = make_plot("", "FLOP/s", "arithmetic intensity (FLOPs/byte)")
+        self.plot_roof.setFixedHeight(PLOT_HEIGHT + 80)
+        self.plot_roof.setLogMode(x=True, y=True)
+        self.plot_roof.showGrid(x=True, y=True, alpha=0.2)
+        self.roof_curve = self.plot_roof.plot([], [], pen=pg.mkPen(theme.ROOF, width=2))
+        for axis in ("left", "bottom"):
+            self.plot_roof.getAxis(axis).enableAutoSIPrefix(False)
+        # PlotDataItems (not bare scatter items): only they follow the plot's log mode.
+        self.roof_prefill = self.plot_roof.plot([], [], pen=None, symbol="o", symbolSize=12,
+                                                symbolBrush=theme.PREFILL, symbolPen=None)
+        self.roof_decode = self.plot_roof.plot([], [], pen=None, symbol="s", symbolSize=11,
+                                               symbolBrush=theme.DECODE, symbolPen=None)
+        self.roof_empty = empty_label(self.plot_roof, "send a message to place prefill and decode")
+        rl.addWidget(self.plot_roof)
+        self.roof_label = QLabel("")
+        self.roof_label.setWordWrap(True)
+        rl.addWidget(self.roof_label)
+        self.roof_legend = QLabel(
+            f"<span style='color:{theme.PREFILL}'>●</span> prefill &nbsp; "
+            f"<span style='color:{theme.DECODE}'>■</span> decode &nbsp; "
+            f"<span style='color:{theme.ROOF}'>━</span> roof = min(compute peak, bandwidth × intensity)")
+        rl.addWidget(self.roof_legend)
+        self.roof_explain = QLabel(
+            "Decode reads every weight for each token, so it sits on the bandwidth slope; prefill reuses each "
+            "weight for a whole batch of prompt tokens, so it climbs toward the compute roof.")
+        self.roof_explain.setWordWrap(True)
+        rl.addWidget(self.roof_explain)
+
+    def update_roofline(self, loaded: P.Loaded | None, history: list[PhaseMetrics], bandwidth: float | None,
+                        bandwidth_note: str, calibrated_peak: float | None, n_ubatch: int) -> None:
+        if loaded is None:
+            self.roof_label.setText("Load a model to see where prefill and decode sit.")
+            return
+        r = roofline_model.build(history, loaded.n_params, loaded.model_size, bandwidth, calibrated_peak, n_ubatch)
+        pts = [p for p in (r.prefill, r.decode) if p is not None]
+        lo = min([p.intensity for p in pts] + [0.5]) / 3
+        hi = max([p.intensity for p in pts] + [(r.ridge or 1) * 4, 50.0]) * 3
+        xs = np.logspace(math.log10(lo), math.log10(hi), 80)
+        ys = [r.roof(x) for x in xs]
+        if all(y is not None and math.isfinite(y) for y in ys):
+            self.roof_curve.setData(xs, ys)
+        else:
+            self.roof_curve.setData([], [])
+            ys = []
+        y_values = [y for y in ys if y] + [p.flops for p in pts]
+        self._decade_ticks("bottom", [lo, hi], "")
+        if y_values:
+            self._decade_ticks("left", [min(y_values), max(y_values)], "FLOP/s")
+        self.roof_prefill.setData([r.prefill.intensity] if r.prefill else [],
+                                  [r.prefill.flops] if r.prefill else [])
+        self.roof_decode.setData([r.decode.intensity] if r.decode else [],
+                                 [r.decode.flops] if r.decode else [])
+        self.roof_empty.setVisible(not pts)
+        bw = f"{bandwidth / 1e9:.1f} GB/s ({bandwidth_note})" if bandwidth else f"{bandwidth_note}"
+        peak = f"{_si(r.peak_flops)}FLOP/s ({r.peak_source})" if r.peak_flops else r.peak_source
+        text = f"Bandwidth roof: {bw} · compute roof: {peak}"
+        if r.decode and bandwidth:
+            used = r.decode.flops / r.decode.intensity
+            text += f" · decode moves {used / 1e9:.1f} GB/s = {100 * used / bandwidth:.0f} % of the roof"
+        self.roof_label.setText(text)
+
+    def _decade_ticks(self, axis: str, values: list[float], unit: str) -> None:
+        """Label a log axis at powers of ten only (pyqtgraph's minor labels pile up into a column)."""
+        lo = math.floor(math.log10(max(min(values), 1e-30)))
+        hi = math.ceil(math.log10(max(max(values), 1e-30)))
+
+        def label(e: int) -> str:
+            if not unit or e < 3:
+                return f"{10.0 ** e:g}"
+            prefix_exp = min(e // 3 * 3, 12)
+            return f"{10 ** (e - prefix_exp)} {_SI_PREFIX[prefix_exp]}"
+
+        major = [(float(e), label(e)) for e in range(lo, hi + 1)]
+        minor: list[tuple[float, str]] = []
+        if hi - lo <= 2:  # a narrow range shows one decade at most: label 2× and 5× too
+            minor = [(e + math.log10(m), label(e).replace("1", str(m), 1)) for e in range(lo, hi) for m in (2, 5)]
+        self.plot_roof.getAxis(axis).setTicks([major, minor])

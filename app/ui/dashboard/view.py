@@ -1,0 +1,336 @@
+"""The dashboard widget: per-message cards, speed and latency plots, memory and roofline boxes, kept up to date
+from the engine's events (live while a reply streams, in staged frames when it ends); `DashboardDock` puts it
+in a dock with a scroll area."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFrame,
+    QGridLayout,
+    QGroupBox,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.metrics import PhaseMetrics, fmt_bytes, percentile
+from app.engine import protocol as P
+from app.ui import dashboard_live, theme
+from app.ui.dashboard.cards import Card, fmt_ms, show_message
+from app.ui.dashboard.memory import MemoryPanel
+from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
+from app.ui.dashboard.roofline import RooflinePanel
+from app.ui.dashboard_reasoning import attach_reasoning_line
+from app.ui.engine_qt import EngineQt
+
+PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
+
+
+class Dashboard(QWidget):
+    """The dashboard's content; `DashboardDock` puts it in a dock with a scroll area."""
+
+    def __init__(self, engine: EngineQt, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.engine = engine
+        self.loaded: P.Loaded | None = None
+        self.history: list[PhaseMetrics] = []
+        self.bandwidth: float | None = None
+        self.bandwidth_note = "not measured yet"
+        self.calibrated_peak: float | None = None
+        self.n_ubatch = 512
+        self._live_times: list[float] = []
+        self._prefilled: P.Prefilled | None = None  # this reply's prefill, known from its first token
+        self._reply_started: float | None = None
+        self._itl_drawn_at = 0.0
+        self._itl_gaps: list[float] = []
+        self._itl_ranges: tuple[float, float] | None = None  # (x, y) upper limits now shown
+        self._last_stats: P.Stats | None = None
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.setSpacing(8)
+
+        # --- per message cards
+        grid = QGridLayout()
+        grid.setSpacing(6)
+        self.card_ttft = Card("TTFT", None, "Time to first token (wall clock): what the user waits for")
+        self.card_prefill = Card("Prefill", theme.PREFILL,
+                                 "Prompt processing rate: compute-bound, sets the time to first token")
+        self.card_decode = Card("Decode", theme.DECODE,
+                                "Generation rate: one token at a time, memory-bandwidth-bound")
+        self.card_itl = Card("Inter-token latency", None, "Gap between consecutive tokens (wall clock)")
+        self.card_prompt = Card("Prompt tokens", None, "New tokens were evaluated; reused ones came from the KV cache")
+        self.card_kv = Card("KV cache", None, "Tokens held in the KV cache and the room left")
+        self.cards = [self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt,
+                      self.card_kv]
+        for i, card in enumerate(self.cards):
+            grid.addWidget(card, i // 3, i % 3)
+        lay.addLayout(grid)
+
+        # --- time series: prefill and decode never blended, each on its own plot
+        self.plot_prefill = make_plot("Prefill tok/s per reply", "tok/s", "reply #")
+        self.plot_decode = make_plot("Decode tok/s per reply", "tok/s", "reply #")
+        self.curve_prefill = self.plot_prefill.plot([], [], pen=pg.mkPen(theme.PREFILL, width=2), symbol="o",
+                                                    symbolBrush=theme.PREFILL, symbolPen=None, symbolSize=7)
+        self.curve_decode = self.plot_decode.plot([], [], pen=pg.mkPen(theme.DECODE, width=2), symbol="o",
+                                                  symbolBrush=theme.DECODE, symbolPen=None, symbolSize=7)
+        for plot in (self.plot_prefill, self.plot_decode):
+            plot.getAxis("bottom").setTickSpacing(1, 1)  # replies are whole numbers
+        self.plot_ttft = make_plot("TTFT vs prompt length", "TTFT (ms)", "prompt tokens")
+        self.scatter_ttft = pg.ScatterPlotItem(size=8, brush=pg.mkBrush(theme.PREFILL), pen=None)
+        self.plot_ttft.addItem(self.scatter_ttft)
+        self.plot_itl = make_plot("Inter-token latency, current reply", "tokens", "ms")
+        self.itl_bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=theme.DECODE, pen=None)
+        self.plot_itl.addItem(self.itl_bars)
+        self.itl_lines: list[pg.InfiniteLine] = []
+        for style, where in ((Qt.PenStyle.SolidLine, 0.9), (Qt.PenStyle.DashLine, 0.7)):
+            line = pg.InfiniteLine(pos=0, angle=90, pen=pg.mkPen("#888888", width=1, style=style), label="",
+                                   labelOpts={"position": where, "anchors": [(1, 0.5), (1, 0.5)]})
+            line.setVisible(False)
+            self.plot_itl.addItem(line)
+            self.itl_lines.append(line)
+        self.empty_labels = {w: empty_label(w, "no replies yet") for w in
+                             (self.plot_prefill, self.plot_decode, self.plot_ttft)}
+        self.empty_labels[self.plot_itl] = empty_label(self.plot_itl, "tokens appear here while a reply streams")
+        for group, widgets in (("Speed across the conversation", [self.plot_prefill, self.plot_decode]),
+                               ("Latency", [self.plot_ttft, self.plot_itl])):
+            box = QGroupBox(group)
+            bl = QVBoxLayout(box)
+            bl.setContentsMargins(4, 4, 4, 4)
+            for w in widgets:
+                bl.addWidget(w)
+            lay.addWidget(box)
+
+        # --- memory and roofline boxes; their widgets are named here too (the tests and the window read them)
+        self.memory = MemoryPanel()
+        self.kv_bar, self.kv_label, self.swa_label = self.memory.kv_bar, self.memory.kv_label, self.memory.swa_label
+        self.engine_label, self.vram_label = self.memory.engine_label, self.memory.vram_label
+        self.ram_bar, self.ram_label = self.memory.ram_bar, self.memory.ram_label
+        lay.addWidget(self.memory)
+        self.roofline = RooflinePanel()
+        r = self.roofline
+        self.plot_roof, self.roof_curve, self.roof_empty = r.plot_roof, r.roof_curve, r.roof_empty
+        self.roof_prefill, self.roof_decode = r.roof_prefill, r.roof_decode
+        self.roof_label, self.roof_legend, self.roof_explain = r.roof_label, r.roof_legend, r.roof_explain
+        lay.addWidget(self.roofline)
+        lay.addStretch(1)
+
+        self._live_timer = QTimer(self)
+        self._live_timer.setSingleShot(True)
+        self._live_timer.setInterval(engine.pacing.cards_ms)
+        self._live_timer.timeout.connect(self._refresh_live)
+        self._staged = QTimer(self)  # the per-reply plots, a frame after the reply's numbers
+        self._staged.setSingleShot(True)
+        self._staged.timeout.connect(self._next_stage)
+        self._stage = 0
+        self._poll = QTimer(self)
+        self._poll.setInterval(1000)
+        self._poll.timeout.connect(self.poll)
+        self._poll.start()
+        engine.stats.connect(self.on_stats)
+        engine.loaded.connect(self.set_loaded)
+        engine.prefilled.connect(self.on_prefilled)
+        attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
+        self.restyle()
+        self.poll()
+        self._update_roofline()
+
+    # ------------------------------------------------------------------ inputs
+    def set_loaded(self, loaded: P.Loaded) -> None:
+        self.loaded = loaded
+        self._update_kv(None)
+        self._update_roofline()
+
+    def set_bandwidth(self, bytes_per_s: float | None, note: str = "") -> None:
+        self.bandwidth = bytes_per_s
+        self.bandwidth_note = note or ("measured" if bytes_per_s else "not measured yet")
+        self._update_roofline()
+
+    def set_history(self, metrics: list[PhaseMetrics]) -> None:
+        self.history = list(metrics)
+        self._staged.stop()
+        self._live_timer.stop()
+        self._live_times = []
+        self._update_series()
+        self._show_message(self.history[-1] if self.history else None)
+        self._set_itl(list(self.history[-1].itl_ms) if self.history else [])
+        self._update_kv(None)
+
+    def add_metrics(self, m: PhaseMetrics) -> None:
+        """A reply ended: its numbers at once; the plots in two later frames. Redrawing all five plots in
+        software takes ~25 ms; together with the reply's final render that was one 45–50 ms stall at the end
+        of every reply (scripts/bench_gui), now three pieces the event loop runs between."""
+        self.history.append(m)
+        self._live_timer.stop()
+        self._live_times = []
+        self._prefilled = None
+        self._show_message(m)
+        self._update_kv(None)
+        self._stage = 0
+        self._staged.start(PLOTS_AFTER_MS)
+
+    def _next_stage(self) -> None:
+        if self._stage == 0:
+            self._update_series()  # prefill, decode, TTFT and the roofline
+            self._stage = 1
+            self._staged.start(PLOTS_AFTER_MS)
+        elif self.history:
+            self._set_itl(self.history[-1].itl_ms)  # the finished reply's histogram
+
+    def start_reply(self) -> None:
+        if self._staged.isActive():  # a reply that ended a moment ago: finish its plots first
+            self._staged.stop()
+            if self._stage == 0:
+                self._update_series()
+        self._reply_started = time.monotonic()
+        self._live_timer.stop()
+        self._live_times = []
+        self._prefilled = None
+        self._set_itl([])
+        for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
+            card.set("…", "waiting for token 1")
+        self.card_kv.detail.setText("grows from token 1")
+
+    def on_prefilled(self, ev: P.Prefilled) -> None:
+        """The prefill phase ended (first token): its cards are final now, the KV cache starts growing."""
+        self._prefilled = ev
+        (pv, pd), (tv, td) = dashboard_live.prefill_texts(ev)
+        self.card_prefill.set(pv, pd)
+        self.card_prompt.set(tv, td)
+        self._show_live_kv()
+
+    def _show_live_kv(self) -> None:
+        if self._prefilled is None or self.loaded is None:
+            return
+        kv = dashboard_live.live_kv(self._prefilled, len(self._live_times), self.loaded)
+        dashboard_live.show_kv(kv, self.loaded, self.card_kv, self.kv_bar, self.kv_label)
+
+    def on_tokens(self, times: list[float]) -> None:
+        """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
+        2×/s (half that where llama.cpp takes every core: app.core.pacing)."""
+        first = not self._live_times
+        self._live_times.extend(times)
+        if first:
+            self._refresh_live(first=True)
+        elif not self._live_timer.isActive():
+            self._live_timer.start(self.engine.pacing.cards_ms)
+
+    def _refresh_live(self, first: bool = False) -> None:
+        t = self._live_times
+        if first and t and self._reply_started is not None:
+            # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.
+            self.card_ttft.set(f"{1000 * (t[0] - self._reply_started):.0f} ms", "live; final at the end")
+        gaps = [1000.0 * (b - a) for a, b in itertools.pairwise(t)]
+        now = time.monotonic()
+        if first or now - self._itl_drawn_at >= self.engine.pacing.histogram_ms / 1000.0:
+            self._itl_drawn_at = now
+            self._set_itl(gaps)
+        elif len(gaps) != len(self._itl_gaps) and not self._live_timer.isActive():
+            self._live_timer.start()  # come back for the histogram, even if no more tokens arrive
+        self._show_live_kv()
+        if len(t) >= 2 and t[-1] > t[0]:
+            rate = (len(t) - 1) / (t[-1] - t[0])
+            self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
+            self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
+                              f"p95 {fmt_ms(percentile(gaps, 95))} · p99 {fmt_ms(percentile(gaps, 99))}")
+
+    def on_stats(self, stats: P.Stats) -> None:
+        self._last_stats = stats
+        self._update_kv(stats)
+        self.engine_label.setText(f"Engine process: {fmt_bytes(stats.rss_bytes)} resident")
+
+    # ------------------------------------------------------------------ rendering
+    def _show_message(self, m: PhaseMetrics | None) -> None:
+        show_message(self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt, m)
+
+
+    def _update_series(self) -> None:
+        xs = list(range(1, len(self.history) + 1))
+        # Replies from a remote server have no visible prefill rate or (often) prompt length: leave them out
+        # of those plots rather than plot zeros.
+        local = [(x, m) for x, m in zip(xs, self.history) if not m.source.startswith("client-side")]
+        self.curve_prefill.setData([x for x, _ in local], [m.prefill_tps for _, m in local])
+        self.curve_decode.setData(xs, [m.decode_tps for m in self.history])
+        counted = [m for m in self.history if m.prompt_tokens > 0]
+        self.scatter_ttft.setData([m.prompt_tokens for m in counted], [m.ttft_ms for m in counted])
+        # Rates start at zero: honest proportions, and a flat series gets sane ticks.
+        for plot, values in ((self.plot_prefill, [m.prefill_tps for m in self.history]),
+                             (self.plot_decode, [m.decode_tps for m in self.history])):
+            plot.setXRange(0.5, max(len(xs), 3) + 0.5, padding=0)
+            plot.setYRange(0, max(values + [1.0]) * 1.15, padding=0)
+        ttfts = [m.ttft_ms for m in self.history]
+        self.plot_ttft.setYRange(0, max(ttfts + [1.0]) * 1.15, padding=0)
+        for plot in (self.plot_prefill, self.plot_decode, self.plot_ttft):
+            self.empty_labels[plot].setVisible(not xs)
+        self._update_roofline()
+
+    def _set_itl(self, gaps_ms: list[float]) -> None:
+        self._itl_gaps = list(gaps_ms)
+        self.empty_labels[self.plot_itl].setVisible(not gaps_ms)
+        for line in self.itl_lines:
+            line.setVisible(bool(gaps_ms))
+        if not gaps_ms:
+            self.itl_bars.setOpts(x0=[], x1=[], height=[])
+            return
+        arr = np.asarray(gaps_ms, dtype=float)
+        # A few stalls (another process took the CPU) must not squash the bulk into one bar:
+        # the range ends at 3× the median (or the max if smaller); slower gaps pile up in the last bin.
+        # Both ranges move in nice steps, so a live update rarely redraws the axes.
+        # percentile, not np.median: its first call imports numpy.ma (50 ms to over a second, mid-reply)
+        hi = nice_ceiling(max(min(float(arr.max()) * 1.05, 3.0 * percentile(gaps_ms, 50)), 1.0))
+        counts, edges = np.histogram(np.clip(arr, 0, hi), bins=30, range=(0, hi))
+        self.itl_bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
+        ranges = (hi, nice_ceiling(max(float(counts.max()), 1.0) * 1.1))
+        if ranges != self._itl_ranges:
+            self._itl_ranges = ranges
+            self.plot_itl.setXRange(0, hi, padding=0.02)
+            self.plot_itl.setYRange(0, ranges[1], padding=0)
+        for q, line in zip((50, 99), self.itl_lines, strict=True):
+            v = percentile(gaps_ms, q)
+            line.setPos(min(v, hi))
+            line.label.setFormat(f"p{q} {v:.0f} ms")  # pyqtgraph skips an unchanged text
+
+    def _update_kv(self, stats: P.Stats | None) -> None:
+        self.memory.update_kv(self.loaded, stats or self._last_stats, self.history, self.card_kv)
+
+    def poll(self) -> None:
+        """1 Hz: system RAM, engine RSS, VRAM, KV stats (app.ui.dashboard.memory)."""
+        self.memory.poll(self.engine)
+
+    def _update_roofline(self) -> None:
+        self.roofline.update_roofline(self.loaded, self.history, self.bandwidth, self.bandwidth_note,
+                                      self.calibrated_peak, self.n_ubatch)
+
+
+    def restyle(self) -> None:
+        c = theme.colors()
+        for card in self.cards:
+            card.restyle()
+        for plot in (self.plot_prefill, self.plot_decode, self.plot_ttft, self.plot_itl, self.plot_roof):
+            restyle_plot(plot, c.base, c.muted, c.text)
+        for label in (self.roof_explain, self.swa_label):
+            label.setStyleSheet(f"color: {c.muted};")
+        for line in self.itl_lines:
+            line.setPen(pg.mkPen(c.text, width=1, style=line.pen.style()))
+            line.label.setColor(c.text)
+
+
+class DashboardDock(QDockWidget):
+    def __init__(self, engine: EngineQt, parent: QWidget | None = None):
+        super().__init__("Performance", parent)
+        self.setObjectName("dashboard")
+        self.dashboard = Dashboard(engine)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self.dashboard)
+        self.setWidget(scroll)
+        self.setMinimumWidth(470)

@@ -1,0 +1,73 @@
+"""What the main window's parts share: the widgets and state that `MainWindow.__init__` builds, declared once
+so that each part (chat flow, engine events, model loading) can be read, and type-checked, on its own.
+
+The parts are mixins of one window rather than separate objects because every one of them works on the same
+few widgets (the banner, the model line, the buttons); declared here, those widgets have one owner.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QComboBox, QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
+
+from app.core import settings as settings_mod
+from app.core.chat_store import ChatStore
+from app.ui.background import BackgroundJob
+from app.ui.bandwidth_feed import BandwidthFeed
+from app.ui.banner import Banner
+from app.ui.chat_session import ChatSession
+from app.ui.conversation_list import ConversationPanel
+from app.ui.dashboard import Dashboard, DashboardDock
+from app.ui.engine_qt import EngineQt
+from app.ui.lazy_page import LazyPage
+from app.ui.message_view import InputBox, MessageView
+from app.ui.sampling_panel import SamplingPanel
+from app.ui.startup_guard import OpeningGuard
+
+
+class WindowBase(QMainWindow):
+    settings: settings_mod.Settings
+    store: ChatStore
+    engine: EngineQt
+    session: ChatSession
+    # central pages
+    pages: QTabWidget
+    chat_page: QWidget
+    models_page: LazyPage
+    lab_page: LazyPage
+    # the chat page
+    conversations: ConversationPanel
+    sampling_panel: SamplingPanel
+    banner: Banner
+    message_view: MessageView
+    edit_label: QLabel
+    input: InputBox
+    send_button: QPushButton
+    stop_button: QPushButton
+    regen_button: QPushButton
+    continue_button: QPushButton
+    hint_label: QLabel
+    # dashboard, toolbar, status bar
+    dock: DashboardDock
+    dashboard: Dashboard
+    bandwidth: BandwidthFeed
+    model_combo: QComboBox
+    model_info: QLabel
+    state_label: QLabel
+    progress: QProgressBar
+    mem_label: QLabel
+    # state
+    sampling_overrides: dict[str, object]
+    measure_bandwidth_on_load: bool
+    _opening: OpeningGuard
+    _plain_conversations: set[int]
+    _editing: int | None
+    _closed: bool
+    _default_job: BackgroundJob | None
+
+    if TYPE_CHECKING:  # what one part calls in another (defined in chat_flow.py and model_loading.py)
+        def _update_buttons(self) -> None: ...
+        def load_model(self, model: Path) -> None: ...
+        def _select_model_in_combo(self, path: str | None) -> None: ...

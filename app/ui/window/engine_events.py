@@ -1,0 +1,106 @@
+"""The main window's answers to the engine: its state and load progress in the status bar, the loaded model's
+line and tooltip, errors as a banner (with Restart when the engine died), and its memory stats."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from app.core.metrics import fmt_bytes
+from app.engine import protocol as P
+from app.ui import engine_qt as E
+from app.ui import onboarding
+from app.ui.safe_text import set_plain_tooltip
+from app.ui.window.base import WindowBase
+
+_QUANT_RE = re.compile(r"(?i)(IQ\d_[A-Z]+|Q\d_K_[SML]|Q\d_K|Q\d_\d|F16|BF16|F32|MXFP4)")
+
+
+def quant_of(loaded: P.Loaded) -> str:
+    for text in (Path(loaded.model_path).name, loaded.model_desc):
+        m = _QUANT_RE.search(text)
+        if m:
+            return m.group(1).upper()
+    return loaded.model_desc or "?"
+
+
+class EngineEvents(WindowBase):
+    def _engine_state(self, state: str) -> None:
+        pid = self.engine.pid
+        text = f"engine: {state}" + (f" (pid {pid})" if pid and state != E.DEAD else "")
+        self.state_label.setText(text)
+        self.progress.setVisible(state == E.LOADING)
+        if state == E.LOADING:
+            self.progress.setValue(0)
+        self._update_buttons()
+
+    def _progress(self, stage: str, fraction: float) -> None:
+        self.progress.show()
+        self.progress.setValue(int(1000 * max(0.0, min(1.0, fraction))))
+        self.state_label.setText(f"engine: loading — {stage} {100 * fraction:.0f} %")
+
+    def _loaded(self, loaded: P.Loaded) -> None:
+        self.progress.hide()
+        self.session.model_path = loaded.model_path
+        self._select_model_in_combo(loaded.model_path)
+        remote = loaded.chat_template_source == "server"
+        if not remote:  # a server URL is not a file to reopen or to list in the library
+            self.settings.last_model = loaded.model_path
+            self._mark_used(loaded.model_path)
+            note = onboarding.demo_model_note(loaded.model_path, self.store)
+            if note and not self.banner.isVisibleTo(self):  # never hide a warning that is already shown
+                self.banner.show_message(note, info=True)
+        if self.lab_page.widget is not None:
+            self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
+        if remote:
+            self.model_info.setText("remote server · its own chat template · timings measured client-side")
+        else:
+            self.model_info.setText(
+                f"{quant_of(loaded)} · ctx {loaded.n_ctx} · template {loaded.chat_template_name} "
+                f"({loaded.chat_template_source}) · load {loaded.load_ms:.0f} ms")
+        set_plain_tooltip(self.model_info,
+            f"{loaded.model_desc}\n{loaded.n_params / 1e6:.0f} M parameters, {fmt_bytes(loaded.model_size)}\n"
+            f"architecture {loaded.architecture}, trained context {loaded.n_ctx_train}\n"
+            f"chat template: {loaded.chat_template_name} (from {loaded.chat_template_source})\n"
+            f"KV cache {loaded.type_k}/{loaded.type_v}, {fmt_bytes(loaded.kv_bytes_allocated)}; "
+            f"threads {loaded.n_threads}/{loaded.n_threads_batch}; GPU layers {loaded.n_gpu_layers}\n"
+            f"streaming: {self.engine.pacing.describe()}")
+        if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
+            self.banner.hide()
+        if not self.bandwidth.known and self.measure_bandwidth_on_load:
+            self.bandwidth.request(measure=True)
+        self._update_buttons()
+
+    @staticmethod
+    def _mark_used(path: str) -> None:
+        from app.core.library import mark_used
+
+        try:
+            mark_used(path)
+        except OSError:
+            pass  # "last used" is a nicety; never let it disturb a load
+
+    def _engine_error(self, error: P.Error) -> None:
+        if error.fatal:
+            self.model_info.setText("engine stopped")
+            first = error.message.strip().splitlines()[0] if error.message.strip() else "The engine stopped."
+            self.banner.show_message(f"{first} Your text so far is saved; restart the engine to go on "
+                                     f"(Continue or Regenerate).", restart=True,
+                                     details=error.message)  # the engine's last log lines
+        elif error.kind == "load_failed":
+            self.model_info.setText("load failed")
+            self.banner.show_message(f"Could not load the model: {error.message}")
+        else:
+            self.banner.show_message(f"{error.kind.replace('_', ' ')}: {error.message}")
+        self.progress.hide()
+        self._update_buttons()
+
+    def _stats(self, stats: P.Stats) -> None:
+        self.mem_label.setText(f"engine RSS {fmt_bytes(stats.rss_bytes)} · KV {stats.kv_cells_used}/"
+                               f"{stats.kv_cells_allocated} cells")
+
+    def restart_engine(self) -> None:
+        self.banner.hide()
+        self.engine.restart()
+        if self.engine.loaded_info is None and self.session.model_path and self.engine.state != E.LOADING:
+            self.load_model(Path(self.session.model_path))

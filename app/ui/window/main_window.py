@@ -1,0 +1,301 @@
+"""Main window: conversations on the left, the chat in the middle, the performance dashboard docked right.
+
+Other pages (Models, Lab) join through `add_page(title, widget)`: the centre is a tab widget whose tab bar
+appears once there is more than one page. Engine trouble shows as a banner with a Restart button, never
+as a stack of dialogs; the window keeps working meanwhile.
+
+This module builds the window and owns its lifetime (settings, theme, closing); its other jobs are the
+mixins it is made of: the chat (chat_flow.py), the engine's events (engine_events.py) and choosing and
+loading models (model_loading.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core import settings as settings_mod
+from app.core.chat_store import ChatStore
+from app.core.store_recovery import OpenedStore, open_chat_store
+from app.ui import theme
+from app.ui.background import BackgroundJob
+from app.ui.bandwidth_feed import BandwidthFeed
+from app.ui.banner import Banner
+from app.ui.chat_session import ChatSession
+from app.ui.conversation_list import ConversationPanel
+from app.ui.dashboard import DashboardDock
+from app.ui.engine_qt import EngineQt
+from app.ui.lazy_page import LazyPage
+from app.ui.message_view import InputBox, MessageView
+from app.ui.safe_text import make_plain
+from app.ui.sampling_panel import SamplingPanel
+from app.ui.shutdown import shut_down
+from app.ui.startup_guard import OpeningGuard
+from app.ui.thinking_box import connect_thinking
+from app.ui.window.chat_flow import ChatFlow
+from app.ui.window.engine_events import EngineEvents
+from app.ui.window.model_loading import ModelLoading
+
+
+class MainWindow(ChatFlow, EngineEvents, ModelLoading):
+    """Builds the window's widgets and wiring; its jobs are the parts it inherits from (see the module text)."""
+
+    def __init__(self, store: ChatStore | None = None, settings_result: settings_mod.LoadResult | None = None,
+                 engine: EngineQt | None = None):
+        super().__init__()
+        self.setWindowTitle("Roofline")
+        result = settings_result or settings_mod.load_settings()
+        self.settings = result.settings
+        opened = OpenedStore(store) if store is not None else open_chat_store()
+        self.store = opened.store
+        self._owns_store = store is None
+        self.store.recover_streaming()
+        self._opening = OpeningGuard(self.store.path, self)
+        self._plain_conversations: set[int] = set()  # shown as plain text (one crashed the last start)
+        self.engine = engine or EngineQt(self)
+        self.session = ChatSession(self.store, self.engine, self)
+        self._editing: int | None = None
+        self._closed = False
+        self._default_job: BackgroundJob | None = None  # the default model being prepared, if it is
+        # Extra Sampling fields for scripts and tests (e.g. {"ignore_eos": True} for fixed-length replies).
+        self.sampling_overrides: dict[str, object] = {}
+        # Measure memory bandwidth once per machine after a load (2 s of all cores; tests switch it off).
+        self.measure_bandwidth_on_load = True
+
+        # ---- central pages
+        self.pages = QTabWidget()
+        self.pages.setDocumentMode(True)
+        self.pages.setTabBarAutoHide(True)
+        self.setCentralWidget(self.pages)
+
+        self.conversations = ConversationPanel(self.store)
+        self.sampling_panel = SamplingPanel()
+        self.sampling_panel.set_values(self.settings.sampling)
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self.conversations)
+        sampling_scroll = QScrollArea()
+        sampling_scroll.setWidgetResizable(True)
+        sampling_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        sampling_scroll.setWidget(self.sampling_panel)
+        sampling_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        sampling_scroll.setMinimumWidth(self.sampling_panel.minimumSizeHint().width()
+                                        + sampling_scroll.verticalScrollBar().sizeHint().width())
+        left.addWidget(sampling_scroll)
+        left.setStretchFactor(0, 1)
+        left.setStretchFactor(1, 1)
+
+        chat = QWidget()
+        cl = QVBoxLayout(chat)
+        cl.setContentsMargins(0, 6, 6, 6)
+        self.banner = Banner()
+        self.banner.restart_requested.connect(self.restart_engine)
+        cl.addWidget(self.banner)
+        self.message_view = MessageView()
+        self.message_view.edit_requested.connect(self.begin_edit)
+        cl.addWidget(self.message_view, 1)
+        self.edit_label = QLabel("Editing a message: Enter sends it again and replaces the replies after it; "
+                                 "Esc cancels.")
+        self.edit_label.setWordWrap(True)
+        self.edit_label.hide()
+        cl.addWidget(self.edit_label)
+        self.input = InputBox()
+        self.input.submitted.connect(self.submit)
+        self.input.escaped.connect(self.escape)
+        cl.addWidget(self.input)
+        buttons = QHBoxLayout()
+        self.send_button = QPushButton("Send")
+        self.send_button.setDefault(True)
+        self.send_button.clicked.connect(self.submit)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop the reply (Esc)")
+        self.stop_button.clicked.connect(self.session.stop)
+        self.regen_button = QPushButton("Regenerate")
+        self.regen_button.setToolTip("Replace the last reply with a new one")
+        self.regen_button.clicked.connect(self.regenerate)
+        self.continue_button = QPushButton("Continue")
+        self.continue_button.setToolTip("Continue the interrupted reply")
+        self.continue_button.clicked.connect(self.continue_reply)
+        for b in (self.send_button, self.stop_button, self.regen_button, self.continue_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        self.hint_label = QLabel("")
+        buttons.addWidget(self.hint_label)
+        cl.addLayout(buttons)
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(chat)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setSizes([260, 700])
+        self.chat_page = split
+        self.add_page("Chat", split)
+
+        # ---- Models and Lab pages, built when first opened
+        self.models_page = LazyPage(self._make_models_page)
+        self.add_page("Models", self.models_page)
+        self.lab_page = LazyPage(self._make_lab_page)
+        self.add_page("Lab", self.lab_page)
+
+        # ---- dashboard dock
+        self.dock = DashboardDock(self.engine, self)
+        self.dashboard = self.dock.dashboard
+        self.dashboard.n_ubatch = self.settings.n_ubatch
+        self.bandwidth = BandwidthFeed(self.dashboard, self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+
+        # ---- toolbar: model selector
+        tb = QToolBar("Model")
+        tb.setObjectName("model_toolbar")
+        tb.setMovable(False)
+        tb.addWidget(QLabel(" Model "))
+        self.model_combo = QComboBox()
+        self.model_combo.setMinimumContentsLength(28)
+        self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.model_combo.activated.connect(self._model_chosen)
+        tb.addWidget(self.model_combo)
+        self.model_info = QLabel("")
+        self.model_info.setContentsMargins(10, 0, 10, 0)
+        tb.addWidget(self.model_info)
+        spacer = QWidget()
+        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        tb.addWidget(spacer)
+        self.dashboard_action = self.dock.toggleViewAction()
+        self.dashboard_action.setText("Dashboard")
+        tb.addAction(self.dashboard_action)
+        quit_action = QAction("Quit", self)
+        quit_action.setShortcut(QKeySequence("Ctrl+Q"))  # Ctrl+Q, as in every desktop app
+        quit_action.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
+        quit_action.triggered.connect(self.close)
+        self.addAction(quit_action)
+        settings_action = QAction("Settings…", self)
+        settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        settings_action.triggered.connect(self.open_settings)
+        tb.addAction(settings_action)
+        self.addToolBar(tb)
+        new_action = QAction("New chat", self)
+        new_action.setShortcut(QKeySequence.StandardKey.New)
+        new_action.triggered.connect(self.new_chat)
+        self.addAction(new_action)
+
+        # ---- status bar
+        self.state_label = QLabel("engine: stopped")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setMaximumWidth(180)
+        self.progress.setTextVisible(False)
+        self.progress.hide()
+        self.mem_label = QLabel("")
+        self.statusBar().addWidget(self.state_label)
+        self.statusBar().addWidget(self.progress)
+        self.statusBar().addPermanentWidget(self.mem_label)
+
+        # ---- wiring
+        self.conversations.open_requested.connect(self.open_conversation)
+        self.conversations.new_requested.connect(self.new_chat)
+        self.conversations.deleted.connect(self._conversation_deleted)
+        self.session.conversation_changed.connect(self._load_conversation)
+        self.session.message_added.connect(self._message_added)
+        self.session.message_removed.connect(self.message_view.remove_from)
+        self.session.stream_text.connect(self.message_view.append_text)
+        connect_thinking(self.session, self.message_view)  # a reasoning model's thinking, live
+        self.session.message_finished.connect(self._message_finished)
+        self.session.busy_changed.connect(lambda _b: self._update_buttons())
+        self.session.tokens_timed.connect(self.dashboard.on_tokens)
+        self.session.conversations_changed.connect(self._reload_list)
+        self.sampling_panel.system_prompt_changed.connect(self.session.set_system_prompt)
+        self.engine.state_changed.connect(self._engine_state)
+        self.engine.progress.connect(self._progress)
+        self.engine.loaded.connect(self._loaded)
+        self.engine.error.connect(self._engine_error)
+        self.engine.stats.connect(self._stats)
+        QGuiApplication.styleHints().colorSchemeChanged.connect(lambda _s: self.restyle())
+        app = QGuiApplication.instance()
+        if isinstance(app, QGuiApplication):
+            theme.apply_system_scheme(app)
+
+        make_plain(self.model_info, self.state_label, self.hint_label)
+        self._restore_window()
+        self._populate_models()
+        notes = [w for w in (opened.warning, result.warning) if w]
+        notes += self._open_first_conversation()
+        self._update_buttons()
+        if notes:
+            self.banner.show_message(" ".join(notes))
+        self.bandwidth.request()
+
+    # ------------------------------------------------------------------ pages
+    def add_page(self, title: str, widget: QWidget) -> int:
+        """Add a page to the central tab widget (Models, Lab...). Returns its index."""
+        return self.pages.addTab(widget, title)
+
+    # ------------------------------------------------------------------ settings, theme, lifetime
+    def open_settings(self) -> None:
+        from app.ui.settings_dialog import SettingsDialog
+
+        # The dialog edits the defaults starting from what the sidebar shows, so OK does not undo the sidebar
+        self.settings.sampling = self.sampling_panel.values()
+        dlg = SettingsDialog(self.settings, self, model_path=self.session.model_path)
+        if dlg.exec():
+            old = self.load_config(Path(self.session.model_path)) if self.session.model_path else None
+            self.settings = dlg.result_settings()
+            self.sampling_panel.set_values(self.settings.sampling)
+            self.dashboard.n_ubatch = self.settings.n_ubatch
+            self.save_settings()
+            self._populate_models()
+            self._select_model_in_combo(self.session.model_path)
+            if old is not None and self.session.model_path and old != self.load_config(Path(self.session.model_path)):
+                self.load_model(Path(self.session.model_path))  # engine settings changed: reload
+
+    def restyle(self) -> None:
+        app = QGuiApplication.instance()
+        if isinstance(app, QGuiApplication):
+            theme.apply_system_scheme(app)
+        self.banner.restyle()
+        self.message_view.restyle()
+        self.dashboard.restyle()
+
+    def _restore_window(self) -> None:
+        w = self.settings.window
+        if w.geometry:
+            self.restoreGeometry(QByteArray.fromBase64(w.geometry.encode()))
+        else:
+            self.resize(1400, 860)
+        if w.state:
+            self.restoreState(QByteArray.fromBase64(w.state.encode()))
+        self.dock.setVisible(w.dashboard_visible)
+
+    def save_settings(self) -> None:
+        self.settings.window.geometry = bytes(self.saveGeometry().toBase64().data()).decode()
+        self.settings.window.state = bytes(self.saveState().toBase64().data()).decode()
+        self.settings.window.dashboard_visible = self.dock.isVisible()
+        self.settings.sampling = self.sampling_panel.values()
+        try:
+            settings_mod.save_settings(self.settings)
+        except OSError as exc:
+            self.banner.show_message(f"Settings could not be saved: {exc}")
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._default_job is not None:  # a closed window starts no engine when the default model is ready
+                self._default_job.cancel()
+            shut_down(self)
+        super().closeEvent(event)

@@ -1,0 +1,135 @@
+"""Choosing and loading models in the main window: the toolbar's model list, the Models and Lab pages' hooks,
+the settings turned into a load (`load_config`), remote servers, and the default model at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from app.engine import protocol as P
+from app.ui import model_selector
+from app.ui.background import run_in_background
+from app.ui.model_selector import CONNECT_REMOTE, OPEN_FILE
+from app.ui.window.base import WindowBase
+
+
+class ModelLoading(WindowBase):
+
+    # ------------------------------------------------------------------ pages
+    def _make_models_page(self) -> QWidget:
+        from app.ui.models_page import ModelsPage
+
+        page = ModelsPage()
+        page.model_chosen.connect(self._model_from_library)
+        return page
+
+    def _model_from_library(self, path: str) -> None:
+        self.pages.setCurrentWidget(self.chat_page)
+        if path != self.session.model_path or self.engine.loaded_info is None:
+            self.load_model(Path(path))
+
+    def _make_lab_page(self) -> QWidget:
+        from app.ui.lab_page import LabPage
+
+        page = LabPage(model_path=self.session.model_path)
+        tuned = self._tuned(self.session.model_path)
+        if tuned:
+            page.load_overrides = dict(tuned)
+        return page
+
+    def _tuned(self, model: str | Path | None) -> dict[str, int] | None:
+        """The auto-tuned threads/ubatch for this machine and model (`roofline tune`), when threads are auto."""
+        if model is None or self.settings.threads is not None:
+            return None
+        from app.core.autotune import tuned_config
+
+        try:
+            return tuned_config(model)
+        except (OSError, ValueError):
+            return None
+
+    # ------------------------------------------------------------------ models
+    def _populate_models(self) -> None:
+        model_selector.populate(self.model_combo, self.settings)
+
+    def _model_chosen(self, index: int) -> None:
+        data = self.model_combo.itemData(index)
+        if data == CONNECT_REMOTE:
+            from app.ui.remote_dialog import RemoteDialog
+
+            dialog = RemoteDialog(self, url=self.engine.remote[0] if self.engine.remote else "")
+            if dialog.exec() == RemoteDialog.DialogCode.Accepted:
+                self.connect_remote(*dialog.values())
+            else:
+                self._select_model_in_combo(self.session.model_path)
+            return
+        if data == OPEN_FILE:
+            path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", str(self.settings.resolved_models_dir()),
+                                                  "GGUF models (*.gguf)")
+            if not path:
+                self._select_model_in_combo(self.session.model_path)
+                return
+            data = path
+        loaded = self.engine.loaded_info.model_path if self.engine.loaded_info else None
+        if data and model_selector.needs_load(data, self.session.model_path, loaded):
+            self.load_model(Path(data))
+
+    def _select_model_in_combo(self, path: str | None) -> None:
+        if path is None:
+            return
+        i = self.model_combo.findData(path)
+        if i < 0:
+            remote = self.engine.remote is not None and self.engine.loaded_info is not None \
+                and self.engine.loaded_info.model_path == path
+            name = self.engine.loaded_info.model_desc if remote and self.engine.loaded_info else Path(path).name
+            self.model_combo.insertItem(0, name, path)
+            i = 0
+        self.model_combo.setCurrentIndex(i)
+
+    def load_config(self, model: Path) -> P.LoadConfig:
+        s = self.settings
+        cfg = P.LoadConfig(model_path=str(model), n_ctx=s.n_ctx, n_threads=s.threads, n_threads_batch=s.threads,
+                           n_gpu_layers=-1 if s.n_gpu_layers is None else s.n_gpu_layers,
+                           n_batch=s.n_batch, n_ubatch=s.n_ubatch, type_k=s.kv_cache_type,
+                           type_v=s.kv_cache_type, flash_attn=s.flash_attn)
+        tuned = self._tuned(model)
+        if tuned:  # threads are "auto": use what `roofline tune` measured best for this model
+            cfg.n_threads, cfg.n_threads_batch = tuned["n_threads"], tuned["n_threads_batch"]
+            cfg.n_ubatch, cfg.n_batch = tuned["n_ubatch"], max(tuned["n_batch"], tuned["n_ubatch"])
+        return cfg
+
+    def load_model(self, model: Path) -> None:
+        if self.session.busy:
+            self.session.stop()
+        self.session.model_path = str(model)
+        self._select_model_in_combo(str(model))
+        self.model_info.setText("loading…")
+        self.engine.load(self.load_config(model))
+
+    def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
+        """Chat with an OpenAI-compatible server through the same window (client-side timings)."""
+        if self.session.busy:
+            self.session.stop()
+        self.model_info.setText(f"connecting to {url}…")
+        self.engine.connect_remote(url, api_key, model)
+
+    def load_default_model(self) -> None:
+        """Load the last model, else the embedded default (assembled off the GUI thread if needed)."""
+        last = self.settings.last_model
+        if last and Path(last).exists():
+            self.load_model(Path(last))
+            return
+        self.state_label.setText("engine: preparing the default model…")
+        self._default_job = run_in_background(self, _prepare_default_model, self.load_model,
+                                              self._default_model_failed, name="default-model")
+
+    def _default_model_failed(self, exc: BaseException) -> None:
+        self.banner.show_message(f"The default model could not be prepared: {exc}")
+
+
+def _prepare_default_model() -> Path:
+    """The default model's path, assembled first if needed (that may take a while: never on the GUI thread)."""
+    from app.core.default_model import default_model_path
+
+    return default_model_path()
