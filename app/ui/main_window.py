@@ -49,6 +49,7 @@ from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
 from app.ui.safe_text import make_plain, set_plain_tooltip
+from app.ui.model_preset import ModelPresetControl
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.shutdown import shut_down
 from app.ui.startup_guard import OpeningGuard
@@ -196,6 +197,8 @@ class MainWindow(QMainWindow):
         settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
         settings_action.triggered.connect(self.open_settings)
         tb.addAction(settings_action)
+        self.model_preset = ModelPresetControl(self)  # the chosen model's preset: applied on load, edited here
+        tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
         self.addToolBar(tb)
         new_action = QAction("New chat", self)
         new_action.setShortcut(QKeySequence.StandardKey.New)
@@ -358,6 +361,7 @@ class MainWindow(QMainWindow):
         self.session.model_path = str(model)
         self._select_model_in_combo(str(model))
         self.model_info.setText("loading…")
+        self.model_preset.apply(model)
         self.engine.load(self.load_config(model))
 
     def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
@@ -616,12 +620,12 @@ class MainWindow(QMainWindow):
         from app.ui.settings_dialog import SettingsDialog
 
         # The dialog edits the defaults starting from what the sidebar shows, so OK does not undo the sidebar
-        self.settings.sampling = self.sampling_panel.values()
+        self.settings.sampling = self.model_preset.global_sampling()
         dlg = SettingsDialog(self.settings, self, model_path=self.session.model_path)
         if dlg.exec():
             old = self.load_config(Path(self.session.model_path)) if self.session.model_path else None
             self.settings = dlg.result_settings()
-            self.sampling_panel.set_values(self.settings.sampling)
+            self.model_preset.settings_changed()
             self.dashboard.n_ubatch = self.settings.n_ubatch
             self.save_settings()
             self._populate_models()
@@ -652,7 +656,7 @@ class MainWindow(QMainWindow):
         self.settings.window.geometry = bytes(self.saveGeometry().toBase64().data()).decode()
         self.settings.window.state = bytes(self.saveState().toBase64().data()).decode()
         self.settings.window.dashboard_visible = self.dock.isVisible()
-        self.settings.sampling = self.sampling_panel.values()
+        self.settings.sampling = self.model_preset.global_sampling()
         try:
             settings_mod.save_settings(self.settings)
         except OSError as exc:
