@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chat", help="send one prompt, stream the reply, print prefill/decode metrics")
+    p = sub.add_parser("chat", help="send one prompt, stream the reply, print prefill/decode metrics",
+                       description="Options left out come from settings.json, then the model's preset, then the "
+                       "`roofline tune` result; the summary before the reply says where each value came from.")
     add_model_arg(p)
     p.add_argument("prompt", nargs="?", default=None,
                    help="the user message (or text to continue with --raw); '-' reads it from standard input")
