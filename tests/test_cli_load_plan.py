@@ -19,7 +19,7 @@ pytestmark = pytest.mark.model
 
 def chat(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "app.cli", "chat", "-t", "2", "-n", "2", *args],
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ), check=False)
 
 
 def _write_settings(data: dict) -> None:
@@ -44,7 +44,7 @@ def test_chat_applies_the_models_preset_and_a_flag_wins(default_model: Path) -> 
     _write_settings({"n_ctx": 1536, "presets": {preset_key(default_model): {
         "n_ctx": 1024, "sampling": {"max_tokens": 3, "temperature": 0.0}, "system_prompt": "Answer in French."}}})
     res = subprocess.run([sys.executable, "-m", "app.cli", "chat", "-t", "2", "Hello"], capture_output=True,
-                         text=True, timeout=300, env=dict(os.environ))  # no -n: the preset's max_tokens
+                         text=True, timeout=300, env=dict(os.environ), check=False)  # no -n: the preset's max_tokens
     assert res.returncode == 0, res.stderr
     assert "ctx 1024 (preset)" in res.stderr and "context: 1024 tokens" in res.stderr
     assert "n 3 (preset)" in res.stderr and "system  : 17 chars (preset)" in res.stderr
