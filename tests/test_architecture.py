@@ -24,8 +24,8 @@ def test_mypy_is_clean() -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-# Where llama_cpp may be imported, relative to app/engine/ ("worker/" is the whole package): the engine's child
-# processes and helpers only they import. README's Architecture section names each one.
+# Where llama_cpp may be imported, relative to app/engine/ ("worker/" is the whole package): the engine's
+# child processes and helpers only they import. README's Architecture section names each one.
 LLAMA_CPP_IMPORTERS = {"worker/", "batch/engine.py", "quantize.py", "backends.py", "decoding.py",
                        "context_overflow.py", "draft_model.py"}
 
@@ -34,7 +34,8 @@ def _imports_llama_cpp(path: Path) -> bool:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "llama_cpp" for a in node.names):
             return True
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "llama_cpp":
+        if isinstance(node, ast.ImportFrom) and node.level == 0 \
+                and (node.module or "").split(".")[0] == "llama_cpp":
             return True
     return False
 
@@ -42,7 +43,8 @@ def _imports_llama_cpp(path: Path) -> bool:
 def test_llama_cpp_is_imported_only_by_the_engine_processes() -> None:
     """A stricter reading than the contracts: inside app/, only the modules in LLAMA_CPP_IMPORTERS import
     llama_cpp, each entry is still one (the list is exact), and README's Architecture section names each."""
-    importers = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "app").rglob("*.py") if _imports_llama_cpp(p))
+    importers = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "app").rglob("*.py")
+                       if _imports_llama_cpp(p))
     allowed, used = [], set()
     for rel in importers:
         inside = rel.removeprefix("app/engine/") if rel.startswith("app/engine/") else None
@@ -58,3 +60,4 @@ def test_llama_cpp_is_imported_only_by_the_engine_processes() -> None:
     architecture = readme[readme.index("## Architecture"):]
     architecture = architecture[:architecture.index("The boundaries are enforced")]  # the package map
     assert [e for e in sorted(LLAMA_CPP_IMPORTERS) if e not in architecture] == []
+

@@ -1,9 +1,9 @@
 """The engine process: owns llama.cpp and serves the protocol (`python -m app.engine.worker`).
 
-Commands arrive as JSON lines on stdin, events leave as JSON lines on a private copy of stdout; file descriptor
-1 itself is pointed at stderr so that anything native code prints can never corrupt the protocol stream. One
-thread reads stdin into a queue, so a `cancel` is seen between two tokens while the main thread generates.
-llama.cpp is not thread-safe: only the main thread touches it.
+Commands arrive as JSON lines on stdin, events leave as JSON lines on a private copy of stdout; file
+descriptor 1 itself is pointed at stderr so that anything native code prints can never corrupt the protocol
+stream. One thread reads stdin into a queue, so a `cancel` is seen between two tokens while the main thread
+generates. llama.cpp is not thread-safe: only the main thread touches it.
 
 One module per job:
     stream.py   the protocol stream: send events, token bursts (no llama_cpp)
