@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,3 +64,33 @@ def test_llama_cpp_is_imported_only_by_the_engine_processes() -> None:
     architecture = architecture[:architecture.index("The boundaries are enforced")]  # the package map
     assert [e for e in sorted(LLAMA_CPP_IMPORTERS) if e not in architecture] == []
 
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503: "PySide6_Essentials" is "pyside6-essentials"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_third_party_module_the_app_imports_is_a_declared_dependency() -> None:
+    """Each top-level module imported anywhere in app/ (at any depth, lazily or not) is the standard library,
+    the app itself, or comes from a distribution in pyproject's [project].dependencies: a module that only
+    arrives as another package's dependency (httpx2 under huggingface_hub, pydantic under
+    pydantic-settings) breaks the day that package changes its own."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    declared = {_normalized(re.split(r"[\s\[<>=!~;]", req, maxsplit=1)[0]) for req in project["dependencies"]}
+    providers = importlib.metadata.packages_distributions()
+    undeclared = {}
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        for module in _top_level_imports(path) - set(sys.stdlib_module_names) - {"app", "__future__"}:
+            dists = {_normalized(d) for d in providers.get(module, [])}
+            if not dists & declared:
+                undeclared.setdefault(module, path.relative_to(ROOT).as_posix())
+    assert undeclared == {}, f"imported but not declared in pyproject.toml (module: first importer): {undeclared}"
