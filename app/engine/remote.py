@@ -128,10 +128,9 @@ class RemoteClient:
             self._cancelled.update(rid for rid, _ in active)
         for _, conn in active:
             conn.abort()
+        # The httpx2 client stays: it keeps no idle connection (see remote_http.new_client), and closing it
+        # under a stream that another thread still reads would fail that read in another way than the abort.
         self._started = False
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()
 
     def __enter__(self) -> RemoteClient:
         self.start()
