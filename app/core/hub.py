@@ -101,28 +101,31 @@ _client_ready = False
 
 
 def _install_client_timeouts() -> None:
-    """huggingface_hub's shared httpx client has no timeout at all: a stalled network would hang forever.
+    """huggingface_hub's shared httpx2 client has no timeout at all: a stalled network would hang forever.
 
-    We keep its request hook (offline check, request ids) and add connect/read timeouts.
+    We keep its request hooks (offline check, request ids), taken from the client its default factory
+    builds (public API only: get_session, set_client_factory), and add connect/read timeouts.
     """
     global _client_ready
     with _client_lock:
         if _client_ready:
             return
         import httpx2
-        from huggingface_hub.utils import _http
+        from huggingface_hub import get_session, set_client_factory
+
+        hub_hooks = list(get_session().event_hooks.get("request", []))
 
         def https_only(request: httpx2.Request) -> None:
             check_url_allowed(str(request.url))  # every request, redirects included
 
         def factory() -> httpx2.Client:
             return httpx2.Client(
-                event_hooks={"request": [https_only, _http.hf_request_event_hook]},
+                event_hooks={"request": [https_only, *hub_hooks]},
                 follow_redirects=True,
                 timeout=httpx2.Timeout(30.0, connect=10.0),
             )
 
-        _http.set_client_factory(factory)
+        set_client_factory(factory)
         _client_ready = True
 
 

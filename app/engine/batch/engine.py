@@ -11,7 +11,7 @@ slot (shared through llama_memory_seq_cp, which in a unified cache only tags the
 past that prefix. Sampling is per sequence with app.core.sampling on llama.cpp's logits rows in place.
 
 It reuses the single-request engine for everything but generation (loading, templates, error wording):
-`BatchEngine` is `app.engine.worker.Engine` with the context built for N sequences. llama.cpp is not
+`BatchEngine` is `app.engine.worker.engine.Engine` with the context built for N sequences. llama.cpp is not
 thread-safe: only the main thread touches it; a reader thread queues the commands.
 """
 
@@ -32,7 +32,8 @@ from app.engine import protocol as P
 from app.engine.batch.messages import Accepted, BatchStats
 from app.engine.batch.sequence import Sequence
 from app.engine.decoding import logits_row
-from app.engine.worker import Engine, send, send_lines
+from app.engine.worker.engine import Engine
+from app.engine.worker.stream import send, send_lines
 
 MIN_SHARED_PREFIX = 16  # tokens: a shorter prefix held by another slot is not worth a copy
 STATS_INTERVAL_S = 0.5  # while busy, the batch's stats go out at most this often (and on every change)
