@@ -50,6 +50,7 @@ from app.ui.sampling_panel import SamplingPanel
 from app.ui.shutdown import shut_down
 from app.ui.startup_guard import OpeningGuard
 from app.ui.thinking_box import connect_thinking
+from app.ui.version_nav import VersionsControl
 from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
 from app.ui.window.model_loading import ModelLoading
@@ -224,6 +225,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.session.tokens_timed.connect(self.dashboard.on_tokens)
         self.session.conversations_changed.connect(self._reload_list)
         self.sampling_panel.system_prompt_changed.connect(self.session.set_system_prompt)
+        self.versions = VersionsControl(self)  # ‹1/3› on regenerated and edited turns
         self.engine.state_changed.connect(self._engine_state)
         self.engine.progress.connect(self._progress)
         self.engine.loaded.connect(self._loaded)
