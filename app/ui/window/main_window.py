@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core import chat_trash
 from app.core import settings as settings_mod
 from app.core.chat_store import ChatStore
 from app.core.store_recovery import OpenedStore, open_chat_store
@@ -69,6 +70,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.store = opened.store
         self._owns_store = store is None
         self.store.recover_streaming()
+        chat_trash.empty(self.store, older_than_days=chat_trash.KEEP_DAYS)
         self._opening = OpeningGuard(self.store.path, self)
         self._plain_conversations: set[int] = set()  # shown as plain text (one crashed the last start)
         self.engine = engine or EngineQt(self)
@@ -215,6 +217,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.conversations.open_requested.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_chat)
         self.conversations.deleted.connect(self._conversation_deleted)
+        self.conversations.restored.connect(self.open_conversation)  # Undo shows the chat again
         self.session.conversation_changed.connect(self._load_conversation)
         self.session.message_added.connect(self._message_added)
         self.session.message_removed.connect(self.message_view.remove_from)
