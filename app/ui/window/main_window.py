@@ -39,6 +39,7 @@ from app.ui import theme
 from app.ui.background import BackgroundJob
 from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
+from app.ui.chat_export_ui import ExportControl
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
 from app.ui.dashboard import DashboardDock
@@ -229,6 +230,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.session.conversations_changed.connect(self._reload_list)
         self.sampling_panel.system_prompt_changed.connect(self.session.set_system_prompt)
         self.versions = VersionsControl(self)  # ‹1/3› on regenerated and edited turns
+        self.exports = ExportControl(self)  # the chat list's Export…; a File menu can call export_current()
         self.engine.state_changed.connect(self._engine_state)
         self.engine.progress.connect(self._progress)
         self.engine.loaded.connect(self._loaded)
