@@ -47,6 +47,7 @@ from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
 from app.ui.safe_text import make_plain
+from app.ui.model_manager import ModelManager
 from app.ui.model_preset import ModelPresetControl
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.shutdown import shut_down
@@ -176,6 +177,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_combo.activated.connect(self._model_chosen)
         tb.addWidget(self.model_combo)
+        self.model_manager = ModelManager(self, tb)  # Eject, Reload
         self.model_info = QLabel("")
         self.model_info.setContentsMargins(10, 0, 10, 0)
         tb.addWidget(self.model_info)
