@@ -143,6 +143,18 @@ def _tensors(spec: ZooSpec) -> list[tuple[str, list[int]]]:
     return out
 
 
+def tensor_table(spec: ZooSpec, quant: str) -> list[tuple[str, list[int], str, int, int]]:
+    """(name, ggml shape, ggml type, elements, bytes) of every tensor of `spec` in a `quant` file: what a
+    header would list, without writing one (Discover's offline estimates: app/core/curated_models.py)."""
+    out = []
+    for name, shape in _tensors(spec):
+        qtype = tensor_type(quant, name, shape[0], spec.n_layers, spec.tied)
+        block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[qtype]]
+        n_el = int(np.prod(shape))
+        out.append((name, shape, qtype, n_el, n_el // block * type_size))
+    return out
+
+
 def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
     """Specials, the 256 byte tokens and '▁' (any text tokenizes), then unused padding tokens."""
     T = gguf.TokenType
