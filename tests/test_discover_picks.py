@@ -58,7 +58,7 @@ def test_download_without_a_selection_says_so(picks: Any) -> None:
     assert not picks.download_selected() and picks.status.text() == "Select a model in the list first."
 
 
-def test_with_a_hub_download_hands_over_the_curated_file(picks: Any, qtbot: Any, hub_server: HubServer,
+def test_with_a_hub_download_hands_over_the_curated_file(picks: Any, qtbot: Any, hub_server: HubServer,  # noqa: F811
                                                          tmp_path: Path) -> None:
     m = CURATED[0]
     small = tmp_path / "q.gguf"
