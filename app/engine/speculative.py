@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.core.sampling import Sampler
+from app.engine.context_overflow import context_limit
 from app.engine.decoding import logits_row, reuse_prefix
 
 MAX_NGRAM = 3  # longest n-gram of recent tokens looked up in the history
@@ -132,7 +133,7 @@ class PromptLookup:
 
     def generate(self, prompt: list[int]) -> Generator[int, None, None]:
         llm = self.llm
-        n_ctx = llm.n_ctx()
+        n_ctx = context_limit(llm)  # not llm.n_ctx(): llama.cpp pads a small context past what input_ids holds
         prefix = reuse_prefix(llm, prompt)
         llm.eval(prompt[prefix:])  # prefill
         history = list(prompt)
