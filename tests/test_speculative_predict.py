@@ -101,3 +101,22 @@ def test_the_draft_is_predicted_on_the_cpu_even_when_the_target_is_on_the_gpu(zo
     assert p.target_s == pytest.approx(step_seconds(zoo["llama-3.1-8b"], GPU, cfg, 256))
     assert p.draft_s > p.target_s  # a 1B on the CPU is slower than an 8B on this GPU: drafting loses
     assert p.speedup < 1.0
+
+
+def test_the_chat_summary_gives_the_measured_and_the_predicted_speed_up(tmp_path: Path,
+                                                                        zoo: dict[str, GGUFInfo]) -> None:
+    from app.commands._draft_summary import speedup_lines
+
+    target, draft = zoo_path("llama-3.1-8b", "Q4_K_M", tmp_path), zoo_path("llama-3.2-1b", "Q4_K_M", tmp_path)
+    run = {"draft_tokens": 60, "draft_accepted": 36, "lookup_batch_steps": 15, "lookup_speedup": 1.37,
+           "prompt_tokens": 200, "generated_tokens": 100}
+    [line] = speedup_lines(run, target, draft, 4096, "f16", 0, rates=MEMORY_BOUND)
+    alpha = acceptance_from_rate(36 / 60, 4.0)
+    expect = predict_speedup(zoo["llama-3.1-8b"], zoo["llama-3.2-1b"], MEMORY_BOUND, alpha, 4.0,
+                             MemoryConfig(n_ctx=4096), depth=250).speedup
+    assert line.startswith("speed-up: measured ×1.37")
+    assert f"predicted ×{expect:.2f}" in line and f"≈{100 * alpha:.0f} % a token, 4.0 drafted a step" in line
+    # prompt lookup (no draft model): the measurement alone; nothing drafted: no line
+    assert speedup_lines(run, target, None, 4096, "f16", 0, rates=MEMORY_BOUND) == \
+        ["speed-up: measured ×1.37 (vs plain decoding steps)"]
+    assert speedup_lines({"draft_tokens": 0}, target, draft, 4096, "f16", 0, rates=MEMORY_BOUND) == []

@@ -62,7 +62,7 @@ def acceptance_from_rate(rate: float, k: float) -> float:
     return (lo + hi) / 2
 
 
-def step_seconds(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int, n_tokens: int = 1) -> float:
+def step_seconds(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int, n_tokens: float = 1) -> float:
     """Seconds for one model call evaluating `n_tokens` tokens at `depth` (n_tokens 1: a plain decode step,
     the same time as `speed.predict(...).decode_s_per_token`)."""
     has_gpu = rates.gpu is not None
@@ -83,7 +83,7 @@ def step_seconds(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int, n_
 
 @dataclass(frozen=True)
 class SpeculativePrediction:
-    draft_length: int  # k: tokens drafted per step
+    draft_length: float  # k: tokens drafted per step (a measured mean need not be whole)
     acceptance: float  # α: per-token probability that a draft agrees with the target
     target_s: float  # one plain decode step of the target
     draft_s: float  # one decode step of the draft (on the CPU)
@@ -99,11 +99,11 @@ def _draft_cfg(cfg: MemoryConfig) -> MemoryConfig:
     return replace(cfg, n_gpu_layers=0)  # the engine loads the draft model without GPU layers
 
 
-def predict_speedup(target: GGUFInfo, draft: GGUFInfo, rates: Rates, acceptance: float, draft_length: int,
+def predict_speedup(target: GGUFInfo, draft: GGUFInfo, rates: Rates, acceptance: float, draft_length: float,
                     cfg: MemoryConfig | None = None, depth: int = 256) -> SpeculativePrediction:
     """The predicted decode speed-up of `target` with `draft` proposing `draft_length` tokens a step."""
     cfg = cfg or MemoryConfig()
-    k = max(1, int(draft_length))
+    k = max(1.0, float(draft_length))
     t_target = step_seconds(target, rates, cfg, depth)
     t_draft = step_seconds(draft, rates, _draft_cfg(cfg), depth)
     t_verify = step_seconds(target, rates, cfg, depth, n_tokens=k + 1)
@@ -112,7 +112,7 @@ def predict_speedup(target: GGUFInfo, draft: GGUFInfo, rates: Rates, acceptance:
     return SpeculativePrediction(k, min(max(acceptance, 0.0), 1.0), t_target, t_draft, t_verify, tokens, speedup)
 
 
-def break_even_acceptance(target: GGUFInfo, draft: GGUFInfo, rates: Rates, draft_length: int,
+def break_even_acceptance(target: GGUFInfo, draft: GGUFInfo, rates: Rates, draft_length: float,
                           cfg: MemoryConfig | None = None, depth: int = 256) -> float | None:
     """The per-token acceptance below which drafting is slower than plain decoding (None: it never pays)."""
     def gain(alpha: float) -> float:
@@ -127,7 +127,7 @@ def break_even_acceptance(target: GGUFInfo, draft: GGUFInfo, rates: Rates, draft
     return hi
 
 
-def speedup_line(target: GGUFInfo, draft: GGUFInfo, rates: Rates, draft_length: int,
+def speedup_line(target: GGUFInfo, draft: GGUFInfo, rates: Rates, draft_length: float,
                  cfg: MemoryConfig | None = None, depth: int = 256,
                  acceptances: tuple[float, ...] = ACCEPTANCES) -> str:
     """One line for the recommender: the predicted speed-up at a few acceptances and the break-even one."""
