@@ -120,3 +120,30 @@ def test_the_chat_summary_gives_the_measured_and_the_predicted_speed_up(tmp_path
     assert speedup_lines(run, target, None, 4096, "f16", 0, rates=MEMORY_BOUND) == \
         ["speed-up: measured ×1.37 (vs plain decoding steps)"]
     assert speedup_lines({"draft_tokens": 0}, target, draft, 4096, "f16", 0, rates=MEMORY_BOUND) == []
+
+
+def test_recommend_predicts_the_speed_up_with_a_draft_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from app.cli import main
+    from app.core.hardware import GiB, CPUInfo, HardwareInfo
+    from app.core.recommend import Machine
+
+    hw = HardwareInfo(CPUInfo("a CPU", "x86_64", 8, 16, ["AVX2"]), 64 * GiB, 60 * GiB, [], True)
+    monkeypatch.setattr(Machine, "from_system", classmethod(lambda cls, **_: Machine(hw, MEMORY_BOUND)))
+    target, draft = zoo_path("llama-3.1-8b", "Q4_K_M", tmp_path), zoo_path("llama-3.2-1b", "Q4_K_M", tmp_path)
+    assert main(["recommend", "-m", str(target), "--ctx", "4096", "--draft-model", str(draft), "--draft-max", "6",
+                 "--json"]) == 0
+    spec = json.loads(capsys.readouterr().out)["speculative"]
+    assert spec["vocabulary"] is None  # the zoo's llama models share one vocabulary
+    gains = [spec["speedup"][a] for a in ("0.5", "0.7", "0.9")]
+    assert gains == sorted(gains) and gains[-1] > 1.0
+    assert 0 < spec["break_even_acceptance"] < 0.7
+    assert main(["recommend", "-m", str(target), "--ctx", "4096", "--draft-model", str(draft)]) == 0
+    out = capsys.readouterr().out
+    assert "with draft model zoo-llama-3.2-1b-Q4_K_M.gguf: predicted decode speed-up (draft 8 tokens a step)" in out
+    # a draft with another vocabulary: predicted all the same, and the reason it cannot draft is said
+    other = zoo_path("qwen2.5-0.5b", "Q4_K_M", tmp_path)
+    assert main(["recommend", "-m", str(target), "--draft-model", str(other)]) == 0
+    assert "cannot draft for this model: different vocabulary sizes" in capsys.readouterr().out

@@ -136,4 +136,4 @@ def speedup_line(target: GGUFInfo, draft: GGUFInfo, rates: Rates, draft_length: 
     even = break_even_acceptance(target, draft, rates, draft_length, cfg, depth)
     tail = (f"it pays above {100 * even:.0f} % per-token acceptance" if even is not None
             else "it cannot pay on this machine: verifying a batch costs as much as decoding it")
-    return f"predicted decode speed-up (draft {draft_length} tokens a step): {', '.join(parts)}; {tail}"
+    return f"predicted decode speed-up (draft {draft_length:g} tokens a step): {', '.join(parts)}; {tail}"
