@@ -127,3 +127,23 @@ def draft_problem(main_path: str, draft_path: str) -> str | None:
     if problem:
         return f"{os.path.basename(draft_path)} cannot draft for this model: {problem}."
     return None
+
+
+def draft_candidates(main_path: str, candidates: list[str]) -> list[tuple[str, str | None]]:
+    """Each candidate with why it cannot draft for the model at `main_path` (None: it can). The main model's
+    header is read once, so a library of models with 150k-token vocabularies is checked in one pass."""
+    try:
+        main = read_vocabulary(main_path)
+    except (OSError, ValueError, struct.error) as exc:
+        return [(c, f"the loaded model's tokenizer cannot be read: {exc}") for c in candidates]
+    out: list[tuple[str, str | None]] = []
+    for path in candidates:
+        if os.path.abspath(path) == os.path.abspath(main_path):
+            out.append((path, "it is the loaded model itself"))
+            continue
+        try:
+            problem = vocab_mismatch(main, read_vocabulary(path))
+        except (OSError, ValueError, struct.error) as exc:
+            problem = f"its tokenizer cannot be read: {exc}"
+        out.append((path, problem))
+    return out
