@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.default_model import default_model_path  # noqa: E402
 from app.commands._draft_summary import measured_acceptance, this_machines_rates  # noqa: E402
+from app.core.default_model import default_model_path  # noqa: E402
 from app.core.gguf_info import inspect_gguf  # noqa: E402
 from app.core.memory import MemoryConfig  # noqa: E402
 from app.core.metrics import PhaseMetrics  # noqa: E402

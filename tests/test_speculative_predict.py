@@ -127,7 +127,7 @@ def test_recommend_predicts_the_speed_up_with_a_draft_model(tmp_path: Path, monk
     import json
 
     from app.cli import main
-    from app.core.hardware import GiB, CPUInfo, HardwareInfo
+    from app.core.hardware import CPUInfo, GiB, HardwareInfo
     from app.core.recommend import Machine
 
     hw = HardwareInfo(CPUInfo("a CPU", "x86_64", 8, 16, ["AVX2"]), 64 * GiB, 60 * GiB, [], True)

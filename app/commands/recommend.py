@@ -45,11 +45,12 @@ def run(args: argparse.Namespace) -> int:
         return fail("--ctx must be positive")
     machine = Machine.from_system(remeasure=args.remeasure)
     rec = recommend(cands, machine, n_ctx=args.ctx, kv_type=args.kv_type)
-    draft = None
+    draft: dict[str, Any] | None = None
     if args.draft_model:
-        draft = draft_prediction(rec, paths, resolve_model(args.draft_model), machine, args.draft_max)
-        if isinstance(draft, str):
-            return fail(draft)
+        predicted = draft_prediction(rec, paths, resolve_model(args.draft_model), machine, args.draft_max)
+        if isinstance(predicted, str):
+            return fail(predicted)
+        draft = predicted
     if args.json:
         data = rec.to_dict()
         data["machine"] = machine.hw.to_dict()
