@@ -135,5 +135,6 @@ def speedup_line(target: GGUFInfo, draft: GGUFInfo, rates: Rates, draft_length: 
              f"{100 * a:.0f} %" for a in acceptances]
     even = break_even_acceptance(target, draft, rates, draft_length, cfg, depth)
     tail = (f"it pays above {100 * even:.0f} % per-token acceptance" if even is not None
-            else "it cannot pay on this machine: verifying a batch costs as much as decoding it")
+            else "it cannot pay on this machine at any acceptance: the draft steps and the verify batch cost "
+                 "more than the tokens they save")
     return f"predicted decode speed-up (draft {draft_length:g} tokens a step): {', '.join(parts)}; {tail}"
