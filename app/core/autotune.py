@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core import atomic_write
 from app.core.paths import cache_dir
 from app.core.sweeps import Measurement, Step, SweepBackend, SweepCancelled
 
@@ -176,10 +177,7 @@ def save_tuned(model_path: str | Path, result: TuneResult) -> None:
         "finding": result.finding, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "tried": [{**c.config, "prefill_tps": c.prefill_tps, "decode_tps": c.decode_tps} for c in result.tried],
     }
-    path = store_path()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)  # atomic: a crash never leaves half a file
+    atomic_write.write_json(store_path(), data)
 
 
 def tuned_entry(model_path: str | Path) -> dict[str, Any] | None:
@@ -205,5 +203,5 @@ def forget_tuned(model_path: str | Path) -> bool:
     if key not in data["entries"]:
         return False
     del data["entries"][key]
-    store_path().write_text(json.dumps(data, indent=2), encoding="utf-8")
+    atomic_write.write_json(store_path(), data)
     return True

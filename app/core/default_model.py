@@ -10,7 +10,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from app.core import paths
+from app.core import atomic_write, paths
 
 DEFAULT_MODEL_FILENAME = "gemma-3-270m-q4_k_m.gguf"
 
@@ -67,4 +67,4 @@ def default_model_path(ensure: bool = True) -> Path:
 
 def _write_stamp(target: Path) -> None:
     st = target.stat()
-    _stamp(target).write_text(f"{st.st_size}:{st.st_mtime_ns}\n")
+    atomic_write.write_text(_stamp(target), f"{st.st_size}:{st.st_mtime_ns}\n")

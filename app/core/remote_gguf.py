@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.core import hub, paths, untrusted
+from app.core import atomic_write, hub, paths, untrusted
 from app.core.gguf_info import (
     _LAYER,
     GGUFError,
@@ -111,9 +111,7 @@ def fetch_header(repo_id: str, revision: str, f: hub.HubFile, client: Any = None
         if own:
             client.close()
     result = _header(data, f, fetched, False)
-    tmp = cache.with_suffix(".tmp")
-    tmp.write_bytes(data[: parse_header(data, f.size).header_size])
-    tmp.replace(cache)
+    atomic_write.write_bytes(cache, data[: parse_header(data, f.size).header_size])
     return result
 
 

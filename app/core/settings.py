@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from app.core import paths
+from app.core import atomic_write, paths
 
 SETTINGS_VERSION = 1
 SETTINGS_FILENAME = "settings.json"
@@ -196,11 +196,6 @@ def save_settings(settings: Settings, path: Path | None = None) -> Path:
         for name in env:
             data[name] = previous.get(name, defaults[name])
     data["version"] = SETTINGS_VERSION
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)  # a leftover could carry other permissions
     # 0600: the settings name the user's models and servers; other local users have no business reading them.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write.write_json(path, data, 0o600, trailing_newline=True)
     return path
