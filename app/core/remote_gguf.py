@@ -259,8 +259,6 @@ def assess_repo(rv: hub.RepoVariants, headers: list[VariantHeader] | None = None
         if report.verdict != "does not fit":
             row.prefill_tps = report.prefill_tps or None
             row.decode_tps = report.decode_tps or None
-        if report.quality.kld is not None:
-            row.quality_kld = report.quality.kld
         notes = []
         if report.verdict == "does not fit" and report.memory is not None:
             from app.core.metrics import fmt_bytes
