@@ -13,17 +13,16 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.core import atomic_write, paths
+from app.core.kv_types import DEFAULT_KV_TYPE, KvType
 
 SETTINGS_VERSION = 1
 SETTINGS_FILENAME = "settings.json"
-
-KvType = Literal["f16", "q8_0", "q4_0"]
 
 
 class SamplingDefaults(BaseModel):
@@ -52,7 +51,7 @@ class Settings(BaseSettings):
     threads: int | None = Field(default=None, ge=1, le=1024)  # None: llama.cpp picks (physical cores)
     n_ctx: int = Field(default=4096, ge=256, le=1 << 21)
     n_gpu_layers: int | None = Field(default=None, ge=-1)  # None: auto (all layers when the build can offload)
-    kv_cache_type: KvType = "f16"
+    kv_cache_type: KvType = DEFAULT_KV_TYPE
     flash_attn: bool | None = None  # None: llama.cpp decides
     n_batch: int = Field(default=512, ge=1, le=1 << 16)
     n_ubatch: int = Field(default=512, ge=1, le=1 << 16)
