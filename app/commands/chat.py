@@ -8,6 +8,7 @@ from typing import Any
 
 from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
+from app.core import sampling_defaults as D
 from app.core.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 from app.core.untrusted import clean_text
 
@@ -21,12 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="read the prompt from FILE (any size; not UTF-8: decoded with replacement)")
     p.add_argument("--system", default=None, help="system prompt")
     p.add_argument("--raw", action="store_true", help="continue the text as-is, without a chat template")
-    p.add_argument("-n", "--max-tokens", type=A.token_count, default=128)
-    p.add_argument("--temp", type=A.float_range(0.0), default=0.8)
-    p.add_argument("--top-p", type=A.float_range(0.0, 1.0), default=0.95)
-    p.add_argument("--top-k", type=A.int_range(0), default=40)
-    p.add_argument("--min-p", type=A.float_range(0.0, 1.0), default=0.05)
-    p.add_argument("--repeat-penalty", type=A.float_range(0.0, lo_open=True), default=1.1)
+    p.add_argument("-n", "--max-tokens", type=A.token_count, default=D.MAX_TOKENS)
+    p.add_argument("--temp", type=A.float_range(0.0), default=D.TEMPERATURE)
+    p.add_argument("--top-p", type=A.float_range(0.0, 1.0), default=D.TOP_P)
+    p.add_argument("--top-k", type=A.int_range(0), default=D.TOP_K)
+    p.add_argument("--min-p", type=A.float_range(0.0, 1.0), default=D.MIN_P)
+    p.add_argument("--repeat-penalty", type=A.float_range(0.0, lo_open=True), default=D.REPEAT_PENALTY)
     p.add_argument("--seed", type=A.seed, default=None)
     p.add_argument("-c", "--ctx", type=A.context_size, default=4096, help="context size (tokens)")
     p.add_argument("-t", "--threads", type=A.threads, default=None)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.core import atomic_write, paths
+from app.core import sampling_defaults as D
 from app.core.kv_types import DEFAULT_KV_TYPE, KvType
 
 SETTINGS_VERSION = 1
@@ -26,12 +27,12 @@ SETTINGS_FILENAME = "settings.json"
 
 
 class SamplingDefaults(BaseModel):
-    temperature: float = Field(default=0.8, ge=0.0, le=5.0)
-    top_p: float = Field(default=0.95, ge=0.0, le=1.0)
-    top_k: int = Field(default=40, ge=0)
-    min_p: float = Field(default=0.05, ge=0.0, le=1.0)
-    repeat_penalty: float = Field(default=1.1, ge=0.0, le=5.0)
-    max_tokens: int = Field(default=512, ge=1, le=1_000_000)
+    temperature: float = Field(default=D.TEMPERATURE, ge=0.0, le=5.0)
+    top_p: float = Field(default=D.TOP_P, ge=0.0, le=1.0)
+    top_k: int = Field(default=D.TOP_K, ge=0)
+    min_p: float = Field(default=D.MIN_P, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(default=D.REPEAT_PENALTY, ge=0.0, le=5.0)
+    max_tokens: int = Field(default=D.MAX_TOKENS, ge=1, le=1_000_000)
     seed: int | None = None  # None: random each time
 
 
