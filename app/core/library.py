@@ -196,7 +196,7 @@ def _describe(path: Path, source: str, used: dict[str, str] | None) -> LocalMode
     model.has_chat_template = info.has_chat_template
     if len(parts) > 1 and not missing:
         # Each part has its own tensor table and only the first has model metadata: merge them.
-        from app.core.remote_gguf import merge_split
+        from app.core.gguf_split import merge_split
 
         others = []
         for p in parts[1:]:
