@@ -45,7 +45,7 @@ def default_model_path(ensure: bool = True) -> Path:
     override = os.environ.get("ROOFLINE_DEFAULT_MODEL")
     if override:
         return Path(override)
-    target = paths.models_dir() / DEFAULT_MODEL_FILENAME
+    target = paths.default_models_dir() / DEFAULT_MODEL_FILENAME
     if not ensure:
         return target
     stamp = _stamp(target)

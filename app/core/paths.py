@@ -39,7 +39,26 @@ def cache_dir() -> Path:
     return path
 
 
-def models_dir() -> Path:
+def default_models_dir() -> Path:
+    """The data folder's models/: where set-up puts the default model, and the models folder until the user
+    chooses another."""
     path = data_dir() / "models"
     path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def models_dir() -> Path:
+    """The models folder: the one chosen in the settings (`models_dir` in settings.json, or
+    ROOFLINE_MODELS_DIR), else default_models_dir(). The library lists it (sub-folders included), downloads and
+    quantized models go into it, and the toolbar's model list shows it, so every part of the app sees one folder."""
+    from app.core.settings import load_settings  # here: settings imports this module
+
+    chosen = load_settings(move_aside=False).settings.models_dir
+    if not chosen:
+        return default_models_dir()
+    path = Path(chosen).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # a folder on a drive not mounted now: listing it finds nothing, writing there says why
     return path

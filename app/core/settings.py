@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     )
 
     version: int = SETTINGS_VERSION
-    models_dir: str | None = None  # None: paths.models_dir()
+    models_dir: str | None = None  # None: paths.default_models_dir()
     threads: int | None = Field(default=None, ge=1, le=1024)  # None: llama.cpp picks (physical cores)
     n_ctx: int = Field(default=4096, ge=256, le=1 << 21)
     n_gpu_layers: int | None = Field(default=None, ge=-1)  # None: auto (all layers when the build can offload)
@@ -83,7 +83,8 @@ class Settings(BaseSettings):
         return value
 
     def resolved_models_dir(self) -> Path:
-        return Path(self.models_dir).expanduser() if self.models_dir else paths.models_dir()
+        """The models folder these settings choose (paths.models_dir() reads it from the saved settings)."""
+        return Path(self.models_dir).expanduser() if self.models_dir else paths.default_models_dir()
 
 
 class _FileOnly(Settings):

@@ -38,7 +38,7 @@ class SettingsDialog(QDialog):
         form = QFormLayout()
         row = QHBoxLayout()
         self.models_dir = QLineEdit(settings.models_dir or "")
-        self.models_dir.setPlaceholderText(str(paths.models_dir()))
+        self.models_dir.setPlaceholderText(str(paths.default_models_dir()))
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
         row.addWidget(self.models_dir, 1)
@@ -118,7 +118,7 @@ class SettingsDialog(QDialog):
 
     def _browse(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text() or
-                                                str(paths.models_dir()))
+                                                str(paths.default_models_dir()))
         if path:
             self.models_dir.setText(path)
 
