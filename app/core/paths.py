@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
@@ -15,28 +16,27 @@ def _home() -> Path | None:
     return Path(value) if value else None
 
 
-def data_dir() -> Path:
-    """Models, chats database, measurements."""
+def _folder(kind: str, platform_dir: Callable[..., str]) -> Path:
+    """$ROOFLINE_HOME/<kind> when set, else the platform's folder for this kind; created if missing."""
     home = _home()
-    path = home / "data" if home else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    path = home / kind if home else Path(platform_dir(APP_NAME, appauthor=False))
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def data_dir() -> Path:
+    """Models, chats database, measurements."""
+    return _folder("data", platformdirs.user_data_dir)
 
 
 def config_dir() -> Path:
     """Settings file."""
-    home = _home()
-    path = home / "config" if home else Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _folder("config", platformdirs.user_config_dir)
 
 
 def cache_dir() -> Path:
     """Re-creatable things: bandwidth probe results, remote GGUF headers."""
-    home = _home()
-    path = home / "cache" if home else Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _folder("cache", platformdirs.user_cache_dir)
 
 
 def default_models_dir() -> Path:

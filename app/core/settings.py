@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from app.core import atomic_write, paths
 from app.core import sampling_defaults as D
+from app.core.aside import aside_name
 from app.core.kv_types import DEFAULT_KV_TYPE, KvType
 
 SETTINGS_VERSION = 1
@@ -125,12 +125,7 @@ def _env_fields() -> set[str]:
 
 
 def _move_aside(path: Path) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = path.with_name(f"{path.name}.bak-{stamp}")
-    n = 1
-    while backup.exists():
-        backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-        n += 1
+    backup = aside_name(path, "bak")
     os.replace(path, backup)
     return backup
 
