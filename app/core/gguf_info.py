@@ -245,7 +245,6 @@ def info_from_header(raw: RawHeader, path: str | None = None, file_size: int | N
     n_ff = int(max(n_ff_v) if isinstance(n_ff_v, list) and n_ff_v else (n_ff_v or 0))
     n_swa = int(key("attention.sliding_window", 0) or 0)
 
-    placed = place_bytes(raw.tensors, n_layers)
 
     n_vocab = raw.array_lengths.get("tokenizer.ggml.tokens") or int(key("vocab_size", 0) or 0)
     if not n_vocab:
@@ -275,12 +274,7 @@ def info_from_header(raw: RawHeader, path: str | None = None, file_size: int | N
         swa_layers=swa_layers(arch, meta, n_layers, n_swa),
         file_type=file_type,
         tensor_bytes=sum(t.n_bytes for t in raw.tensors),
-        layer_bytes=placed.layer,
-        expert_bytes=placed.expert,
-        token_embd_bytes=placed.token_embd,
-        output_bytes=placed.output,
-        other_bytes=placed.other,
-        tied_output=placed.tied_output,
+        **place_bytes(raw.tensors, n_layers).info_fields(),
         n_vocab=int(n_vocab),
         expert_count=int(key("expert_count", 0) or 0),
         expert_used_count=int(key("expert_used_count", 0) or 0),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from app.core.gguf_facts import GGUFInfo, TensorInfo
 
@@ -25,6 +26,11 @@ class PlacedBytes:
     output: int  # the input embedding's size when the output matrix is tied to it
     other: int  # norms and anything outside the blocks
     tied_output: bool
+
+    def info_fields(self) -> dict[str, Any]:
+        """The GGUFInfo fields these fill."""
+        return {"layer_bytes": self.layer, "expert_bytes": self.expert, "token_embd_bytes": self.token_embd,
+                "output_bytes": self.output, "other_bytes": self.other, "tied_output": self.tied_output}
 
 
 def place_bytes(tensors: Iterable[TensorInfo], n_layers: int) -> PlacedBytes:
@@ -52,16 +58,5 @@ def merge_split(first: GGUFInfo, others: list[list[TensorInfo]]) -> GGUFInfo:
     if not others:
         return first
     tensors = list(first.tensors) + [t for part in others for t in part]
-    placed = place_bytes(tensors, first.n_layers)
-    return replace(
-        first,
-        n_params=sum(t.n_elements for t in tensors),
-        tensor_bytes=sum(t.n_bytes for t in tensors),
-        layer_bytes=placed.layer,
-        expert_bytes=placed.expert,
-        token_embd_bytes=placed.token_embd,
-        output_bytes=placed.output,
-        tied_output=placed.tied_output,
-        other_bytes=placed.other,
-        tensors=tensors,
-    )
+    return replace(first, n_params=sum(t.n_elements for t in tensors), tensor_bytes=sum(t.n_bytes for t in tensors),
+                   tensors=tensors, **place_bytes(tensors, first.n_layers).info_fields())
