@@ -25,17 +25,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.commands._common import fail, print_json, resolve_model
-    from app.core.gguf_info import GGUFError, inspect_gguf
+    from app.commands._common import fail, inspect_or_fail, print_json, resolve_model
     from app.core.recommend import Candidate, Machine, recommend
 
     paths = [resolve_model(m) for m in args.model] if args.model else [resolve_model(None)]
     cands = []
     for path in paths:
-        try:
-            info = inspect_gguf(path)
-        except GGUFError as exc:
-            return fail(f"{path}: {exc}")
+        info = inspect_or_fail(path)
+        if info is None:
+            return 1
         cands.append(Candidate(info, name=f"{info.file_type} ({path.name})" if len(paths) > 1 else info.file_type,
                                size=path.stat().st_size))
     if args.ctx is not None and args.ctx <= 0:
