@@ -79,11 +79,13 @@ def write_synthetic_gguf(
     file_type: int | None = None,
     seed: int = 0,
     extra_metadata: dict[str, Any] | None = None,
+    split_max_tensors: int = 0,
 ) -> Path:
     """Write a loadable tiny model. arch: "llama" or "gemma3" (sliding window on 5 of every 6 layers).
 
     `tensor_type` is the type of the 2-D weights (norms stay F32). `file_type` overrides the
     general.file_type number written (to label a file as, say, Q4_K_M in estimator tests).
+    `split_max_tensors` > 0 writes gguf-split parts (`<stem>-00001-of-0000N.gguf`) instead of `path`.
     """
     if arch not in ("llama", "gemma3"):
         raise ValueError(f"unsupported synthetic architecture {arch!r}")
@@ -95,7 +97,7 @@ def write_synthetic_gguf(
     head_dim = n_embd // n_head
     rng = np.random.default_rng(seed)
     path = Path(path)
-    w = gguf.GGUFWriter(str(path), arch)
+    w = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors)
     add_hparams(
         w, name=name, file_type=int(file_type if file_type is not None else _FILE_TYPES[tensor_type]),
         quantization_version=gguf.GGML_QUANT_VERSION, context_length=n_ctx, embedding_length=n_embd,

@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from synth_gguf import write_synthetic_gguf
+
 from app.core import library, paths
 from app.core.default_model import default_model_path
 from app.core.settings import load_settings, save_settings
 from app.ui.model_selector import selector_entries
-from synth_gguf import write_synthetic_gguf
 
 APP = Path(__file__).resolve().parent.parent / "app"
 
