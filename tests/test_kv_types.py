@@ -49,3 +49,9 @@ def test_settings_and_recommender_offer_the_same_types() -> None:
     assert kv_field.default == kv_types.DEFAULT_KV_TYPE
     assert recommend.KV_TYPES == kv_types.KV_TYPES
     assert list(kv_types.KV_TYPE_LABELS) == list(kv_types.KV_TYPES)
+
+
+def test_library_column_names_the_same_types() -> None:
+    from app.ui.library_columns import HEADERS
+
+    assert "Max context f16 / q8_0 / q4_0" in HEADERS
