@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.core.kv_types import KV_TYPES  # noqa: E402 (the offered KV cache types, most exact first)
+from app.core.kv_types import KV_TYPES  # the offered KV cache types, most exact first
 
 # (zoo key, quant) evaluated by default: every model in the Q4_K_M mix, and the small ones in other types
 EVALUATION = [
