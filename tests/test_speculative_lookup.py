@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from engine_helpers import running_engine
 
 from app.core.metrics import PhaseMetrics
 from app.engine import protocol as P
@@ -41,11 +42,7 @@ def test_no_match_means_no_draft_and_the_draft_is_capped() -> None:
 
 @pytest.fixture(scope="module")
 def engine(default_model: Path):
-    client = EngineClient()
-    client.start()
-    client.load(P.LoadConfig(model_path=str(default_model), n_ctx=1024, n_threads=1))
-    yield client
-    client.close()
+    yield from running_engine(default_model, n_threads=1)
 
 
 def _run(client: EngineClient, prompt: str, lookup: bool, n: int) -> P.Done:

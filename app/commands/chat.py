@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
+from app.core.kv_types import KV_TYPES
 from app.core.untrusted import clean_text
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-c", "--ctx", type=A.context_size, default=None, help="context size (tokens)")
     p.add_argument("-t", "--threads", type=A.threads, default=None)
     p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=None)
-    p.add_argument("--kv-type", default=None, choices=["f16", "q8_0", "q4_0"])
+    p.add_argument("--kv-type", default=None, choices=KV_TYPES)
     p.add_argument("--context-overflow", default=None, choices=["stop", "truncate-middle", "rolling"],
                    help="when the context is full: stop the reply (the default), cut the middle of a too-long "
                    "prompt, or roll (drop old tokens from the KV cache and go on past the context size)")

@@ -12,12 +12,13 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from app.commands import _args as A
+    from app.core.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 
     p = sub.add_parser("recommend", help="which quant / context / GPU offload fits this machine, and how fast")
     p.add_argument("-m", "--model", nargs="+", metavar="GGUF",
                    help="GGUF files to compare (e.g. several quants of one model; default: the embedded model)")
     p.add_argument("--ctx", type=A.context_size, default=None, help="context you want (default 8192, or the model's if less)")
-    p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
+    p.add_argument("--kv-type", default=DEFAULT_KV_TYPE, choices=KV_TYPES, help="KV cache type")
     p.add_argument("--remeasure", action="store_true", help="measure memory bandwidth again first")
     p.add_argument("--draft-model", default=None, metavar="GGUF",
                    help="also predict the decode speed-up of speculative decoding with this draft model")
@@ -28,17 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.commands._common import fail, print_json, resolve_model
-    from app.core.gguf_info import GGUFError, inspect_gguf
+    from app.commands._common import fail, inspect_or_fail, print_json, resolve_model
     from app.core.recommend import Candidate, Machine, recommend
 
     paths = [resolve_model(m) for m in args.model] if args.model else [resolve_model(None)]
     cands = []
     for path in paths:
-        try:
-            info = inspect_gguf(path)
-        except GGUFError as exc:
-            return fail(f"{path}: {exc}")
+        info = inspect_or_fail(path)
+        if info is None:
+            return 1
         cands.append(Candidate(info, name=f"{info.file_type} ({path.name})" if len(paths) > 1 else info.file_type,
                                size=path.stat().st_size))
     if args.ctx is not None and args.ctx <= 0:
@@ -96,18 +95,19 @@ def draft_prediction(rec: Recommendation, paths: list[Any], draft_path: Any, mac
 
 
 def print_report(rec: Recommendation) -> None:
+    from app.core.kv_types import KV_TYPES
     from app.core.metrics import fmt_bytes
     from app.core.untrusted import clean_text
 
     print(clean_text(rec.sentence))  # may name the model (from its file)
     print()
-    header = f"{'variant':<28} {'size':>9}  {'verdict':<12} {'ngl':>4}  {'max ctx f16/q8_0/q4_0':<23} " \
+    header = f"{'variant':<28} {'size':>9}  {'verdict':<12} {'ngl':>4}  {'max ctx ' + '/'.join(KV_TYPES):<23} " \
              f"{'prefill':>9} {'decode':>8}  quality"
     print(header)
     print("-" * len(header))
     for v in rec.variants:
         ctx = "/".join(f"{v.max_ctx[t] // 1024}k" if v.max_ctx[t] >= 1024 else str(v.max_ctx[t])
-                       for t in ("f16", "q8_0", "q4_0"))
+                       for t in KV_TYPES)
         speed = (f"{v.prefill_tps:>7.0f}/s {v.decode_tps:>6.1f}/s" if v.verdict not in ("does not fit", "not a text model")
                  else f"{'-':>9} {'-':>8}")
         kld = f"KLD {'≈' if v.quality.estimated else ''}{v.quality.kld:.3g}" if v.quality.kld is not None else "?"

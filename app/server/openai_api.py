@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from app.core import sampling_defaults as D
 from app.engine import protocol as P
 
 UNLIMITED_TOKENS = 1 << 30  # the engine clips max_tokens to what the slot's context leaves
@@ -160,10 +161,10 @@ def parse_request(body: dict[str, Any], chat: bool, request_id: str,
     stream = _bool(body, "stream")
     include_usage = bool(stream and options and _bool(options, "include_usage"))
     sampling = P.Sampling(
-        temperature=_number(body, "temperature", 0.8, 0.0, 2.0),
-        top_p=_number(body, "top_p", 0.95, 0.0, 1.0),
-        top_k=int(_integer(body, "top_k", 40, 0, 1 << 20) or 0),
-        min_p=_number(body, "min_p", 0.05, 0.0, 1.0),
+        temperature=_number(body, "temperature", D.TEMPERATURE, 0.0, 2.0),
+        top_p=_number(body, "top_p", D.TOP_P, 0.0, 1.0),
+        top_k=int(_integer(body, "top_k", D.TOP_K, 0, 1 << 20) or 0),
+        min_p=_number(body, "min_p", D.MIN_P, 0.0, 1.0),
         repeat_penalty=_number(body, "repeat_penalty", 1.0, 0.0, 10.0),
         max_tokens=max_tokens or UNLIMITED_TOKENS,
         seed=_integer(body, "seed", None, -(1 << 63), (1 << 63) - 1),
