@@ -28,7 +28,7 @@ import llama_cpp
 import numpy as np
 
 from app.core.chat_templates import render
-from app.core.sampling import Sampler, SamplerParams
+from app.core.sampling import PENALTY_LAST_N, Sampler, SamplerParams
 from app.engine import protocol as P
 from app.engine.batch.messages import Accepted, BatchStats
 from app.engine.batch.sequence import Sequence
@@ -183,8 +183,12 @@ class BatchEngine(Engine):
                              "Shorten the prompt, or start the server with a larger --ctx.")
         s = req.sampling
         seed = s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1)
+        # OpenAI's penalties count every token of the reply so far, not llama.cpp's last 64
+        window = -1 if s.frequency_penalty or s.presence_penalty else PENALTY_LAST_N
         sampler = Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
-                                        repeat_penalty=s.repeat_penalty), self.llm.n_vocab(), seed)
+                                        repeat_penalty=s.repeat_penalty, frequency_penalty=s.frequency_penalty,
+                                        presence_penalty=s.presence_penalty, penalty_last_n=window),
+                          self.llm.n_vocab(), seed)
         seq = Sequence(request_id=rid, prompt=tokens, sampler=sampler,
                        max_tokens=max(1, min(s.max_tokens, self.n_ctx_slot - len(tokens))),
                        requested_max_tokens=s.max_tokens, stop=[x for x in s.stop if x],
