@@ -30,7 +30,7 @@ class Served:
         import openai
 
         return openai.OpenAI(base_url=self.url + "/v1", api_key=kw.pop("api_key", KEY), max_retries=0,
-                             timeout=120, **kw)
+                             timeout=kw.pop("timeout", 120), **kw)
 
     def raw(self, method: str, path: str, body: bytes | None = None,
             key: str | None = KEY) -> tuple[int, bytes]:

@@ -4,11 +4,11 @@ predicted curve beside it, the finding; its arithmetic on known token times; bad
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from synth_gguf import write_synthetic_gguf
 
 from app.cli import main
 from app.core.batch_sweep import build_rows, finding
@@ -68,9 +68,6 @@ def test_json_on_stdout(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
     from app.engine.batch import sweep as engine_sweep
 
     model = tmp_path / "m.gguf"
-    sys.path.insert(0, str(Path(__file__).parent))
-    from synth_gguf import write_synthetic_gguf
-
     write_synthetic_gguf(model, n_layers=2)
     seen: dict[str, Any] = {}
 
