@@ -50,6 +50,10 @@ class Sampling:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False  # benchmarks: always produce max_tokens
+    # OpenAI's: a token's logit minus (its count in the reply so far) × frequency_penalty, minus presence_penalty
+    # once it occurs at all (`roofline serve`'s batch engine applies them)
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Pure functions over dicts (no HTTP, no llama_cpp). Sampling defaults are llama-server's (temperature 0.8,
 top_k 40, top_p 0.95, min_p 0.05, no repeat penalty) and, like llama-server, a request without max_tokens
 runs until the end of its slot's context. The llama.cpp extras llama-server accepts (top_k, min_p,
-repeat_penalty, ignore_eos) are accepted too.
+repeat_penalty, ignore_eos) are accepted too, and OpenAI's frequency_penalty and presence_penalty.
 """
 
 from __future__ import annotations
@@ -170,11 +170,11 @@ def parse_request(body: dict[str, Any], chat: bool, request_id: str,
         seed=_integer(body, "seed", None, -(1 << 63), (1 << 63) - 1),
         stop=_stops(body),
         ignore_eos=_bool(body, "ignore_eos"),
+        frequency_penalty=_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
+        presence_penalty=_number(body, "presence_penalty", 0.0, -2.0, 2.0),
     )
     if sampling.seed is not None:
         sampling.seed %= 1 << 63
-    for name in ("frequency_penalty", "presence_penalty"):
-        _number(body, name, 0.0, -2.0, 2.0)  # accepted and validated; the sampler applies repeat_penalty
     generate = P.Generate(request_id=request_id, messages=messages, prompt=prompt, sampling=sampling)
     return ParsedRequest(generate, stream, include_usage, chat)
 
