@@ -1,8 +1,13 @@
 """The Lab page: run benchmark sweeps on this machine (or a remote server) and see which phase dominates.
 
 Every sweep ends with a chart (app.charts.sweep_chart, the same one `roofline sweep --png` saves) and a
-one-sentence finding computed from the data. Engine work runs on a worker thread with its own blocking
-EngineClient (or RemoteClient); the GUI thread only receives progress/result signals.
+one-sentence finding computed from the data.
+
+Where llama.cpp runs: in a measuring engine owned by the window's EngineQt (`EngineQt.measuring_engine`:
+a second engine process, not the chat's, because a sweep reloads the model per configuration; see there),
+or on a remote server through a RemoteClient. The sweep runs through `run_in_background` (result and failure
+on the GUI thread, dropped once the page is gone); its progress, which that helper does not carry, goes
+through the page's own queued signal under the same guard: an emit on a deleted page is dropped.
 """
 
 from __future__ import annotations
@@ -29,8 +34,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.charts.sweep_chart import KIND_TITLES, draw_result, make_plot
+from app.core.default_model import default_model_path
 from app.core.sweeps import KINDS, SweepResult, context_needed, plan, run_sweep
+from app.engine import protocol as P
+from app.engine.client import EngineError
+from app.engine.remote import RemoteClient
+from app.engine.sweep_backend import EngineSweepBackend, RemoteSweepBackend
 from app.ui import theme
+from app.ui.background import BackgroundJob, run_in_background
+from app.ui.engine_qt import EngineQt
 from app.ui.length_fields import LengthFieldsCheck, parse_lengths
 
 
@@ -41,11 +53,15 @@ class LabPage(QWidget):
     finished = Signal(object)
     failed = Signal(str)
 
-    def __init__(self, model_path: str | None = None, parent: QWidget | None = None) -> None:
+    def __init__(self, model_path: str | None = None, parent: QWidget | None = None,
+                 engine: EngineQt | None = None) -> None:
         super().__init__(parent)
         self.model_path = model_path
+        # The owner of the measuring engine: the window's (so its shutdown closes a sweep's engine too), or,
+        # for a page on its own, a handle of the page's whose chat engine is never started.
+        self.engine = engine if engine is not None else EngineQt(self)
         self.result: SweepResult | None = None
-        self._thread: threading.Thread | None = None
+        self._job: BackgroundJob | None = None
         self._cancel = threading.Event()
         self.load_overrides: dict[str, Any] = {}  # e.g. the tuned threads/n_ubatch, set by the window
 
@@ -125,7 +141,7 @@ class LabPage(QWidget):
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._job is not None
 
     def options(self) -> dict[str, Any]:
         fields = {"prompts": self.prompts, "gens": self.gens, "depths": self.depths, "ubatches": self.ubatches}
@@ -141,7 +157,7 @@ class LabPage(QWidget):
         except ValueError as exc:
             self._on_failed(self.field_check.problem() or str(exc))
             return
-        self._cancel = threading.Event()
+        self._cancel = cancel = threading.Event()
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.export_button.setEnabled(False)
@@ -149,9 +165,20 @@ class LabPage(QWidget):
         self.progress.setValue(0)
         self.finding.setText("")
         self.status.setText("Starting the engine…" if not remote else f"Connecting to {remote}…")
-        args = (kind, steps, int(self.reps.value()), remote, self._cancel)
-        self._thread = threading.Thread(target=self._work, args=args, name="lab-sweep", daemon=True)
-        self._thread.start()
+        reps = int(self.reps.value())
+        if remote:
+            def sweep() -> SweepResult:
+                return self._sweep_remote(remote, kind, steps, reps, cancel)
+        else:
+            base = P.LoadConfig(model_path=self.model_path or str(default_model_path()),
+                                n_ctx=context_needed(steps), n_batch=2048)
+            for key, value in self.load_overrides.items():
+                setattr(base, key, value)
+
+            def sweep() -> SweepResult:
+                return self._sweep_local(base, kind, steps, reps, cancel)
+
+        self._job = run_in_background(self, sweep, self._sweep_done, self._sweep_failed, name="lab-sweep")
 
     def cancel(self) -> None:
         if self.running:
@@ -160,56 +187,39 @@ class LabPage(QWidget):
             self.status.setText("Cancelling after the current measurement…")
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop a running sweep (window close)."""
+        """Stop a running sweep (window close): it ends within one repetition, its engine closes."""
         self._cancel.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        if self._job is not None:
+            self._job.finished.wait(timeout)
 
     # ------------------------------------------------------------------ worker thread
-    def _work(self, kind: str, steps: list[Any], reps: int, remote: str, cancel: threading.Event) -> None:
-        from app.engine import protocol as P
-        from app.engine.client import EngineError
-
-        def progress(i: int, n: int, label: str) -> None:
-            self._emit(self.progressed, i, n, label)
-
+    def _progress(self, i: int, n: int, label: str) -> None:
         try:
-            if remote:
-                from app.engine.remote import RemoteClient
-                from app.engine.sweep_backend import RemoteSweepBackend
-
-                with RemoteClient(remote, timeout=120) as client:
-                    client.connect()
-                    result = run_sweep(kind, steps, RemoteSweepBackend(client, cancel), reps, progress,
-                                       cancel.is_set)
-            else:
-                from app.core.default_model import default_model_path
-                from app.engine.client import EngineClient
-                from app.engine.sweep_backend import EngineSweepBackend
-
-                path = self.model_path or str(default_model_path())
-                base = P.LoadConfig(model_path=path, n_ctx=context_needed(steps), n_batch=2048)
-                for key, value in self.load_overrides.items():
-                    setattr(base, key, value)
-                with EngineClient() as engine:
-                    result = run_sweep(kind, steps, EngineSweepBackend(engine, base, cancel), reps, progress,
-                                       cancel.is_set)
-        except EngineError as exc:
-            self._emit(self.failed, str(exc))
-            return
-        except Exception as exc:  # noqa: BLE001 - a worker thread must report, never die silently
-            self._emit(self.failed, f"{type(exc).__name__}: {exc}")
-            return
-        self._emit(self.finished, result)
-
-    @staticmethod
-    def _emit(signal: Any, *args: Any) -> None:
-        try:
-            signal.emit(*args)
-        except RuntimeError:  # the page was deleted while the sweep ran
+            self.progressed.emit(i, n, label)  # queued to the GUI thread
+        except RuntimeError:  # the page was deleted while the sweep ran: nobody to tell
             pass
 
+    def _sweep_local(self, base: P.LoadConfig, kind: str, steps: list[Any], reps: int,
+                     cancel: threading.Event) -> SweepResult:
+        with self.engine.measuring_engine() as client:
+            return run_sweep(kind, steps, EngineSweepBackend(client, base, cancel), reps, self._progress,
+                             cancel.is_set)
+
+    def _sweep_remote(self, url: str, kind: str, steps: list[Any], reps: int,
+                      cancel: threading.Event) -> SweepResult:
+        with RemoteClient(url, timeout=120) as client:
+            client.connect()
+            return run_sweep(kind, steps, RemoteSweepBackend(client, cancel), reps, self._progress, cancel.is_set)
+
     # ------------------------------------------------------------------ GUI thread
+    def _sweep_done(self, result: SweepResult) -> None:
+        self._job = None
+        self.finished.emit(result)
+
+    def _sweep_failed(self, exc: BaseException) -> None:
+        self._job = None
+        self.failed.emit(str(exc) if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}")
+
     def _on_progress(self, i: int, n: int, label: str) -> None:
         self.progress.setRange(0, max(1, n))
         self.progress.setValue(i)
