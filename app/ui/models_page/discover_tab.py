@@ -36,6 +36,8 @@ from app.ui.table_cells import BadgeDelegate
 
 
 class DiscoverTab(PageBase):
+    """The Discover tab's widgets and actions (a part of ModelsPage)."""
+
     search_model: SearchModel
     variant_model: VariantModel
     variant_view: QTableView

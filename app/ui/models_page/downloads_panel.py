@@ -23,6 +23,8 @@ class DownloadBridge(QObject):
 
 
 class DownloadsPanel(PageBase):
+    """The download list's widgets and actions (a part of ModelsPage)."""
+
     def _build_downloads(self) -> QWidget:
         w = QWidget()
         self.downloads_view = make_table(self.downloads_model)

@@ -18,6 +18,8 @@ from app.ui.quantize_hint import apply_quantize_hint
 
 
 class LibraryTab(PageBase):
+    """The Library tab's widgets and actions (a part of ModelsPage)."""
+
     library_model: LibraryModel
 
     def _build_library(self) -> QWidget:

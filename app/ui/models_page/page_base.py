@@ -26,6 +26,8 @@ def failure_message(exc: BaseException) -> str:
 
 
 class PageBase(QWidget):
+    """The Models page's shared plumbing, under its parts (see the module docstring)."""
+
     model_chosen = Signal(str)  # the user picked a local model to chat with
 
     status: QLabel
