@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
+from app.core.kv_types import KV_TYPES
 from app.core.untrusted import clean_text
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-c", "--ctx", type=A.context_size, default=None, help="context size (tokens)")
     p.add_argument("-t", "--threads", type=A.threads, default=None)
     p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=None)
-    p.add_argument("--kv-type", default=None, choices=["f16", "q8_0", "q4_0"])
+    p.add_argument("--kv-type", default=None, choices=KV_TYPES)
     p.add_argument("--context-overflow", default=None, choices=["stop", "truncate-middle", "rolling"],
                    help="when the context is full: stop the reply (the default), cut the middle of a too-long "
                    "prompt, or roll (drop old tokens from the KV cache and go on past the context size)")
@@ -144,7 +145,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print("\n")
     print(f"-- finished: {done.finish_reason}; {metrics.source}")
-    for line in metrics.summary_lines():
+    for line in metrics.summary_lines(drafter="draft model" if args.draft_model and not args.remote
+                                      else "prompt lookup"):
+        print(line)
+    from app.commands._draft_summary import speedup_lines
+
+    draft = resolve_model(args.draft_model) if args.draft_model and not args.remote else None
+    for line in speedup_lines(done.metrics, None if args.remote else resolve_model(args.model), draft,
+                              args.ctx, args.kv_type, args.n_gpu_layers):
         print(line)
     if done.metrics.get("reasoning_tokens") or done.reasoning:
         ttfa = done.metrics.get("ttft_answer_ms")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -18,22 +17,24 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from app.core import paths
+from app.core import atomic_write, paths
+from app.core import sampling_defaults as D
+from app.core.aside import aside_name
+from app.core.kv_types import DEFAULT_KV_TYPE, KvType
 
 SETTINGS_VERSION = 1
 SETTINGS_FILENAME = "settings.json"
 
-KvType = Literal["f16", "q8_0", "q4_0"]
 ContextOverflow = Literal["stop", "truncate-middle", "rolling"]
 
 
 class SamplingDefaults(BaseModel):
-    temperature: float = Field(default=0.8, ge=0.0, le=5.0)
-    top_p: float = Field(default=0.95, ge=0.0, le=1.0)
-    top_k: int = Field(default=40, ge=0)
-    min_p: float = Field(default=0.05, ge=0.0, le=1.0)
-    repeat_penalty: float = Field(default=1.1, ge=0.0, le=5.0)
-    max_tokens: int = Field(default=512, ge=1, le=1_000_000)
+    temperature: float = Field(default=D.TEMPERATURE, ge=0.0, le=5.0)
+    top_p: float = Field(default=D.TOP_P, ge=0.0, le=1.0)
+    top_k: int = Field(default=D.TOP_K, ge=0)
+    min_p: float = Field(default=D.MIN_P, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(default=D.REPEAT_PENALTY, ge=0.0, le=5.0)
+    max_tokens: int = Field(default=D.MAX_TOKENS, ge=1, le=1_000_000)
     seed: int | None = None  # None: random each time
 
 
@@ -76,11 +77,11 @@ class Settings(BaseSettings):
     )
 
     version: int = SETTINGS_VERSION
-    models_dir: str | None = None  # None: paths.models_dir()
+    models_dir: str | None = None  # None: paths.default_models_dir()
     threads: int | None = Field(default=None, ge=1, le=1024)  # None: llama.cpp picks (physical cores)
     n_ctx: int = Field(default=4096, ge=256, le=1 << 21)
     n_gpu_layers: int | None = Field(default=None, ge=-1)  # None: auto (all layers when the build can offload)
-    kv_cache_type: KvType = "f16"
+    kv_cache_type: KvType = DEFAULT_KV_TYPE
     flash_attn: bool | None = None  # None: llama.cpp decides
     n_batch: int = Field(default=512, ge=1, le=1 << 16)
     n_ubatch: int = Field(default=512, ge=1, le=1 << 16)
@@ -113,7 +114,8 @@ class Settings(BaseSettings):
         return value
 
     def resolved_models_dir(self) -> Path:
-        return Path(self.models_dir).expanduser() if self.models_dir else paths.models_dir()
+        """The models folder these settings choose (paths.models_dir() reads it from the saved settings)."""
+        return Path(self.models_dir).expanduser() if self.models_dir else paths.default_models_dir()
 
 
 class _FileOnly(Settings):
@@ -154,12 +156,7 @@ def _env_fields() -> set[str]:
 
 
 def _move_aside(path: Path) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = path.with_name(f"{path.name}.bak-{stamp}")
-    n = 1
-    while backup.exists():
-        backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-        n += 1
+    backup = aside_name(path, "bak")
     os.replace(path, backup)
     return backup
 
@@ -255,11 +252,6 @@ def save_settings(settings: Settings, path: Path | None = None) -> Path:
         _, broken, _ = _split_presets(previous)  # load_settings ignored these: write them back as they were
         data["presets"] = {**broken, **presets}  # a preset saved since for the same model replaces its broken one
     data["version"] = SETTINGS_VERSION
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)  # a leftover could carry other permissions
     # 0600: the settings name the user's models and servers; other local users have no business reading them.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write.write_json(path, data, 0o600, trailing_newline=True)
     return path
