@@ -69,3 +69,27 @@ def test_with_a_hub_download_hands_over_the_curated_file(picks: Any, qtbot: Any,
         picks.download_selected()
     task = blocker.args[0]
     assert task.repo_id == m.repo_id and [f.path for f in task.files] == [m.file]
+
+
+def test_the_models_page_shows_the_picks_first_and_downloads_from_them(qtbot: Any, hub_server: HubServer,  # noqa: F811
+                                                                       tmp_path: Path) -> None:
+    from app.ui.models_page import ModelsPage
+
+    m = CURATED[0]
+    small = tmp_path / "q.gguf"
+    small.write_bytes(b"GGUF" + bytes(60))
+    hub_server.state.add_repo(m.repo_id, {m.file: small})
+    page = ModelsPage()
+    try:
+        qtbot.waitUntil(lambda: not page.picks.assessing, timeout=20_000)
+        assert page.picks.model.index(0, 2).data() != "…"
+        page.picks.view.selectRow(0)
+        page.picks.download_selected()
+        qtbot.waitUntil(lambda: page.downloads_model.rowCount() == 1, timeout=10_000)
+        job = page.downloads_model.job(page.downloads_model.index(0, 0))
+        assert job is not None and job.task.repo_id == m.repo_id
+    finally:
+        page.shutdown()
+        qtbot.waitUntil(lambda: not page.busy(), timeout=20_000)
+        page.close()
+        page.deleteLater()

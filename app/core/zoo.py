@@ -17,6 +17,7 @@ MoE router weights stay F32.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +152,7 @@ def tensor_table(spec: ZooSpec, quant: str) -> list[tuple[str, list[int], str, i
     for name, shape in _tensors(spec):
         qtype = tensor_type(quant, name, shape[0], spec.n_layers, spec.tied)
         block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[qtype]]
-        n_el = int(np.prod(shape))
+        n_el = math.prod(shape)
         out.append((name, shape, qtype, n_el, n_el // block * type_size))
     return out
 
