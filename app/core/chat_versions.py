@@ -93,7 +93,7 @@ def _readable(text: Any, after: int) -> list[dict[str, Any]] | None:
 def places(store: ChatStore, conversation_id: int) -> dict[int, VersionPlace]:
     """message id -> its place among versions, for the shown messages that have earlier or later versions."""
     ids = [m.id for m in store.messages(conversation_id)]
-    counted = {}
+    counted: dict[int, list[int]] = {}
     for after, first_id in store.query(
             "SELECT after_id, first_id FROM message_versions WHERE conversation_id = ?", (conversation_id,)):
         counted.setdefault(after, []).append(first_id)

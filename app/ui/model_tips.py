@@ -24,7 +24,7 @@ class Annotations:
     summaries: dict[str, str] = field(default_factory=dict)  # path -> "253.0 MiB · Q4_K_M · CPU only"
 
 
-def annotations(paths: list[str]) -> Annotations:
+def annotate_paths(paths: list[str]) -> Annotations:
     """Advice and summaries for the files that can be read (none at all if the machine cannot be assessed)."""
     from app.core.library import describe
     from app.core.library_fit import assess_models, machine_for_library, selector_advice, selector_summary
@@ -49,7 +49,7 @@ def annotations(paths: list[str]) -> Annotations:
 
 def advise(paths: list[str]) -> dict[str, str]:
     """path -> the recommendation sentence, for the files that can be read."""
-    return annotations(paths).advice
+    return annotate_paths(paths).advice
 
 
 class ModelTips(QObject):
@@ -66,7 +66,7 @@ class ModelTips(QObject):
         paths = [self.combo.itemData(i) for i in range(self.combo.count())]
         paths = [p for p in paths if isinstance(p, str) and p.endswith(".gguf")]
         self.pending = True
-        run_in_background(self, lambda: annotations(paths), self._apply, name="model-tips")
+        run_in_background(self, lambda: annotate_paths(paths), self._apply, name="model-tips")
 
     def _apply(self, found: Annotations) -> None:
         self.pending = False

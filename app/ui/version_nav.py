@@ -86,7 +86,8 @@ class VersionsControl(QObject):
             nav.setEnabled(not busy)
             nav.switch_requested.connect(self.switch)
             header: QHBoxLayout = widget.header
-            header.insertWidget(2, nav)  # after the role and state, before the metrics
+            buttons = widget.edit_button or widget.copy_button  # just before Edit / Copy, wherever the metrics are
+            header.insertWidget(max(header.indexOf(buttons), 0), nav)
             self.navs[message_id] = nav
 
     def switch(self, message_id: int, index: int) -> bool:
