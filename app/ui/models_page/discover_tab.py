@@ -103,8 +103,8 @@ class DiscoverTab(PageBase):
         outer = QSplitter(Qt.Orientation.Vertical)
         outer.addWidget(self.picks)
         outer.addWidget(search)
-        outer.setStretchFactor(0, 2)
-        outer.setStretchFactor(1, 3)
+        outer.setStretchFactor(0, 1)
+        outer.setStretchFactor(1, 1)
         lay = QVBoxLayout(w)
         lay.addWidget(outer, 1)
         return w
