@@ -92,3 +92,17 @@ def test_eject_and_reload_ask_before_stopping_a_reply(window, monkeypatch) -> No
     assert [type(c) for c in win.engine.client.sent[sent:]] == [P.Cancel, P.Unload]
     assert asked == ["A reply is being written. Stop it and reload the model?",
                      "A reply is being written. Stop it and eject the model?"]
+
+
+def test_selector_lists_the_hugging_face_cache_like_the_library(window, tmp_path: Path, monkeypatch) -> None:
+    from app.core import library
+
+    win, _ = window
+    cache = tmp_path / "hf" / "models--org--repo" / "snapshots" / "abc"
+    cache.mkdir(parents=True)
+    (cache / "cached-Q8_0.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    assert str(cache / "cached-Q8_0.gguf") in {str(m.path) for m in library.list_models()}
+    win._populate_models()
+    data = [win.model_combo.itemData(i) for i in range(win.model_combo.count())]
+    assert str(cache / "cached-Q8_0.gguf") in data
