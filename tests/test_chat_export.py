@@ -54,7 +54,7 @@ def test_write_is_whole_or_nothing_and_names_the_reason(tmp_path) -> None:
     assert json.loads(target.read_text(encoding="utf-8"))["title"] == conv.title
     with pytest.raises(OSError):
         chat_export.write(tmp_path / "missing" / "out.md", "md", conv, msgs)
-    assert not list((tmp_path).glob(".*.part"))
+    assert not list(tmp_path.rglob("*.tmp"))
     assert chat_export.suggested_name(conv, "md") == "Colours _ ___fences___.md"
 
 

@@ -99,11 +99,7 @@ def suggested_name(conv: Conversation, fmt: str) -> str:
 
 
 def write(path: Path, fmt: str, conv: Conversation, messages: list[Message]) -> None:
-    """Write the export, whole or not at all (a temporary file renamed into place). OSError says why."""
-    text = render(fmt, conv, messages)
-    tmp = path.with_name(f".{path.name}.part")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write the export, whole or not at all (app/core/atomic_write.py). OSError says why."""
+    from app.core import atomic_write
+
+    atomic_write.write_text(path, render(fmt, conv, messages))
