@@ -213,12 +213,10 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.conversations.deleted.connect(self._conversation_deleted)
         self.session.conversation_changed.connect(self._load_conversation)
         self.session.message_added.connect(self._message_added)
-        self.session.message_removed.connect(self.message_view.remove_from)
         self.session.stream_text.connect(self.message_view.append_text)
         connect_thinking(self.session, self.message_view)  # a reasoning model's thinking, live
         self.session.message_finished.connect(self._message_finished)
         self.session.busy_changed.connect(lambda _b: self._update_buttons())
-        self.session.tokens_timed.connect(self.dashboard.on_tokens)
         self.session.conversations_changed.connect(self._reload_list)
         self.sampling_panel.system_prompt_changed.connect(self.session.set_system_prompt)
         self.engine.state_changed.connect(self._engine_state)
@@ -231,6 +229,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         if isinstance(app, QGuiApplication):
             theme.apply_system_scheme(app)
 
+        self.dashboard.live_kv_changed.connect(self._live_kv)
+        self._wire_chat_flow()  # drafts, replies in the background, reloads asked for by Settings
         make_plain(self.model_info, self.state_label, self.hint_label)
         self._restore_window()
         self._populate_models()
@@ -262,7 +262,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
             self._populate_models()
             self._select_model_in_combo(self.session.model_path)
             if old is not None and self.session.model_path and old != self.load_config(Path(self.session.model_path)):
-                self.load_model(Path(self.session.model_path))  # engine settings changed: reload
+                self._reload_for_settings()  # engine settings changed: reload (asks first if a reply is written)
 
     def restyle(self) -> None:
         app = QGuiApplication.instance()
