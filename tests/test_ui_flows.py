@@ -167,6 +167,7 @@ def test_speed_series_has_one_point_per_reply_that_exists(window, qtbot) -> None
     _done(window, rid, "cancelled", decode_tps=10.0)  # stopped...
     assert window.continue_reply()
     _done(window, _request(window), "stop", decode_tps=11.0)  # ...and continued: still one reply
+    assert [round(m.decode_tps, 1) for m in dash.history] == [11.0]
     assert window.regenerate()  # replaces it
     _done(window, _request(window), "stop", decode_tps=12.0)
     rid = _send(window, "two")
