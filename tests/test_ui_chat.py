@@ -87,7 +87,7 @@ def test_send_stream_regenerate_edit_and_restart_persistence(qtbot, default_mode
     user2, reply2 = _messages(win)
     assert user2.id == user.id and reply2.id != reply.id and reply2.state == "complete"
     assert win.message_view.message_ids() == [user.id, reply2.id]
-    assert len(win.dashboard.history) == 2
+    assert len(win.dashboard.history) == 1  # the replaced reply left the speed series
 
     # Edit-and-resend replaces the user message and everything after it.
     win.begin_edit(user.id)

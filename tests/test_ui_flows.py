@@ -153,6 +153,8 @@ def test_continue_restarts_the_live_clock_and_cards(window, qtbot) -> None:
     assert window.continue_reply()
     rid2 = _request(window)
     assert rid2 != rid
+    reply = _last(window)
+    assert window.message_view.widget_for(reply.id).state_label.text() == "writing…"
     assert dash.card_decode.value.text() == "…"  # not the previous reply's rate
     _tokens(window, rid2, " a", " time")
     ttft = float(dash.card_ttft.value.text().split()[0])

@@ -127,8 +127,11 @@ class ChatFlow(WindowBase):
         self.message_view.add_message(message)
         self._update_buttons()
 
-    def _reply_started(self, _message_id: int) -> None:
+    def _reply_started(self, message_id: int) -> None:
         self.dashboard.start_reply()  # a new reply or more of one (Continue): its clock starts now
+        msg = self.store.message(message_id)
+        if msg is not None:  # a continued reply's header says "writing…" again, not how it ended before
+            self.message_view.update_message(msg)
 
     def _tokens_timed(self, times: list[float]) -> None:
         if self._shown(self.session.streaming_conversation_id):
