@@ -254,9 +254,7 @@ def _settings_change_needing_reload(monkeypatch, window) -> None:
     window.session.model_path = "/models/fake-Q4_K_M.gguf"
 
     def result(self):
-        s = Settings(**{**window.settings.__dict__})
-        s.n_ctx = 1024 if window.settings.n_ctx != 1024 else 2048
-        return s
+        return window.settings.model_copy(update={"n_ctx": 1024 if window.settings.n_ctx != 1024 else 2048})
 
     monkeypatch.setattr(SettingsDialog, "exec", lambda self: 1)
     monkeypatch.setattr(SettingsDialog, "result_settings", result)

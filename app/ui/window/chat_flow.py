@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 from app.core.chat_store import Message
 from app.core.metrics import PhaseMetrics
 from app.ui import engine_qt as E
-from app.ui.reply_ending import MODEL_RELOADED, can_continue
+from app.ui.reply_ending import can_continue
 from app.ui.window.base import WindowBase
 from app.ui.window.drafts import ChatDrafts
 
