@@ -220,3 +220,22 @@ def test_request_error_marks_reply_and_shows_reason(qtbot, default_model, monkey
     assert win.message_view.widget_for(reply.id).state_label.text() == "error"  # type: ignore[union-attr]
     _send(qtbot, win, "Hi")  # and the window goes on working
     assert _messages(win)[-1].state == "complete"
+
+
+def test_a_failed_load_brings_the_previous_model_back(qtbot, default_model, tmp_path):
+    """The engine lets the old model go before it tries a new one: after a failure the window loads the old one
+    again, and the chat goes on with it."""
+    win = _open(qtbot, max_tokens=2)
+    broken = tmp_path / "broken-Q4_K_M.gguf"
+    broken.write_bytes(b"this is not a GGUF file" * 100)
+    errors: list[object] = []
+    win.engine.error.connect(errors.append)
+    win.load_model(broken)
+    qtbot.waitUntil(lambda: bool(errors), timeout=60_000)
+    assert "again" in win.banner.label.text()
+    qtbot.waitUntil(lambda: win.engine.loaded_info is not None
+                    and win.engine.loaded_info.model_path == str(default_model), timeout=90_000)
+    assert win.session.model_path == str(default_model) and win.engine.state == E.IDLE
+    _send(qtbot, win, "Hello")
+    assert _messages(win)[-1].state == "complete"
+    win.close()
