@@ -197,6 +197,9 @@ def test_a_reply_finishes_in_its_own_chat_after_switching(window) -> None:
     other = window.session.conversation.id
     assert other != first and window.session.busy
     assert not window.send_button.isEnabled() and "another chat" in window.send_button.toolTip()
+    window.input.setPlainText("a question here")
+    window.submit()  # Enter: not sent, and the hint says why; the text stays
+    assert "another chat" in window.hint_label.text() and window.input.toPlainText() == "a question here"
     _tokens(window, rid, " are", " red")
     _done(window, rid, "stop", decode_tps=9.0)
     assert not window.session.busy

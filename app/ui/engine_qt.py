@@ -123,8 +123,10 @@ class EngineQt(QObject):
         assert self._connecting is not None
         self._batch.stop()
         self._pending.clear()
-        self._active_request = None
+        cut, self._active_request = self._active_request, None
         self._client.close(2.0)
+        if cut is not None:  # a reply the old engine had not finished: it ends here, as stopped
+            self.done.emit(P.Done(cut, "", "cancelled", {}))
         self._client, self._connecting = self._connecting, None
         self.remote = self._connecting_to
 

@@ -178,7 +178,11 @@ class ChatFlow(WindowBase):
     # ------------------------------------------------------------------ input
     def submit(self) -> None:
         text = self.input.toPlainText()
-        if not text.strip() or self.session.busy:
+        if not text.strip():
+            return
+        if self.session.busy:
+            if not self._shown(self.session.streaming_conversation_id):
+                self._hint("Not sent: a reply in another chat is still being written (Stop ends it).")
             return
         self._apply_sampling()
         if not self._ready_to_generate():
