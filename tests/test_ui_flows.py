@@ -361,3 +361,42 @@ def test_status_bar_kv_follows_the_reply(window) -> None:
     _tokens(window, rid, "a", "b", "c", "d")
     window.dashboard._refresh_live()
     assert "KV 23/512" in window.mem_label.text() and "RSS" in window.mem_label.text()
+
+
+def test_a_server_that_answers_takes_over_and_the_status_bar_says_so(window, qtbot, monkeypatch) -> None:
+    import dataclasses
+
+    from fake_engine import loaded_event
+
+    from app.engine import remote
+
+    class AnsweringServer:
+        alive, pid = True, None
+
+        def __init__(self, url: str, api_key: str | None = None, model: str | None = None, on_event=None):  # type: ignore[no-untyped-def]
+            self.on_event = on_event
+
+        def connect(self) -> P.Loaded:
+            loaded = dataclasses.replace(loaded_event("served (remote)"), model_path="http://127.0.0.1:9/v1",
+                                         chat_template_source="server")
+            self.on_event(loaded)
+            return loaded
+
+        def close(self, timeout: float = 2.0) -> None:
+            self.alive = False
+
+        def send(self, command: object) -> None:
+            pass
+
+    monkeypatch.setattr(remote, "RemoteClient", AnsweringServer)
+    window.engine._dispatch(P.Stats(rss_bytes=300 << 20, kv_cells_used=0, kv_cells_allocated=512,
+                                    kv_bytes_used=0, kv_bytes_allocated=0, loaded=True))
+    local = window.engine.client
+    _send(window, "hi")
+    reply_id = window.session.streaming_message_id
+    window.connect_remote("http://127.0.0.1:9")
+    qtbot.waitUntil(lambda: window.engine.remote is not None, timeout=5000)
+    assert isinstance(window.engine.client, AnsweringServer) and not local.alive
+    assert window.mem_label.text() == "memory: on the server"  # not the local engine's last numbers
+    assert not window.session.busy  # the local engine's unfinished reply ended with it
+    assert window.store.message(reply_id).state == "interrupted"
