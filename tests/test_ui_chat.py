@@ -239,3 +239,32 @@ def test_a_failed_load_brings_the_previous_model_back(qtbot, default_model, tmp_
     _send(qtbot, win, "Hello")
     assert _messages(win)[-1].state == "complete"
     win.close()
+
+
+def test_settings_reload_during_a_reply_stops_it_as_reloaded_and_settles(qtbot, default_model, monkeypatch):
+    """Settings ▸ OK with a new context size while a reply streams, answered "stop and reload": the real
+    engine's Done for the reply arrives after the Load was sent; the status bar ends idle, not "loading"."""
+    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.window import chat_flow
+
+    win = _open(qtbot, max_tokens=400)
+    new_ctx = 1024 if win.settings.n_ctx != 1024 else 2048
+    monkeypatch.setattr(chat_flow, "ask_to_stop_for_reload", lambda parent: True)
+    monkeypatch.setattr(SettingsDialog, "exec", lambda self: 1)
+    monkeypatch.setattr(SettingsDialog, "result_settings",
+                        lambda self: win.settings.model_copy(update={"n_ctx": new_ctx}))
+    win.input.setPlainText("Once upon a time")
+    qtbot.keyClick(win.input, Qt.Key.Key_Return)
+    reply_id = win.session.streaming_message_id
+    assert reply_id is not None
+    qtbot.waitUntil(lambda: len(win.message_view.widget_for(reply_id).text) > 5, timeout=60_000)  # type: ignore[union-attr]
+    win.open_settings()
+    qtbot.waitUntil(lambda: win.engine.loaded_info is not None and win.engine.loaded_info.n_ctx == new_ctx
+                    and not win.session.busy, timeout=90_000)
+    qtbot.wait(200)
+    assert win.engine.state == E.IDLE and win.state_label.text().startswith("engine: idle")
+    msg = win.store.message(reply_id)
+    assert msg is not None and msg.state == "interrupted" and msg.finish_reason == "model_reloaded"
+    assert win.message_view.widget_for(reply_id).state_label.text() == "stopped: model reloaded"  # type: ignore[union-attr]
+    assert win.continue_button.isVisibleTo(win)
+    win.close()
