@@ -58,9 +58,14 @@ class DraftBook:
         if not self._dirty:
             return True
         tmp = self.path.with_name(self.path.name + ".tmp")
+        data = json.dumps({str(k): v for k, v in self._drafts.items()}).encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({str(k): v for k, v in self._drafts.items()}), encoding="utf-8")
+            tmp.unlink(missing_ok=True)
+            # Drafts are chat text: private to the user, like the chat store (0600).
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
             os.replace(tmp, self.path)
         except OSError:
             return False
