@@ -274,7 +274,9 @@ def test_settings_needing_a_reload_ask_before_stopping_a_reply(window, monkeypat
     assert asked == [True]
     sent = window.engine.client.sent
     assert not any(isinstance(c, (P.Cancel, P.Load)) for c in sent)  # "after the reply": nothing stopped
+    assert "reloads when this reply ends" in window.hint_label.text()
     _done(window, rid)
+    assert window.hint_label.text() == ""
     assert isinstance(sent[-1], P.Load) and sent[-1].config.n_ctx == window.settings.n_ctx
 
 

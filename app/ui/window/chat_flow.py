@@ -162,6 +162,7 @@ class ChatFlow(WindowBase):
     def _reply_busy_changed(self, busy: bool) -> None:
         if not busy and self._reload_after_reply:
             self._reload_after_reply = False
+            self.hint_label.setText("")
             if self.session.model_path:
                 self.load_model(Path(self.session.model_path))
 
@@ -171,7 +172,7 @@ class ChatFlow(WindowBase):
             return
         if self.session.busy and not ask_to_stop_for_reload(self):
             self._reload_after_reply = True
-            self.hint_label.setText("The model reloads when this reply ends.")
+            self.hint_label.setText("The model reloads when this reply ends.")  # until it does
             return
         self.load_model(Path(self.session.model_path))  # stops a reply as "model reloaded"
 
