@@ -402,3 +402,45 @@ def test_a_server_that_answers_takes_over_and_the_status_bar_says_so(window, qtb
     assert window.mem_label.text() == "memory: on the server"  # not the local engine's last numbers
     assert not window.session.busy  # the local engine's unfinished reply ended with it
     assert window.store.message(reply_id).state == "interrupted"
+
+
+def test_a_model_chosen_while_a_server_connects_wins(window, qtbot, monkeypatch) -> None:
+    import dataclasses
+    import threading
+
+    from fake_engine import loaded_event
+
+    from app.engine import remote
+
+    release = threading.Event()
+    answered = threading.Event()
+
+    class LateServer:
+        alive, pid = True, None
+
+        def __init__(self, url: str, api_key: str | None = None, model: str | None = None, on_event=None):  # type: ignore[no-untyped-def]
+            self.on_event = on_event
+
+        def connect(self) -> P.Loaded:
+            release.wait(10)
+            loaded = dataclasses.replace(loaded_event("late (remote)"), model_path="http://127.0.0.1:9/v1",
+                                         chat_template_source="server")
+            self.on_event(loaded)
+            answered.set()
+            return loaded
+
+        def close(self, timeout: float = 2.0) -> None:
+            self.alive = False
+
+    monkeypatch.setattr(remote, "RemoteClient", LateServer)
+    local = window.engine.client
+    window.connect_remote("http://127.0.0.1:9")
+    window.load_model(Path("/models/fake-Q4_K_M.gguf"))  # changed their mind before the server answered
+    release.set()
+    assert answered.wait(10)
+    qtbot.wait(200)  # the late answer reaches the GUI thread now: it must change nothing
+    assert window.engine.client is local and window.engine.remote is None
+    assert window.engine.loaded_info.chat_template_source != "server"
+    assert window.model_info.text() == "loading…"
+    window.engine._dispatch(loaded_event())
+    assert window.engine.loaded_info.model_path == "/models/fake-Q4_K_M.gguf"

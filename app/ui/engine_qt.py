@@ -299,6 +299,8 @@ class EngineQt(QObject):
         elif isinstance(event, P.Progress):
             self.progress.emit(event.stage, float(event.fraction))
         elif isinstance(event, P.Loaded):
+            if event.chat_template_source == "server" and self._connecting is None and self.remote is None:
+                return  # a server that answered after a local model was chosen instead: not in use
             if event.chat_template_source == "server" and self._connecting is not None:
                 self._take_remote()
             elif event.chat_template_source != "server":
