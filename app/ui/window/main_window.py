@@ -45,6 +45,7 @@ from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
 from app.ui.safe_text import make_plain
+from app.ui.model_preset import ModelPresetControl
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.shutdown import shut_down
 from app.ui.startup_guard import OpeningGuard
@@ -189,6 +190,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
         settings_action.triggered.connect(self.open_settings)
         tb.addAction(settings_action)
+        self.model_preset = ModelPresetControl(self)  # the chosen model's preset: applied on load, edited here
+        tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
         self.addToolBar(tb)
         new_action = QAction("New chat", self)
         new_action.setShortcut(QKeySequence.StandardKey.New)
@@ -251,12 +254,12 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         from app.ui.settings_dialog import SettingsDialog
 
         # The dialog edits the defaults starting from what the sidebar shows, so OK does not undo the sidebar
-        self.settings.sampling = self.sampling_panel.values()
+        self.settings.sampling = self.model_preset.global_sampling()
         dlg = SettingsDialog(self.settings, self, model_path=self.session.model_path)
         if dlg.exec():
             old = self.load_config(Path(self.session.model_path)) if self.session.model_path else None
             self.settings = dlg.result_settings()
-            self.sampling_panel.set_values(self.settings.sampling)
+            self.model_preset.settings_changed()
             self.dashboard.n_ubatch = self.settings.n_ubatch
             self.save_settings()
             self._populate_models()
@@ -286,7 +289,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.settings.window.geometry = bytes(self.saveGeometry().toBase64().data()).decode()
         self.settings.window.state = bytes(self.saveState().toBase64().data()).decode()
         self.settings.window.dashboard_visible = self.dock.isVisible()
-        self.settings.sampling = self.sampling_panel.values()
+        self.settings.sampling = self.model_preset.global_sampling()
         try:
             settings_mod.save_settings(self.settings)
         except OSError as exc:
