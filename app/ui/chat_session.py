@@ -12,6 +12,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.core import chat_versions
 from app.core.chat_store import ChatStore, Conversation, Message, StreamWriter
 from app.engine import protocol as P
 from app.ui.engine_qt import EngineQt
@@ -165,7 +166,7 @@ class ChatSession(QObject):
 
     def _truncate_from(self, message_id: int) -> None:
         assert self.conversation is not None
-        self.store.delete_messages_from(self.conversation.id, message_id)
+        chat_versions.replace_from(self.store, self.conversation.id, message_id)  # kept as a version (‹1/2›)
         self.message_removed.emit(message_id)
 
     def history(self, upto_message: Message | None = None) -> list[dict[str, str]]:

@@ -211,6 +211,16 @@ class EngineQt(QObject):
         if self._send(P.Load(config)):
             self._set_state(LOADING)
 
+    def unload(self) -> None:
+        """Eject: free the model's memory and keep the engine process (a remote server is disconnected)."""
+        self.loaded_info = None
+        if self.remote is not None:
+            self._back_to_local()
+        elif self._client.alive:
+            self._send(P.Unload())
+            self._set_state(IDLE)
+        self.state_changed.emit(self._state)  # listeners re-read loaded_info
+
     def generate(self, request: P.Generate) -> None:
         if request.stream_interval_ms is None:  # tokens need not arrive more often than the view draws them
             request = dataclasses.replace(request, stream_interval_ms=self.pacing.text_ms)

@@ -82,7 +82,7 @@ class MessageWidget(QFrame):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
         lay.setSpacing(2)
-        head = QHBoxLayout()
+        self.header = head = QHBoxLayout()  # app/ui/version_nav.py adds ‹1/3› here
         self.role_label = QLabel("You" if message.role == "user" else "Model")
         font = self.role_label.font()
         font.setBold(True)
