@@ -38,6 +38,7 @@ class Engine:
         self._gguf: Any = None  # GGUFInfo of the loaded file (parsed in Python before llama.cpp sees it)
         self._piece_buf = ctypes.create_string_buffer(256)
         self._plain_ms_per_token: float | None = None  # last decode rate without prompt lookup
+        self._prefill_ms_per_token: float | None = None  # last prefill rate of a long enough prompt (saved KV)
         self.draft: Any = None  # DraftModel when the load asked for one
         self._warmup_ms = 0.0
 
