@@ -184,7 +184,8 @@ class ChatSession(QObject):
         self._reply_id = reply.id
         self._request = request_id
         self.engine.generate(P.Generate(request_id=request_id, messages=messages, sampling=sampling,
-                                        prompt_lookup=self.prompt_lookup, context_overflow=self.context_overflow))
+                                        prompt_lookup=self.prompt_lookup, context_overflow=self.context_overflow,
+                                        conversation_id=str(self.conversation.id)))  # its KV is saved by chat
         self._flush_timer.start()
         self.busy_changed.emit(True)
         return True
