@@ -21,9 +21,11 @@ QUESTIONS = ["Write a short poem about the sea and the wind, please.", "Now one 
              "And one about rivers."]
 
 
-def _config(model: Path, folder: Path | None, budget_mib: int = 64, n_ctx: int = 1024) -> P.LoadConfig:
+def _config(model: Path, folder: Path | None, budget_mib: int = 64, n_ctx: int = 1024,
+            eager_mib: int = 64) -> P.LoadConfig:
     return P.LoadConfig(model_path=str(model), n_ctx=n_ctx, n_threads=1, warmup=False,
-                        kv_store_dir=str(folder) if folder else None, kv_store_budget_mib=budget_mib)
+                        kv_store_dir=str(folder) if folder else None, kv_store_budget_mib=budget_mib,
+                        kv_save_eager_mib=eager_mib)
 
 
 def _turn(client: EngineClient, messages: list[dict[str, str]], conv: str | None = "chat-1",
@@ -155,3 +157,16 @@ def test_states_keep_to_the_budget_and_zero_turns_saving_off(default_model: Path
         assert sizes[0] + sizes[1] <= budget < sum(sizes)  # two fit, three do not
         assert not a.exists() and b.exists() and c.exists()  # the least recently used went
         assert S.folder_bytes(folder) <= budget
+
+
+def test_a_big_state_is_written_when_its_chat_is_left(default_model: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "kv"
+    with EngineClient() as client:
+        client.kv_folder = folder  # type: ignore[attr-defined]
+        client.load(_config(default_model, folder, eager_mib=0))  # every state counts as big here
+        a = _long_turn(client, "a")
+        assert not a.exists()  # not after the reply: the chat may go on
+        b = _long_turn(client, "b")  # another chat's turn: a's cache is written before it is replaced
+        assert a.exists() and not b.exists()
+        assert len(S.read_header(a).tokens) > 100  # a's chat, not b's first tokens
+    assert b.exists()  # written at shutdown

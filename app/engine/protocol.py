@@ -38,6 +38,9 @@ class LoadConfig:
     # Saved KV of conversations (app.core.saved_kv): the folder for the states, None: none saved or restored
     kv_store_dir: str | None = None
     kv_store_budget_mib: int = 2048  # the folder's most; least recently used states go first; 0: off
+    # States up to this size are written right after each reply; a bigger one (a long chat of a big model: a
+    # write of hundreds of MB) waits until the chat is left: another chat's turn, a load, unload or shutdown.
+    kv_save_eager_mib: int = 64
 
 
 @dataclass

@@ -119,12 +119,35 @@ def _load(llm: Any, state: bytearray, tokens: list[int]) -> None:
 
 
 def save(engine: Engine, req: P.Generate, shifted: bool) -> None:
-    """Write the chat's cache as it is after the reply (prompt and reply tokens but the last), within the
-    budget. Never raises: a state that cannot be saved only costs the next restore."""
+    """After a reply: write the chat's cache as it is now (prompt and reply tokens but the last), within the
+    budget; a state bigger than `kv_save_eager_mib` is only marked, and written when the chat is left
+    (`save_unsaved`). Never raises: a state that cannot be saved only costs the next restore."""
+    engine.unsaved = None
     path = enabled(engine, req)
     llm = engine.llm
     if path is None or llm is None or llm.n_tokens < MIN_SAVE or shifted:
         return  # a shifted cache (rolling overflow) is not the prefix its tokens say
+    assert engine.config is not None
+    try:
+        size = llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, SEQ)
+    except Exception:  # noqa: BLE001
+        return
+    if size > engine.config.kv_save_eager_mib << 20:
+        engine.unsaved = req
+        return
+    _write(engine, path)
+
+
+def save_unsaved(engine: Engine) -> None:
+    """Write the state a reply left unsaved (it was big), before the cache holds anything else."""
+    req, engine.unsaved = engine.unsaved, None
+    path = enabled(engine, req) if req is not None else None
+    if path is not None and engine.llm is not None:
+        _write(engine, path)
+
+
+def _write(engine: Engine, path: Path) -> None:
+    llm = engine.llm
     assert engine.config is not None
     budget = engine.config.kv_store_budget_mib << 20
     try:
