@@ -15,10 +15,10 @@ import llama_cpp
 
 from app.core.chat_templates import ChatTemplate, ChatTemplateError
 from app.engine import protocol as P
+from app.engine.worker import saved_kv
 from app.engine.worker.bench import run_bench
 from app.engine.worker.generate import Perf, prompt_tokens, read_perf, run_generation
 from app.engine.worker.load import construct, load_model
-from app.engine.worker import saved_kv
 from app.engine.worker.logs import LogCapture, rss
 from app.engine.worker.stream import send
 
