@@ -129,7 +129,7 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
                 perf_first = engine._perf()
                 metrics.ttft_ms = (now - t_request) * 1000.0
                 pre = prefilled_event(engine, req.request_id, len(tokens), perf0, perf_first, metrics.ttft_ms)
-                restored.estimate(engine._prefill_ms_per_token, pre.prefill_tokens, pre.prefill_ms)
+                restored.estimate(engine._prefill_ms_per_token, len(tokens), pre.prefill_tokens, pre.prefill_ms)
                 send(dataclasses.replace(pre, restored_tokens=restored.tokens, restore_ms=restored.ms,
                                          restore_prefill_ms=restored.prefill_estimate_ms,
                                          restore_note=restored.note))

@@ -42,10 +42,15 @@ class Restore:
     saved_rate: float | None = None  # ms a token of prefill, measured where the state was made
     prefill_estimate_ms: float = 0.0
 
-    def estimate(self, engine_rate: float | None, prefill_tokens: int, prefill_ms: float) -> None:
-        """What prefilling the restored tokens would have cost: at this engine's measured prefill rate, else the
+    def estimate(self, engine_rate: float | None, prompt_tokens: int, prefill_tokens: int, prefill_ms: float) -> None:
+        """At the first token: the restored tokens the prefill really skipped (a cache that cannot drop a tail
+        starts over), and what prefilling them would have cost: at this engine's measured prefill rate, else the
         one measured where the state was saved, else this reply's own prefill (few tokens: an upper bound)."""
         if not self.tokens:
+            return
+        self.tokens = min(self.tokens, max(0, prompt_tokens - prefill_tokens))
+        if not self.tokens:
+            self.note = "the saved KV was loaded but this cache could not keep it; prefilled instead"
             return
         rate = engine_rate or self.saved_rate or (prefill_ms / prefill_tokens if prefill_tokens else None)
         self.prefill_estimate_ms = self.tokens * rate if rate else 0.0
