@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{path}: {exc}")
     hw = probe_hardware()
     bw = get_bandwidth(hw.machine_key)
-    before = default_rates(hw, bw)
+    before = default_rates(hw, bw, threads=args.threads)  # the engine gets the same threads (args or default)
     cfg = MemoryConfig(n_ctx=2048, n_gpu_layers=args.n_gpu_layers)
     depths = (0, args.depth) if args.depth > 0 else (0,)
 
@@ -133,7 +133,9 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"the engine failed: {exc}")
     backend = "gpu" if gpu and args.n_gpu_layers else "cpu"
     base = before.cpu if backend == "cpu" or before.gpu is None else before.gpu
-    cal = calibration.calibrate(hw.machine_key, backend, samples, base, n_threads=threads)
+    if threads and threads != before.cpu.threads:
+        return fail(f"the engine ran {threads} threads, the speed model assumed {before.cpu.threads}: pass -t")
+    cal = calibration.calibrate(hw.machine_key, backend, samples, base, n_threads=before.cpu.threads)
     calibration.store(cal)
     after = calibration.calibrated_rates(before, hw.machine_key, "cpu", "gpu")
     p0, p1 = predict(info, before, cfg, n_gen=32, n_prompt=256), predict(info, after, cfg, n_gen=32, n_prompt=256)

@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GGUF files to compare (e.g. several quants of one model; default: the embedded model)")
     p.add_argument("--ctx", type=A.context_size, default=None, help="context you want (default 8192, or the model's if less)")
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
+    p.add_argument("-t", "--threads", type=A.threads, default=None,
+                   help="llama.cpp threads to predict for (default: what a load would use: settings, preset, tune)")
     p.add_argument("--remeasure", action="store_true", help="measure memory bandwidth again first")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -39,15 +41,21 @@ def run(args: argparse.Namespace) -> int:
                                size=path.stat().st_size))
     if args.ctx is not None and args.ctx <= 0:
         return fail("--ctx must be positive")
-    machine = Machine.from_system(remeasure=args.remeasure)
+    from app.core.load_plan import planned_threads
+
+    threads, batch = planned_threads(paths[0], n_threads=args.threads)  # the threads a load of it would use
+    machine = Machine.from_system(remeasure=args.remeasure, threads=threads, batch_threads=batch)
     rec = recommend(cands, machine, n_ctx=args.ctx, kv_type=args.kv_type)
     if args.json:
         data = rec.to_dict()
+        data["threads"] = machine.rates.cpu.threads
         data["machine"] = machine.hw.to_dict()
         data["rates"] = machine.rates.to_dict()
         print_json(data)
         return 0
     print_report(rec)
+    print(f"speeds for {machine.rates.cpu.threads} llama.cpp thread(s) on the CPU "
+          f"({'-t' if args.threads else 'settings, preset or tune result; llama.cpp default when unset'})")
     return 0
 
 

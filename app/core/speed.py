@@ -101,6 +101,7 @@ class SpeedPrediction:
     depth: int
     decode_memory_s: float = 0.0  # the two times the label compares (summed over devices)
     decode_compute_s: float = 0.0
+    threads: int = 0  # the CPU threads the prediction is for (0: not said)
 
     @property
     def label(self) -> str:
@@ -311,6 +312,7 @@ def predict(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None, depth
                       "compute" if t_alu > t_mem else "memory bandwidth"),
         prefill_bound="compute" if compute_t >= read_t else "memory bandwidth",  # PCIe counts as bandwidth
         calibrated=calibrated, depth=depth, decode_memory_s=t_mem, decode_compute_s=t_alu,
+        threads=rates.cpu.threads,
     )
 
 

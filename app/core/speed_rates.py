@@ -11,8 +11,15 @@ threads after every graph node: ~25 nodes a layer), and per ggml type two comput
   Q8_0/F16, the generic vec_dot loop for Q6_K).
 
 Uncalibrated CPU rates are the machine's own probes (numpy read bandwidth, a float32 GEMM) times
-per-type factors measured with llama.cpp (llama-cpp-python 0.3.36, 2 threads) on zoo models of the same
-shape in each quantization on an AVX-512 VNNI CPU; `roofline calibrate` scales them to this machine.
+per-type factors measured with llama.cpp (llama-cpp-python 0.3.36) on zoo models of the same shape in each
+quantization on an AVX-512 VNNI CPU; `roofline calibrate` scales them to this machine.
+
+Threads: CPU rates are for the thread count a load uses (`threads_for`: llama.cpp's default is the
+physical cores for decode, all logical cores for prompt batches). Kernel rates scale with the threads
+(each thread runs its share of every matrix product; more threads than physical cores add nothing), memory
+bandwidth saturates: n threads read at min(all cores' probe, n × one thread's probe). The per-layer
+synchronisation (every graph node ends in a barrier all threads wait at) only exists with two threads or
+more; one thread pays a small per-node dispatch cost instead.
 GPUs keep one prefill rate and no decode compute roof (decode there is bandwidth-bound).
 """
 
@@ -27,6 +34,7 @@ from typing import Any
 # both cores), and synchronising its two threads after each graph node costs ~0.3 ms a layer there, which
 # is most of a small model's token time. `roofline calibrate` refits all of them on the user's machine.
 ETA_CPU, T0_CPU, T_LAYER_CPU = 1.25, 0.0005, 0.0003
+T_LAYER_1T = 0.00003  # one thread: no barrier to wait at, only dispatching ~25 graph nodes a layer
 ETA_GPU, T0_GPU = 0.90, 0.004
 CPU_FLOPS_PER_CORE = 30e9  # float32 GEMM fallback when no probe ran
 # Decode kernel throughput in weights per second per GEMM FLOP/s of the float32 probe (type → factor):
@@ -65,6 +73,7 @@ class DeviceRates:
     prefill_rates: dict[str, float] = field(default_factory=dict)  # type → FLOP/s (absent: prefill_flops)
     t_layer_s: float = 0.0  # per repeating layer per token (graph-node synchronisation)
     source: str = ""
+    threads: int = 0  # CPU: the llama.cpp threads (decode) these rates are for; 0: not said (GPU)
 
     @property
     def effective_bandwidth(self) -> float:
@@ -88,21 +97,60 @@ class Rates:
         return asdict(self)
 
 
-def cpu_rates(read_gbs: float, gemm_flops: float, source: str) -> DeviceRates:
-    """Uncalibrated CPU rates from a read bandwidth (GB/s) and a float32 GEMM rate (FLOP/s)."""
-    decode = {t: f * gemm_flops for t, f in DECODE_PER_GEMM.items()} | {"*": DECODE_DEFAULT * gemm_flops}
-    prefill = {t: f * gemm_flops for t, f in PREFILL_PER_GEMM.items()} | {"*": PREFILL_DEFAULT * gemm_flops}
-    return DeviceRates("cpu", read_gbs, ETA_CPU, T0_CPU, ATTENTION_PER_GEMM * gemm_flops, decode_rates=decode,
-                       prefill_rates=prefill, t_layer_s=T_LAYER_CPU, source=source)
+def threads_for(hw: Any, n_threads: int | None = None, n_threads_batch: int | None = None) -> tuple[int, int]:
+    """(decode threads, prompt-batch threads) a load uses, as the engine decides them: the given ones, else
+    llama.cpp's default (physical cores for decode, logical cores for batches; batches follow n_threads
+    when only that is given)."""
+    cpu = getattr(hw, "cpu", None)
+    physical = getattr(cpu, "physical_cores", None) or getattr(cpu, "logical_cores", None) or 1
+    logical = getattr(cpu, "logical_cores", None) or physical
+    decode = n_threads or physical
+    return decode, n_threads_batch or n_threads or logical
 
 
-def default_rates(hw: Any, bandwidth: Any = None) -> Rates:
-    """Uncalibrated rates for a machine: `hw` a HardwareInfo, `bandwidth` a BandwidthResult (or None)."""
+def thread_scale(threads: int, probe_threads: int, cores: int) -> float:
+    """Compute of `threads` llama.cpp threads relative to a probe run on `probe_threads` (one kernel per
+    thread): linear up to the cores, nothing gained beyond them."""
+    return max(1, min(threads, cores)) / max(1, min(probe_threads, cores))
+
+
+def bandwidth_for_threads(threads: int, read_gbs: float, read_gbs_1t: float, probe_threads: int) -> float:
+    """Read bandwidth (GB/s) with `threads` threads from the all-thread and one-thread probes: n threads
+    read n times one thread's bandwidth until the memory system saturates at the all-thread figure."""
+    if threads >= probe_threads or not read_gbs_1t:
+        return read_gbs if threads >= probe_threads else read_gbs * threads / probe_threads
+    return min(read_gbs, read_gbs_1t * threads)
+
+
+def cpu_rates(read_gbs: float, gemm_flops: float, source: str, *, threads: int = 0, batch_threads: int = 0,
+              probe_threads: int = 0, cores: int = 0, read_gbs_1t: float = 0.0) -> DeviceRates:
+    """Uncalibrated CPU rates from a read bandwidth (GB/s) and a float32 GEMM rate (FLOP/s) measured with
+    `probe_threads` threads, for `threads` decode and `batch_threads` prompt-batch threads (0: as probed)."""
+    probe = probe_threads or threads or 1
+    cores = cores or max(probe, threads, batch_threads, 1)
+    n, nb = threads or probe, batch_threads or threads or probe
+    dec_flops, pre_flops = gemm_flops * thread_scale(n, probe, cores), gemm_flops * thread_scale(nb, probe, cores)
+    bw = bandwidth_for_threads(n, read_gbs, read_gbs_1t, probe)
+    decode = {t: f * dec_flops for t, f in DECODE_PER_GEMM.items()} | {"*": DECODE_DEFAULT * dec_flops}
+    prefill = {t: f * pre_flops for t, f in PREFILL_PER_GEMM.items()} | {"*": PREFILL_DEFAULT * pre_flops}
+    return DeviceRates("cpu", bw, ETA_CPU, T0_CPU, ATTENTION_PER_GEMM * pre_flops, decode_rates=decode,
+                       prefill_rates=prefill, t_layer_s=T_LAYER_CPU if n > 1 else T_LAYER_1T, source=source,
+                       threads=n)
+
+
+def default_rates(hw: Any, bandwidth: Any = None, threads: int | None = None,
+                  batch_threads: int | None = None) -> Rates:
+    """Uncalibrated rates for a machine: `hw` a HardwareInfo, `bandwidth` a BandwidthResult (or None), for
+    the threads a load uses (None: llama.cpp's default, see `threads_for`)."""
+    n, nb = threads_for(hw, threads, batch_threads)
+    cores = (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) if hw is not None else 1
     bw = float(getattr(bandwidth, "read_gbs", 0.0) or 0.0) or 20.0
     gemm = float(getattr(bandwidth, "gemm_gflops", 0.0) or 0.0) * 1e9
-    cores = (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) if hw is not None else 1
+    probe = int(getattr(bandwidth, "threads", 0) or 0) if gemm else cores
     cpu = cpu_rates(bw, gemm or CPU_FLOPS_PER_CORE * cores,
-                    "measured bandwidth" if bandwidth is not None else "assumed 20 GB/s")
+                    "measured bandwidth" if bandwidth is not None else "assumed 20 GB/s", threads=n, batch_threads=nb,
+                    probe_threads=probe or cores, cores=cores,
+                    read_gbs_1t=float(getattr(bandwidth, "read_gbs_1t", 0.0) or 0.0))
     gpu = None
     best = hw.best_gpu if hw is not None else None
     if best is not None:

@@ -24,8 +24,11 @@ def advise(paths: list[str]) -> dict[str, str]:
             infos[p] = inspect_gguf(p)
         except Exception:  # noqa: BLE001, S112 - a missing or broken file simply gets no advice
             continue
-    try:
-        return selector_advice(infos, machine_for_library())
+    try:  # each model's advice for the threads its own load would use (its preset or tune result)
+        advice: dict[str, str] = {}
+        for path, info in infos.items():
+            advice.update(selector_advice({path: info}, machine_for_library(path)))
+        return advice
     except Exception:  # noqa: BLE001 - advice is optional: never break the selector
         return {}
 
