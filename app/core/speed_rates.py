@@ -29,32 +29,41 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Published efficiencies (reference.md): decode reaches 0.85-0.95 of a GPU's theoretical bandwidth; t0 of
-# 3-6 ms on GPUs. CPU figures were fitted to quiet-machine measurements on the 2-vCPU AMD EPYC development VM
-# (docs/estimates.md): llama.cpp's decode streams ~1.25x faster than the numpy read probe (prefetching on
-# both cores), and synchronising its two threads after each graph node costs ~0.3 ms a layer there, which
-# is most of a small model's token time. `roofline calibrate` refits all of them on the user's machine.
-ETA_CPU, T0_CPU, T_LAYER_CPU = 1.25, 0.0005, 0.0003
-T_LAYER_1T = 0.00003  # one thread: no barrier to wait at, only dispatching ~25 graph nodes a layer
+# 3-6 ms on GPUs. CPU figures come from runs of llama.cpp alone on one isolated CPU of the 2-vCPU AMD EPYC
+# development VM (one thread, docs/estimates.md), where the kernels and the memory can be told apart: models
+# whose weights stream at ~24 GB/s (Q8_0, Q6_K) are bound by memory at 0.75 of the one-thread numpy read
+# probe (~31 GB/s), the 4-bit kernels are slower than their bytes arrive (a 7B Q4_K_M streams at ~18 GB/s).
+# With two threads the kernels run twice as fast while the memory saturates, so the same 7B becomes
+# memory-bound (6-7.5 tok/s measured on 2 quiet threads, ~0.8 x a 35 GB/s probe). Synchronising the threads
+# after every graph node costs ~0.3 ms a layer with two threads; one thread only dispatches the nodes
+# (~55 us a layer, measured on 2- vs 18-layer models). `roofline calibrate` refits them on the user's machine.
+ETA_CPU, T0_CPU, T_LAYER_CPU = 0.75, 0.0005, 0.0003
+T_LAYER_1T = 0.000055  # one thread: no barrier to wait at, only dispatching ~25 graph nodes a layer
 ETA_GPU, T0_GPU = 0.90, 0.004
 CPU_FLOPS_PER_CORE = 30e9  # float32 GEMM fallback when no probe ran
-# Decode kernel throughput in weights per second per GEMM FLOP/s of the float32 probe (type → factor):
-# Q4_K ≈ 47 G weights/s on a 200 GFLOP/s probe (a 7B Q4_K_M decodes at 6-7.5 tok/s there).
+# Decode kernel throughput in weights per second per GEMM FLOP/s of the float32 probe (type → factor), one
+# thread: Q4_K ≈ 34 G weights/s and Q4_0 ≈ 27 on a 104 GFLOP/s probe (both slower than their bytes arrive);
+# Q8_0 and Q6_K are memory-bound at one thread already, their factors only need to be high enough.
 DECODE_PER_GEMM: dict[str, float] = {
-    "Q4_0": 0.28, "Q4_K": 0.235, "Q5_0": 0.20, "Q5_1": 0.20, "Q5_K": 0.18, "Q6_K": 0.17, "Q8_0": 0.30,
-    "F16": 0.12, "BF16": 0.10, "F32": 0.08, "IQ4_NL": 0.24, "Q2_K": 0.20, "Q3_K": 0.18,
+    "Q4_0": 0.26, "Q4_K": 0.33, "Q5_0": 0.28, "Q5_1": 0.28, "Q5_K": 0.25, "Q6_K": 0.30, "Q8_0": 0.42,
+    "F16": 0.17, "BF16": 0.14, "F32": 0.11, "IQ4_NL": 0.34, "Q2_K": 0.28, "Q3_K": 0.25,
 }
-DECODE_DEFAULT = 0.15
-# Prefill matmul FLOP/s per GEMM FLOP/s of the probe (type → factor), for wide matrices: int8 dot products
-# (repacked Q4_0/Q4_K GEMMs, tinyBLAS Q8_0) beat the float32 probe; Q6_K takes the generic path.
+DECODE_DEFAULT = 0.21
+# Prefill matmul FLOP/s per GEMM FLOP/s of the probe (type → factor), for wide matrices, one thread (pp512 of
+# Llama-3.2-1B in each type): int8 dot products beat the float32 probe; Q6_K's GEMM is the fastest there.
 PREFILL_PER_GEMM: dict[str, float] = {
-    "Q4_0": 1.6, "Q4_K": 1.5, "Q5_0": 1.1, "Q5_1": 1.1, "Q5_K": 1.0, "Q6_K": 1.0, "Q8_0": 1.5,
-    "F16": 1.0, "BF16": 0.8, "F32": 0.6, "IQ4_NL": 1.4, "Q2_K": 0.8, "Q3_K": 0.8,
+    "Q4_0": 1.53, "Q4_K": 1.75, "Q5_0": 1.25, "Q5_1": 1.25, "Q5_K": 1.4, "Q6_K": 2.3, "Q8_0": 1.36,
+    "F16": 1.15, "BF16": 0.9, "F32": 0.7, "IQ4_NL": 1.5, "Q2_K": 0.9, "Q3_K": 0.9,
 }
-PREFILL_DEFAULT = 0.8
+PREFILL_DEFAULT = 0.9
 # The element-wise work around each prefill matmul (norms, rope, activations, copies) grows with the width
 # alone, so a width-n model reaches n / (n + PREFILL_WIDTH) of the kernels' rate (640-wide Gemma 3 270M:
 # ~140 GFLOP/s, a 1024-wide model ~176, a 3584-wide 7B ~250 on the development VM).
 PREFILL_WIDTH = 740.0
+# A MoE prompt batch multiplies each expert by only the tokens routed to it (llama.cpp's mul_mat_id: rows
+# gathered per expert, ~n_tokens x used / experts of them, e.g. 64 of 512 for OLMoE): these small products
+# reach ~0.6 of a dense matmul's rate (OLMoE-1B-7B pp512, one thread).
+MOE_PREFILL_EFFICIENCY = 0.6
 ATTENTION_PER_GEMM = 0.5  # attention's own products (KQ, KQV) in f32/f16
 # Effective prefill FLOP/s per byte/s of memory bandwidth, by GPU family (published llama.cpp pp512).
 GPU_FLOPS_PER_BYTE = {"nvidia": 100.0, "amd": 60.0, "apple": 20.0}
