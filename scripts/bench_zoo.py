@@ -7,10 +7,10 @@ case last; and llama.cpp's own buffer sizes against the memory estimate for f16,
 
 The calibration is measured in the same run, interleaved: half of its runs before the evaluation models and
 half after, so a machine whose load drifts during the run affects both alike. It uses three zoo shapes: the
-two of `roofline calibrate` and Qwen2.5-0.5B (24 narrow layers: it pins the per-layer overhead), not the
-default model — zoo files hold zero weights, and zeros decode faster than real weights in some kernels
-(the same Q8_0 file 1.29x faster with its data zeroed, one thread; docs/estimates.md), so a zoo evaluation
-is calibrated like for like. Models in that set are marked "(cal)" in the table, all others are out of
+two of `roofline calibrate` (Llama-3.2-1B in Q6_K and Q4_K_M) and Llama-3.2-3B Q4_K_M (28 wider layers), not
+the default model and no Q8_0/Q5_0 file — zoo files hold zero weights, and zeros decode faster than real
+weights in those two types (1.29x and 1.3-1.4x, one thread; Q4_K and Q6_K the same; docs/estimates.md), so
+a zoo evaluation is calibrated on types where the zoo behaves like real models. Models in that set are marked "(cal)" in the table, all others are out of
 sample. It lives in a temporary ROOFLINE_HOME: the user's stored calibration is untouched.
 The predictions are for the thread count the runs used (`-t`; default: llama.cpp's, the physical cores),
 from probes measured with that many threads.
@@ -47,7 +47,7 @@ EVALUATION = [
 KV_TYPES = ("f16", "q8_0", "q4_0")
 RAM_SHARE = 0.8  # use at most this share of the RAM available now (others share the machine)
 CAL_CTX, CAL_GEN, CAL_PROMPT = 2048, 32, 256  # the calibration runs (as `roofline calibrate` measures)
-BENCH_CALIBRATION_EXTRA = ("qwen2.5-0.5b:Q4_K_M",)  # with `roofline calibrate`'s zoo shapes: three shapes
+BENCH_CALIBRATION_EXTRA = ("llama-3.2-3b:Q4_K_M",)  # with `roofline calibrate`'s zoo shapes: three shapes
 
 
 def _model_path(name: str, zoo_dir: Path, default: Path) -> Path:

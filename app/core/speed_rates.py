@@ -43,9 +43,10 @@ ETA_GPU, T0_GPU = 0.90, 0.004
 CPU_FLOPS_PER_CORE = 30e9  # float32 GEMM fallback when no probe ran
 # Decode kernel throughput in weights per second per GEMM FLOP/s of the float32 probe (type → factor), one
 # thread: Q4_K ≈ 34 G weights/s and Q4_0 ≈ 27 on a 104 GFLOP/s probe (both slower than their bytes arrive);
-# Q8_0 and Q6_K are memory-bound at one thread already, their factors only need to be high enough.
+# Q6_K is memory-bound at one thread already. Q8_0 (14.6 G weights/s) and Q5_0 (~13) are from real weights:
+# zoo files (zero weights) decode 1.3-1.4x faster in those two types, not in Q4_0/Q4_K/Q6_K.
 DECODE_PER_GEMM: dict[str, float] = {
-    "Q4_0": 0.26, "Q4_K": 0.33, "Q5_0": 0.28, "Q5_1": 0.28, "Q5_K": 0.25, "Q6_K": 0.30, "Q8_0": 0.42,
+    "Q4_0": 0.26, "Q4_K": 0.33, "Q5_0": 0.125, "Q5_1": 0.125, "Q5_K": 0.25, "Q6_K": 0.30, "Q8_0": 0.14,
     "F16": 0.17, "BF16": 0.14, "F32": 0.11, "IQ4_NL": 0.34, "Q2_K": 0.28, "Q3_K": 0.25,
 }
 DECODE_DEFAULT = 0.21
