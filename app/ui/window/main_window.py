@@ -278,7 +278,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
             self._populate_models()
             self._select_model_in_combo(self.session.model_path)
             if old is not None and self.session.model_path and old != self.load_config(Path(self.session.model_path)):
-                self._reload_for_settings()  # engine settings changed: reload (asks first if a reply is written)
+                self._reload_for_settings()  # engine settings changed: reload (asks during a reply)
 
     def restyle(self) -> None:
         app = QGuiApplication.instance()
