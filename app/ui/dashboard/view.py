@@ -27,6 +27,7 @@ from app.ui.dashboard.cards import Card, fmt_ms, show_message
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.roofline import RooflinePanel
+from app.ui.dashboard_context import attach_context_line
 from app.ui.dashboard_reasoning import attach_reasoning_line
 from app.ui.engine_qt import EngineQt
 
@@ -140,6 +141,7 @@ class Dashboard(QWidget):
         engine.loaded.connect(self.set_loaded)
         engine.prefilled.connect(self.on_prefilled)
         attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
+        attach_context_line(engine, self.card_prompt)  # and when the context filled, how many tokens went
         self.restyle()
         self.poll()
         self._update_roofline()
