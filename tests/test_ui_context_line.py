@@ -1,6 +1,7 @@
 """The dashboard says when the context filled and how many tokens were dropped: the overflow metrics of a
 reply (as `roofline chat --ctx 128 -n 300 --context-overflow rolling|stop` reports them on the default model)
-reach the prompt card of the window's dashboard, played through the fake engine."""
+reach the prompt card of the window's dashboard, played through the fake engine; a draft's measured
+speed-up reaches the decode card."""
 
 from __future__ import annotations
 
@@ -60,3 +61,28 @@ def test_the_windows_dashboard_shows_it(qtbot, tmp_path: Path, metrics: dict, re
     finally:
         win.close()
         store.close()
+
+
+DRAFTED = {**PhaseMetrics(prompt_tokens=5, prefill_tokens=5, prefill_ms=10.0, ttft_ms=12.0, decode_tokens=39,
+                          decode_ms=5429.0, generated_tokens=40, itl_ms=[110.0] * 39, draft_tokens=8,
+                          draft_accepted=1).to_dict(), "lookup_speedup": 0.67}
+
+
+def test_the_decode_card_gives_the_measured_draft_speed_up(qtbot, tmp_path: Path) -> None:
+    # The same card as the context line, for speculative decoding: acceptance and the speed-up measured in the
+    # reply (0.67: a slowdown, as `roofline chat --draft-model` measured it on the default model).
+    from app.ui.dashboard_speculative import speedup_line
+
+    assert speedup_line(DRAFTED) == "measured ×0.67 vs plain decode"
+    assert speedup_line({**DRAFTED, "draft_tokens": 0}) == "" and speedup_line(BASE) == ""
+    from fake_engine import fake_engine
+
+    from app.ui.dashboard import Dashboard
+
+    engine = fake_engine()
+    dash = Dashboard(engine)
+    qtbot.addWidget(dash)
+    dash.add_metrics(PhaseMetrics.from_dict(DRAFTED))
+    engine._dispatch(P.Done(request_id="x", text="", finish_reason="length", metrics=DRAFTED))
+    detail = dash.card_decode.detail.text()
+    assert "12 % accepted" in detail and detail.endswith("measured ×0.67 vs plain decode")
