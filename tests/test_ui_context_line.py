@@ -23,7 +23,8 @@ BASE = PhaseMetrics(prompt_tokens=5, prefill_tokens=5, prefill_ms=10.0, ttft_ms=
                     decode_ms=3000.0, generated_tokens=300, itl_ms=[10.0] * 299).to_dict()
 ROLLED = {**BASE, "context_overflow": "rolling", "context_keep": 5, "context_prompt_dropped": 0,
           "context_shifts": 3, "context_dropped": 183, "context_shift_at": [124, 185, 246]}
-STOPPED = {**BASE, "generated_tokens": 123, "context_overflow": "stop", "context_shifts": 0, "context_dropped": 0}
+STOPPED = {**BASE, "generated_tokens": 123, "context_overflow": "stop", "context_shifts": 0,
+           "context_dropped": 0}
 
 
 def test_the_line_says_when_and_how_many() -> None:
@@ -37,7 +38,8 @@ def test_the_line_says_when_and_how_many() -> None:
     (ROLLED, "length", "rolled ×3, 183 tok dropped"),
     (STOPPED, "context_full", "context full at tok 123: reply stopped"),
 ])
-def test_the_windows_dashboard_shows_it(qtbot, tmp_path: Path, metrics: dict, reason: str, expected: str) -> None:
+def test_the_windows_dashboard_shows_it(qtbot, tmp_path: Path, metrics: dict, reason: str,
+                                        expected: str) -> None:
     from fake_engine import fake_engine, loaded_event
 
     from app.ui.main_window import MainWindow
