@@ -27,7 +27,9 @@ from app.ui.dashboard.cards import Card, fmt_ms, show_message
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.roofline import RooflinePanel
+from app.ui.dashboard_context import attach_context_line
 from app.ui.dashboard_reasoning import attach_reasoning_line
+from app.ui.dashboard_speculative import attach_speedup_line
 from app.ui.engine_qt import EngineQt
 
 PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
@@ -140,6 +142,8 @@ class Dashboard(QWidget):
         engine.loaded.connect(self.set_loaded)
         engine.prefilled.connect(self.on_prefilled)
         attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
+        attach_context_line(engine, self.card_prompt)  # and when the context filled, how many tokens went
+        attach_speedup_line(engine, self.card_decode)  # and what drafting gained or lost
         self.restyle()
         self.poll()
         self._update_roofline()
