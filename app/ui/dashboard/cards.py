@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.metrics import PhaseMetrics
 from app.ui import theme
@@ -61,6 +62,38 @@ class Card(QFrame):
         self.value.setText(value)
         self.detail.setText(detail)
         self.detail.setToolTip(detail)  # a narrow dock cuts the line: the whole of it on hover
+
+
+class CardGrid(QWidget):
+    """The cards in as many columns as fit (3 in a wide dock, 2 or 1 in a narrow one): a card narrower than
+    its detail line would cut it ("p99 2530 m")."""
+
+    CARD_MIN_WIDTH = 150
+
+    def __init__(self, cards: list[Card], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.cards = cards
+        self.grid = QGridLayout(self)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setSpacing(6)
+        self.columns = 0
+        self._place(3)
+
+    def _place(self, columns: int) -> None:
+        if columns == self.columns:
+            return
+        self.columns = columns
+        for card in self.cards:
+            self.grid.removeWidget(card)
+        for i, card in enumerate(self.cards):
+            self.grid.addWidget(card, i // columns, i % columns)
+        for col in range(3):
+            self.grid.setColumnStretch(col, 1 if col < columns else 0)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        width = event.size().width()
+        self._place(max(1, min(3, (width + self.grid.spacing()) // (self.CARD_MIN_WIDTH + self.grid.spacing()))))
+        super().resizeEvent(event)
 
 
 def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Card, m: PhaseMetrics | None) -> None:

@@ -1,0 +1,134 @@
+"""A small screen (800×600) with the dashboard shown: every control can be reached and nothing is cut; with the
+dashboard hidden the window may be lower than the Lab page. Runs on the fake engine: no model process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QPoint, QRect
+from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QWidget
+
+from app.core.chat_store import ChatStore
+from app.core.metrics import PhaseMetrics
+from app.core.settings import LoadResult, Settings
+
+OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+
+LONG_TEXT = ("Roofline keeps prefill and decode apart. " * 12).strip()
+
+
+@pytest.fixture
+def window(qtbot, tmp_path: Path):
+    from fake_engine import fake_engine
+
+    from app.ui.main_window import MainWindow
+
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    conv = store.create_conversation("A long chat")
+    store.add_message(conv.id, "user", LONG_TEXT)
+    reply = store.add_message(conv.id, "assistant", LONG_TEXT, state="interrupted")
+    # a slow reply with one long stall: the ITL card's widest detail line ("p99 2530 ms")
+    metrics = PhaseMetrics(prompt_tokens=1200, prefill_tokens=1200, prefill_ms=2500.0, ttft_ms=2530.0,
+                           decode_tokens=99, decode_ms=1600.0, generated_tokens=100,
+                           itl_ms=[15.2] * 90 + [25.3] * 7 + [2530.0] * 2, total_ms=4200.0)
+    store.update_message(reply.id, finish_reason="cancelled", metrics=metrics.to_dict())
+    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
+    qtbot.addWidget(win)
+    win.measure_bandwidth_on_load = False
+    win.show()
+    win.open_conversation(conv.id)
+    yield win
+    win.close()
+    store.close()
+
+
+def settle(qtbot) -> None:
+    for _ in range(5):
+        QApplication.processEvents()
+    qtbot.wait(50)
+
+
+def scroll_area_of(widget: QWidget) -> QScrollArea | None:
+    parent = widget.parentWidget()
+    while parent is not None:
+        if isinstance(parent, QScrollArea):
+            return parent
+        parent = parent.parentWidget()
+    return None
+
+
+def fully_reachable(win: QWidget, widget: QWidget) -> bool:
+    """Shown, inside the window, and wholly visible once its scroll area (if any) has scrolled to it."""
+    if not widget.isVisibleTo(win):
+        return False
+    area = scroll_area_of(widget)
+    if area is not None:
+        # (not ensureWidgetVisible: for a text field it scrolls only its cursor into view)
+        inner = area.widget()
+        assert inner is not None
+        centre = widget.mapTo(inner, widget.rect().center())
+        area.ensureVisible(centre.x(), centre.y(), widget.width() // 2 + 1, widget.height() // 2 + 1)
+        QApplication.processEvents()
+    rect = QRect(widget.mapTo(win, QPoint(0, 0)), widget.size())
+    return win.rect().contains(rect) and widget.visibleRegion().boundingRect() == widget.rect()
+
+
+def not_cut_sideways(area: QAbstractScrollArea) -> bool:
+    """A vertical scroller with no horizontal scroll bar must not hold content wider than what it shows."""
+    assert isinstance(area, QScrollArea)
+    inner = area.widget()
+    return inner is not None and inner.width() <= area.viewport().width()
+
+
+def test_everything_reachable_at_800_by_600_with_the_dashboard(window, qtbot) -> None:
+    assert window.dock.isVisible()
+    hint = window.minimumSizeHint()
+    assert hint.width() <= 800 and hint.height() <= 600, hint
+    window.resize(800, 600)
+    settle(qtbot)
+    assert (window.width(), window.height()) == (800, 600)
+    panel = window.sampling_panel
+    controls = {
+        "Send": window.send_button, "Stop": window.stop_button, "Regenerate": window.regen_button,
+        "Continue": window.continue_button, "message box": window.input, "Max tokens": panel.max_tokens,
+        "Seed": panel.seed, "Prompt lookup": panel.prompt_lookup, "New chat": window.conversations.new_button,
+        "chat search": window.conversations.search, "dock": window.dock,
+    }
+    controls.update({f"card {card.title.text()}": card for card in window.dashboard.cards})
+    for name, widget in controls.items():
+        assert fully_reachable(window, widget), f"{name} is cut off or out of reach at 800×600"
+    assert not_cut_sideways(window.message_view), "the messages are wider than the chat: text is cut"
+    ids = window.message_view.message_ids()
+    for mid in ids:
+        message = window.message_view.widget_for(mid)
+        assert message is not None
+        assert fully_reachable(window, message.copy_button)
+    assert not_cut_sideways(window.dock.widget()), "the dashboard is wider than its dock"
+
+
+def test_without_the_dashboard_the_window_goes_lower_than_the_lab_page(window, qtbot) -> None:
+    for page in (window.models_page, window.lab_page):
+        window.pages.setCurrentWidget(page)
+        settle(qtbot)
+    window.pages.setCurrentWidget(window.chat_page)
+    window.dock.hide()
+    settle(qtbot)
+    hint = window.minimumSizeHint()
+    assert hint.height() <= 480 and hint.width() <= 640, hint
+    window.resize(640, 480)
+    settle(qtbot)
+    assert (window.width(), window.height()) == (640, 480)
+
+
+def test_dashboard_cards_show_their_whole_detail_line_in_a_narrow_dock(window, qtbot) -> None:
+    window.resize(800, 600)
+    settle(qtbot)
+    for card in window.dashboard.cards:
+        for label in (card.title, card.value, card.detail):
+            text_width = label.fontMetrics().horizontalAdvance(label.text())
+            assert text_width <= label.contentsRect().width(), f"{card.title.text()}: {label.text()!r} is cut"
+    if os.environ.get("ROOFLINE_TEST_SHOTS"):  # to look at the layout by eye
+        window.grab().save(str(Path(os.environ["ROOFLINE_TEST_SHOTS"]) / "small-window.png"))
