@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
+from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -51,7 +51,10 @@ from app.ui.startup_guard import OpeningGuard
 from app.ui.thinking_box import connect_thinking
 from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
+from app.ui.window.menus import WindowMenus
 from app.ui.window.model_loading import ModelLoading
+
+SIDEBAR_MIN_WIDTH = 230  # with the chat and the dashboard's narrowest dock, the window fits 800 px
 
 
 class MainWindow(ChatFlow, EngineEvents, ModelLoading):
@@ -94,9 +97,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         sampling_scroll.setWidgetResizable(True)
         sampling_scroll.setFrameShape(QFrame.Shape.NoFrame)
         sampling_scroll.setWidget(self.sampling_panel)
-        sampling_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        sampling_scroll.setMinimumWidth(self.sampling_panel.minimumSizeHint().width()
-                                        + sampling_scroll.verticalScrollBar().sizeHint().width())
+        # Narrower than its fields in a small window: it scrolls sideways rather than widen the window.
+        sampling_scroll.setMinimumWidth(SIDEBAR_MIN_WIDTH)
         left.addWidget(sampling_scroll)
         left.setStretchFactor(0, 1)
         left.setStretchFactor(1, 1)
@@ -133,9 +135,13 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.continue_button.setToolTip("Continue the interrupted reply")
         self.continue_button.clicked.connect(self.continue_reply)
         for b in (self.send_button, self.stop_button, self.regen_button, self.continue_button):
+            # The style's 80 px minimum is for roomy dialogs: in a small window the buttons may shrink to their text.
+            b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + 16)
             buttons.addWidget(b)
         buttons.addStretch(1)
         self.hint_label = QLabel("")
+        self.hint_label.setMinimumWidth(1)  # a long hint is cut (its tooltip has it), never the buttons
+        self.hint_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         buttons.addWidget(self.hint_label)
         cl.addLayout(buttons)
 
@@ -180,20 +186,9 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.dashboard_action = self.dock.toggleViewAction()
         self.dashboard_action.setText("Dashboard")
         tb.addAction(self.dashboard_action)
-        quit_action = QAction("Quit", self)
-        quit_action.setShortcut(QKeySequence("Ctrl+Q"))  # Ctrl+Q, as in every desktop app
-        quit_action.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
-        quit_action.triggered.connect(self.close)
-        self.addAction(quit_action)
-        settings_action = QAction("Settings…", self)
-        settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
-        settings_action.triggered.connect(self.open_settings)
-        tb.addAction(settings_action)
         self.addToolBar(tb)
-        new_action = QAction("New chat", self)
-        new_action.setShortcut(QKeySequence.StandardKey.New)
-        new_action.triggered.connect(self.new_chat)
-        self.addAction(new_action)
+        self.menus = WindowMenus(self)
+        tb.addAction(self.menus.settings)
 
         # ---- status bar
         self.state_label = QLabel("engine: stopped")
