@@ -53,6 +53,7 @@ from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
 from app.ui.window.menus import WindowMenus
 from app.ui.window.model_loading import ModelLoading
+from app.ui.window.status_speed import StatusSpeed
 
 SIDEBAR_MIN_WIDTH = 230  # with the chat and the dashboard's narrowest dock, the window fits 800 px
 
@@ -189,6 +190,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.addToolBar(tb)
         self.menus = WindowMenus(self)
         tb.addAction(self.menus.settings)
+        self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
+        self.statusBar().addPermanentWidget(self.speed_label)
 
         # ---- status bar
         self.state_label = QLabel("engine: stopped")
