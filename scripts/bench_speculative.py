@@ -1,22 +1,29 @@
-"""Benchmark: prompt-lookup speculative decoding on vs off, interleaved, greedy, same engine.
+"""Benchmark: speculative decoding on vs off, interleaved, greedy, same engine: prompt lookup, or with
+`--draft-model PATH` a draft model, whose measured speed-up is printed beside the one the speed model
+predicts (app.core.speculative) at the acceptance measured in the same runs.
 
 Two prompts: a repetitive one (rewrite a function: the answer copies most of the prompt) and a free-form
 one (a story: little to copy). For each, decode speed = (generated - 1) tokens / wall time from the first
 to the last token, median over the rounds; acceptance = accepted / drafted tokens. It says plainly when
-lookup makes decoding slower, and whether the greedy text was identical.
+drafting makes decoding slower, and whether the greedy text was identical.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.commands._draft_summary import measured_acceptance, this_machines_rates  # noqa: E402
 from app.core.default_model import default_model_path  # noqa: E402
+from app.core.gguf_info import inspect_gguf  # noqa: E402
+from app.core.memory import MemoryConfig  # noqa: E402
 from app.core.metrics import PhaseMetrics  # noqa: E402
+from app.core.speculative import predict_speedup  # noqa: E402
 from app.engine import protocol as P  # noqa: E402
 from app.engine.client import EngineClient  # noqa: E402
 
@@ -43,36 +50,57 @@ def main() -> int:
     ap.add_argument("-n", "--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=None)
+    ap.add_argument("--draft-model", default=None, help="a draft model with the same vocabulary (default: prompt lookup)")
+    ap.add_argument("--draft-max", type=int, default=8)
+    ap.add_argument("--prompts", nargs="+", choices=list(PROMPTS), default=list(PROMPTS), metavar="PROMPT",
+                    help=f"which prompts ({', '.join(repr(p) for p in PROMPTS)})")
     args = ap.parse_args()
     model = args.model or str(default_model_path())
     cfg = P.LoadConfig(model_path=model, n_ctx=2048, n_threads=args.threads, n_threads_batch=args.threads)
+    cfg_on = dataclasses.replace(cfg, draft_model=args.draft_model, draft_max=args.draft_max)
+    drafter = f"draft model {Path(args.draft_model).name}" if args.draft_model else "prompt lookup"
+    machine_rates = this_machines_rates() if args.draft_model else None
+    print(f"speculative decoding with {drafter}, {args.tokens} tokens, median of {args.rounds} interleaved rounds")
     with EngineClient() as engine:
-        engine.load(cfg)
-        for name, prompt in PROMPTS.items():
+        for name in args.prompts:
+            prompt = PROMPTS[name]
             rates: dict[bool, list[float]] = {False: [], True: []}
             texts: dict[bool, set[str]] = {False: set(), True: set()}
-            drafted = accepted = 0
+            counts = {"draft_tokens": 0, "draft_accepted": 0, "lookup_batch_steps": 0}
+            prompt_tokens = 0
             for _ in range(args.rounds):
-                for lookup in (False, True):
-                    engine.load(cfg)  # same empty cache for both: identical prefill numerics
-                    req = P.Generate(request_id=engine.new_request_id("spec"), prompt=prompt, prompt_lookup=lookup,
+                for on in (False, True):
+                    engine.load(cfg_on if on else cfg)  # an empty cache for both: identical prefill numerics
+                    req = P.Generate(request_id=engine.new_request_id("spec"), prompt=prompt,
+                                     prompt_lookup=on and not args.draft_model,
                                      sampling=P.Sampling(temperature=0.0, max_tokens=args.tokens, seed=1,
                                                          ignore_eos=True))
                     done = list(engine.generate(req))[-1]
                     m = PhaseMetrics.from_dict(done.metrics)
-                    rates[lookup].append(m.decode_wall_tps)
-                    texts[lookup].add(done.text)
-                    if lookup:
-                        drafted += m.draft_tokens
-                        accepted += m.draft_accepted
-            off, on = statistics.median(rates[False]), statistics.median(rates[True])
-            speedup = on / off if off else float("nan")
+                    rates[on].append(m.decode_wall_tps)
+                    texts[on].add(done.text)
+                    prompt_tokens = m.prompt_tokens
+                    if on:
+                        for key in counts:
+                            counts[key] += int(done.metrics.get(key) or 0)
+            off_tps, on_tps = statistics.median(rates[False]), statistics.median(rates[True])
+            speedup = on_tps / off_tps if off_tps else float("nan")
             same = texts[False] == texts[True] and len(texts[False]) == 1
             verdict = "faster" if speedup >= 1.02 else "SLOWER" if speedup <= 0.98 else "no change"
+            drafted, accepted = counts["draft_tokens"], counts["draft_accepted"]
             print(f"{name}:")
-            print(f"  decode off {off:6.1f} tok/s   on {on:6.1f} tok/s   speed-up x{speedup:.2f} ({verdict})")
+            print(f"  decode off {off_tps:6.1f} tok/s   on {on_tps:6.1f} tok/s   speed-up measured x{speedup:.2f} "
+                  f"({verdict})")
             print(f"  drafts accepted {accepted}/{drafted} ({100 * accepted / drafted if drafted else 0:.0f} %)"
                   f"   greedy text identical on/off: {'yes' if same else 'NO'}")
+            seen = measured_acceptance(counts)
+            if args.draft_model and seen is not None:
+                alpha, k = seen
+                p = predict_speedup(inspect_gguf(model), inspect_gguf(args.draft_model), machine_rates, alpha, k,
+                                    MemoryConfig(n_ctx=2048), depth=prompt_tokens + args.tokens // 2)
+                label = "calibrated" if machine_rates.cpu.calibrated else "uncalibrated"
+                print(f"  speed-up predicted x{p.speedup:.2f} vs measured x{speedup:.2f}  (per-token acceptance "
+                      f"{100 * alpha:.0f} %, {k:.1f} drafted a step; {label} rates)")
     return 0
 
 

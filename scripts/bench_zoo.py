@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.core.kv_types import KV_TYPES  # the offered KV cache types, most exact first
+
 # (zoo key, quant) evaluated by default: every model in the Q4_K_M mix, and the small ones in other types
 EVALUATION = [
     ("llama-3.2-1b", "Q4_K_M"), ("gemma-2-2b", "Q4_K_M"), ("llama-3.2-3b", "Q4_K_M"), ("olmoe-1b-7b", "Q4_K_M"),
@@ -34,7 +36,6 @@ EVALUATION = [
     ("qwen2.5-0.5b", "Q4_K_M"), ("llama-3.2-1b", "Q4_0"), ("llama-3.2-1b", "Q6_K"), ("llama-3.2-1b", "Q8_0"),
     ("qwen2.5-0.5b", "Q8_0"), ("qwen2.5-0.5b", "F16"),
 ]  # the models the targets are about first, then the other quantizations (a busy machine may not reach them)
-KV_TYPES = ("f16", "q8_0", "q4_0")
 RAM_SHARE = 0.8  # use at most this share of the RAM available now (others share the machine)
 
 

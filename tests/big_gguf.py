@@ -6,11 +6,11 @@ which is all the picker needs: it only ever reads headers remotely. llama.cpp ca
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import gguf
-import numpy as np
+
+from app.core.gguf_writing import add_hparams, add_sparse_tensor, finish_sparse
 
 # file type name -> (ggml type of most weights, llama file type)
 QUANTS = {
@@ -33,18 +33,10 @@ def write_header_only(path: str | Path, quant: str, *, n_layers: int = 32, n_emb
     qtype = gguf.GGMLQuantizationType[qname]
     path = Path(path)
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name(name)
-    w.add_file_type(int(ftype))
-    w.add_context_length(n_ctx)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(n_layers)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
-    w.add_rope_dimension_count(n_embd // n_head)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(n_vocab)
-    w.add_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}")
+    add_hparams(w, name=name, file_type=int(ftype), context_length=n_ctx, embedding_length=n_embd,
+                block_count=n_layers, feed_forward_length=n_ff, head_count=n_head, head_count_kv=n_head_kv,
+                rope_dimension_count=n_embd // n_head, layer_norm_rms_eps=1e-5, vocab_size=n_vocab,
+                chat_template="{% for m in messages %}{{ m.content }}{% endfor %}")
 
     # llama.cpp's mixes keep sensitive tensors one step wider (output, attn_v, ffn_down): that is what makes
     # Q4_K_M bigger than Q4_0 although both store 4.5-bit blocks.
@@ -55,15 +47,10 @@ def write_header_only(path: str | Path, quant: str, *, n_layers: int = 32, n_emb
         qt = qtype
         if mixed and any(k in tname for k in ("output.weight", "attn_v", "ffn_down")) and qname in wider:
             qt = gguf.GGMLQuantizationType[wider[qname]]
-        block, type_size = gguf.GGML_QUANT_SIZES[qt]
-        nbytes = rows * cols // block * type_size
-        if qt == gguf.GGMLQuantizationType.F16:
-            w.add_tensor_info(tname, [rows, cols], np.dtype(np.float16), nbytes)
-        else:  # quantized: the writer takes the byte shape and converts it back
-            w.add_tensor_info(tname, [rows, cols // block * type_size], np.dtype(np.uint8), nbytes, raw_dtype=qt)
+        add_sparse_tensor(w, tname, [rows, cols], qt)
 
     def norm(tname: str, n: int) -> None:
-        w.add_tensor_info(tname, [n], np.dtype(np.float32), n * 4)
+        add_sparse_tensor(w, tname, [n], gguf.GGMLQuantizationType.F32)
 
     head = n_embd // n_head
     info("token_embd.weight", n_vocab, n_embd)
@@ -80,13 +67,4 @@ def write_header_only(path: str | Path, quant: str, *, n_layers: int = 32, n_emb
         info(b + "ffn_gate.weight", n_ff, n_embd)
         info(b + "ffn_up.weight", n_ff, n_embd)
         info(b + "ffn_down.weight", n_embd, n_ff)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
-    from app.core.gguf_info import parse_header
-
-    raw = parse_header(path.read_bytes())
-    end = max(t.offset + t.n_bytes for t in raw.tensors)
-    os.truncate(path, raw.data_offset + end)  # sparse: no disk used
-    return path
+    return finish_sparse(w, path)

@@ -26,6 +26,7 @@ ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31m\rEVIL\x9b1;1H\x1b[0m"
 class HostileState:
     endless_models: bool = False
     endless_line: bool = False
+    stream_content_type: str = "text/event-stream"  # what a streamed reply says it is
     model_id: str = "plain-model"
     tokens: list[str] = field(default_factory=lambda: ["Hello", ", world"])
     sent: int = 0
@@ -54,9 +55,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.server.state.sent += len(data)
 
-    def _endless(self, head: bytes, filler: bytes) -> None:
+    def _endless(self, head: bytes, filler: bytes, content_type: str = "application/json") -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
@@ -87,9 +88,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.read(length)
         st = self.server.state
         if st.endless_line:
-            return self._endless(b'data: {"choices": [{"delta": {"content": "', b"A" * 65536)
+            head = b'data: {"choices": [{"delta": {"content": "'
+            return self._endless(head, b"A" * 65536, st.stream_content_type)
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Type", st.stream_content_type)
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True

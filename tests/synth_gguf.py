@@ -16,6 +16,8 @@ from typing import Any
 import gguf
 import numpy as np
 
+from app.core.gguf_writing import add_byte_tokenizer, add_hparams
+
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
 _FILE_TYPES = {
     "F32": gguf.LlamaFileType.ALL_F32,
@@ -77,11 +79,13 @@ def write_synthetic_gguf(
     file_type: int | None = None,
     seed: int = 0,
     extra_metadata: dict[str, Any] | None = None,
+    split_max_tensors: int = 0,
 ) -> Path:
     """Write a loadable tiny model. arch: "llama" or "gemma3" (sliding window on 5 of every 6 layers).
 
     `tensor_type` is the type of the 2-D weights (norms stay F32). `file_type` overrides the
     general.file_type number written (to label a file as, say, Q4_K_M in estimator tests).
+    `split_max_tensors` > 0 writes gguf-split parts (`<stem>-00001-of-0000N.gguf`) instead of `path`.
     """
     if arch not in ("llama", "gemma3"):
         raise ValueError(f"unsupported synthetic architecture {arch!r}")
@@ -93,36 +97,17 @@ def write_synthetic_gguf(
     head_dim = n_embd // n_head
     rng = np.random.default_rng(seed)
     path = Path(path)
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_name(name)
-    w.add_file_type(int(file_type if file_type is not None else _FILE_TYPES[tensor_type]))
-    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    w.add_context_length(n_ctx)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(n_layers)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(10000.0)
+    w = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors)
+    add_hparams(
+        w, name=name, file_type=int(file_type if file_type is not None else _FILE_TYPES[tensor_type]),
+        quantization_version=gguf.GGML_QUANT_VERSION, context_length=n_ctx, embedding_length=n_embd,
+        block_count=n_layers, feed_forward_length=n_ff, head_count=n_head, head_count_kv=n_head_kv,
+        layer_norm_rms_eps=1e-6, rope_freq_base=10000.0)
     if arch == "llama":
-        w.add_rope_dimension_count(head_dim)
-        w.add_vocab_size(n_vocab)
+        add_hparams(w, rope_dimension_count=head_dim, vocab_size=n_vocab)
     else:
-        w.add_key_length(head_dim)
-        w.add_value_length(head_dim)
-        w.add_sliding_window(sliding_window or 64)
-    tokens, scores, types = byte_vocab(n_vocab)
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
+        add_hparams(w, key_length=head_dim, value_length=head_dim, sliding_window=sliding_window or 64)
+    add_byte_tokenizer(w, *byte_vocab(n_vocab), pre="default")
     if chat_template:
         w.add_chat_template(chat_template)
     for key, value in (extra_metadata or {}).items():

@@ -69,3 +69,29 @@ def test_reasonable_uses_of_repetition_still_work() -> None:
 def test_malformed_messages_are_refused() -> None:
     with pytest.raises(ChatTemplateError):
         render(select_template("gemma3", None), [{"role": "wizard", "content": "x"}])
+
+
+def test_loop_controls_work_and_a_loop_that_only_continues_still_counts_its_steps() -> None:
+    skip = "{% for m in messages %}{% if m.role == 'assistant' %}{% continue %}{% endif %}[{{ m.content }}]{% endfor %}"
+    assert render(ChatTemplate("gguf", "gguf", skip), CHAT[1:]) == "[Hi][Bye]"
+    first = "{% for m in messages %}[{{ m.content }}]{% if loop.index == 1 %}{% break %}{% endif %}{% endfor %}!"
+    assert render(ChatTemplate("gguf", "gguf", first), CHAT[1:]) == "[Hi]!"
+    spin = "{% for a in range(100000) %}{% for b in range(100000) %}{% continue %}{% endfor %}{% endfor %}"
+    with pytest.raises(ChatTemplateError, match="too many steps|longer than"):
+        render(ChatTemplate("gguf", "gguf", spin), CHAT)
+
+
+def test_strftime_now_gives_the_date_and_refuses_a_huge_format() -> None:
+    import datetime
+
+    year = render(ChatTemplate("gguf", "gguf", "{{ strftime_now('%Y') }}"), CHAT)
+    assert year in {str(datetime.date.today().year), str(datetime.date.today().year - 1)}  # New Year's Eve
+    with pytest.raises(ChatTemplateError, match="unsafe"):
+        render(ChatTemplate("gguf", "gguf", "{% set f = '%c' * 40000 %}{{ strftime_now(f ~ f) }}"), CHAT)
+
+
+def test_a_template_that_drops_the_system_message_gets_it_in_the_first_user_turn() -> None:
+    drops = "{% for m in messages if m.role != 'system' %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+    assert render(ChatTemplate("gguf", "gguf", drops), CHAT) == "<user>Be brief.\nHi<assistant>Hello!<user>Bye"
+    keeps = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+    assert render(ChatTemplate("gguf", "gguf", keeps), CHAT).startswith("<system>Be brief.<user>Hi")

@@ -15,7 +15,7 @@ import jinja2
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from app.core.chat_templates import ChatTemplate, ChatTemplateError, render
+from app.core.chat_templates import ChatTemplate, render
 from app.core.reasoning import ends_inside_thinking
 
 DATA = Path(__file__).parent / "data" / "templates"
@@ -71,14 +71,9 @@ def _cases() -> list[object]:
     out = []
     for name in MODELS:
         for conv in CONVERSATIONS:
-            marks = []
-            if name == "llama-3.2":
-                marks.append(pytest.mark.xfail(strict=True, reason=(
-                    "the app's sandbox defines no strftime_now: Llama 3.2's template then writes the fixed "
-                    "'Today Date: 26 Jul 2024' instead of today's date")))
             if name in NO_SYSTEM_ROLE and conv != "user":
-                continue  # a system message is refused: see test_gemma_2_refuses_a_system_message_clearly
-            out.append(pytest.param(name, conv, marks=marks, id=f"{name}-{conv}"))
+                continue  # the reference refuses a system message: see test_gemma_2_gets_the_system_prompt_folded
+            out.append(pytest.param(name, conv, id=f"{name}-{conv}"))
     return out
 
 
@@ -131,11 +126,23 @@ def test_where_each_family_puts_the_system_prompt() -> None:
     assert sandbox("qwen3", CONVERSATIONS["user"]).startswith("<|im_start|>user\n")
 
 
-def test_gemma_2_refuses_a_system_message_clearly() -> None:
+def test_gemma_2_gets_the_system_prompt_folded_into_the_first_user_turn() -> None:
+    # The template itself refuses a system message; llama.cpp and LM Studio fold it into the first user turn
+    # (joined by one newline, as llama.cpp's polyfill does), so the app does too.
     with pytest.raises(jinja2.TemplateError, match="System role not supported"):
         reference("gemma-2", CONVERSATIONS["system+user"])
-    with pytest.raises(ChatTemplateError, match="System role not supported"):
-        sandbox("gemma-2", CONVERSATIONS["system+user"])
+    assert sandbox("gemma-2", CONVERSATIONS["system+user"]) == (
+        f"<bos><start_of_turn>user\n{SYSTEM}\nWhat is a GGUF file?<end_of_turn>\n<start_of_turn>model\n")
+    folded = [{"role": "user", "content": f"{SYSTEM}\nHi!"}, *CONVERSATIONS["multi-turn"][2:]]
+    assert sandbox("gemma-2", CONVERSATIONS["multi-turn"]) == reference("gemma-2", folded)
+    # a template that keeps system messages is left alone
+    assert SYSTEM + "\nWhat" not in sandbox("llama-3", CONVERSATIONS["system+user"])
+
+
+def test_llama_3_2_writes_todays_date() -> None:
+    today = datetime.datetime.now().strftime("%d %b %Y")
+    text = sandbox("llama-3.2", CONVERSATIONS["user"])
+    assert f"Today Date: {today}\n" in text or today != datetime.datetime.now().strftime("%d %b %Y")
 
 
 def test_reasoning_templates_drop_old_thinking_and_open_new_thinking() -> None:

@@ -160,19 +160,12 @@ def test_hf_token_is_sent_to_the_hub(hub_server: HubServer, tiny_repo: Path) -> 
 
 def test_split_variant_downloads_all_parts_and_lists_as_one(hub_server: HubServer, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    import gguf
     import synth_gguf
 
     from app.core import library
     from app.core.gguf_info import inspect_gguf
 
-    class SplitWriter(gguf.GGUFWriter):
-        def __init__(self, *a, **k):  # type: ignore[no-untyped-def]
-            super().__init__(*a, split_max_tensors=12, **k)
-
-    with monkeypatch.context() as m:
-        m.setattr(gguf, "GGUFWriter", SplitWriter)
-        synth_gguf.write_synthetic_gguf(tmp_path / "m-Q8_0.gguf", tensor_type="Q8_0", n_layers=3)
+    synth_gguf.write_synthetic_gguf(tmp_path / "m-Q8_0.gguf", tensor_type="Q8_0", n_layers=3, split_max_tensors=12)
     whole = synth_gguf.write_synthetic_gguf(tmp_path / "whole.gguf", tensor_type="Q8_0", n_layers=3)
     parts = sorted(tmp_path.glob("m-Q8_0-*-of-*.gguf"))
     hub_server.state.add_repo("acme/Split-GGUF", {f"Q8_0/{p.name}": p for p in parts})

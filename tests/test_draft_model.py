@@ -71,3 +71,12 @@ def test_a_draft_with_another_vocabulary_is_refused_with_the_reason(default_mode
     assert res.returncode == 1
     assert "tiny-draft.gguf cannot draft for this model: different vocabulary sizes (262144" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.model
+def test_the_summary_names_the_draft_model_and_gives_measured_and_predicted_speed_up(default_model: Path) -> None:
+    res = roofline("--raw", "--temp", "0", "-n", "16", "--draft-model", str(default_model), "--draft-max", "4",
+                   "The three primary colours are")
+    assert res.returncode == 0, res.stderr
+    assert "draft   : " in res.stdout and "draft model)" in res.stdout and "lookup  :" not in res.stdout
+    assert "speed-up: measured ×" in res.stdout and "; predicted ×" in res.stdout

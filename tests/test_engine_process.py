@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from engine_helpers import collect as run
+from engine_helpers import running_engine
 
 from app.core.metrics import PhaseMetrics
 from app.engine import protocol as P
@@ -18,23 +20,7 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture(scope="module")
 def engine(default_model: Path):
-    client = EngineClient()
-    client.start()
-    client.load(P.LoadConfig(model_path=str(default_model), n_ctx=1024, n_threads=2))
-    yield client
-    client.close()
-
-
-def run(client: EngineClient, req: P.Generate) -> tuple[list[P.Token], P.Done]:
-    tokens: list[P.Token] = []
-    done = None
-    for event in client.generate(req, timeout=300):
-        if isinstance(event, P.Token):
-            tokens.append(event)
-        else:
-            done = event
-    assert isinstance(done, P.Done)
-    return tokens, done
+    yield from running_engine(default_model, n_threads=2)
 
 
 def greedy(n: int, **kw: object) -> P.Sampling:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from app.engine import protocol as P
-from app.engine import worker  # imports llama_cpp, a hard dependency: a broken install fails, never skips
+# imports llama_cpp, a hard dependency: a broken install fails, never skips
+from app.engine.worker import engine as _engine  # noqa: F401
+from app.engine.worker import stream
 
 
 def test_tokens_leave_in_bursts_with_their_own_timestamps(monkeypatch: pytest.MonkeyPatch) -> None:
     writes: list[list[str]] = []
-    monkeypatch.setattr(worker, "send_lines", lambda lines: writes.append(list(lines)))
-    out = worker.TokenOut(interval_s=0.025)
+    monkeypatch.setattr(stream, "send_lines", lambda lines: writes.append(list(lines)))
+    out = stream.TokenOut(interval_s=0.025)
     for i, t in enumerate([10.000, 10.010, 10.020, 10.030, 10.040, 10.050]):
         out.add(P.Token("r", f"w{i}", i, t))
     # first token at once (the user's time to first token); then a write when 25 ms have passed
@@ -26,10 +28,10 @@ def test_tokens_leave_in_bursts_with_their_own_timestamps(monkeypatch: pytest.Mo
 
 
 def test_a_request_chooses_its_burst_interval_within_limits() -> None:
-    assert worker.burst_interval_s(None) == worker.BURST_MS / 1000
-    assert worker.burst_interval_s(66) == pytest.approx(0.066)
-    assert worker.burst_interval_s(-5) == 0.0  # every token at once
-    assert worker.burst_interval_s(10_000) == worker.MAX_BURST_MS / 1000  # tokens never wait long
+    assert stream.burst_interval_s(None) == stream.BURST_MS / 1000
+    assert stream.burst_interval_s(66) == pytest.approx(0.066)
+    assert stream.burst_interval_s(-5) == 0.0  # every token at once
+    assert stream.burst_interval_s(10_000) == stream.MAX_BURST_MS / 1000  # tokens never wait long
     line = P.encode(P.Generate(request_id="r", prompt="hi", stream_interval_ms=66))
     assert P.decode(line).stream_interval_ms == 66
 
@@ -65,7 +67,7 @@ def test_the_engine_sends_tokens_at_the_interval_the_request_asks_for(default_mo
 
     with EngineClient() as client:
         client.load(P.LoadConfig(model_path=str(default_model), n_ctx=512))
-        n, groups, writes, pace = _arrival_groups(client, worker.MAX_BURST_MS)
+        n, groups, writes, pace = _arrival_groups(client, stream.MAX_BURST_MS)
     assert n == 40
     # No more separate arrivals than the burst rule allows (slack for a descheduled reader): an engine that
     # wrote every token at once would show ~40 groups where a quiet machine allows ~4 (13 ms a token).

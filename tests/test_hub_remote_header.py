@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gguf
 import pytest
 import synth_gguf
 from hubserver import HubServer, hub_server  # noqa: F401 (fixture)
@@ -37,14 +36,7 @@ def test_header_of_the_real_default_model_from_a_small_prefix(hub_server: HubSer
 def test_split_variant_headers_are_merged(hub_server: HubServer, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     whole = synth_gguf.write_synthetic_gguf(tmp_path / "whole.gguf", tensor_type="Q8_0", n_layers=3)
-
-    class SplitWriter(gguf.GGUFWriter):
-        def __init__(self, *a, **k):  # type: ignore[no-untyped-def]
-            super().__init__(*a, split_max_tensors=12, **k)
-
-    with monkeypatch.context() as m:
-        m.setattr(gguf, "GGUFWriter", SplitWriter)
-        synth_gguf.write_synthetic_gguf(tmp_path / "m-Q8_0.gguf", tensor_type="Q8_0", n_layers=3)
+    synth_gguf.write_synthetic_gguf(tmp_path / "m-Q8_0.gguf", tensor_type="Q8_0", n_layers=3, split_max_tensors=12)
     parts = sorted(tmp_path.glob("m-Q8_0-*-of-*.gguf"))
     assert len(parts) == 3
     hub_server.state.add_repo("acme/split-GGUF", {p.name: p for p in parts})

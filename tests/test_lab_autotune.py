@@ -67,13 +67,13 @@ def test_choice_is_stored_per_machine_and_model(tmp_path: Path, monkeypatch: pyt
     A.save_tuned(model, A.autotune(Modelled(), threads=[1, 2, 4]))
     assert A.tuned_config(model) == {"n_threads": 1, "n_threads_batch": 4, "n_ubatch": 256, "n_batch": 512}
     assert A.tuned_config(other) is None
-    monkeypatch.setattr(A, "machine_key", lambda: "another machine")
+    monkeypatch.setattr(A, "tuning_machine", lambda: "another machine")
     assert A.tuned_config(model) is None  # a different machine re-tunes
     monkeypatch.undo()
     A.store_path().write_text("{not json")
     assert A.tuned_config(model) is None  # a damaged file is ignored, not fatal
     A.store_path().write_text(json.dumps({"version": 1, "entries": {
-        f"{A.machine_key()}|{A.model_key(model)}": {"config": {"n_threads": "four"}}}}))
+        f"{A.tuning_machine()}|{A.model_key(model)}": {"config": {"n_threads": "four"}}}}))
     assert A.tuned_config(model) is None
 
 

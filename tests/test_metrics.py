@@ -45,3 +45,10 @@ def test_remote_summary_claims_only_what_the_client_saw() -> None:
 
 def test_fmt_bytes() -> None:
     assert fmt_bytes(512) == "512 B" and fmt_bytes(1536) == "1.5 KiB" and fmt_bytes(72 * 2**20) == "72.0 MiB"
+
+
+def test_the_summary_names_what_drafted() -> None:
+    m = PhaseMetrics(decode_tokens=9, decode_ms=300.0, generated_tokens=10, draft_tokens=40, draft_accepted=26)
+    assert "lookup  : 26/40 draft tokens accepted (65 %, prompt lookup)" in m.summary_lines()
+    drafted = "\n".join(m.summary_lines(drafter="draft model"))
+    assert "draft   : 26/40 draft tokens accepted (65 %, draft model)" in drafted and "lookup" not in drafted

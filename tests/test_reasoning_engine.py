@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from engine_helpers import collect
 
 from app.engine import protocol as P
 from app.engine.client import EngineClient
@@ -22,14 +23,7 @@ def _reply(client: EngineClient, split: bool = True) -> P.Done:
     req = P.Generate(request_id=client.new_request_id(), messages=[{"role": "user", "content": "Say hello."}],
                      sampling=P.Sampling(temperature=0.0, max_tokens=12, seed=1, ignore_eos=True),
                      split_reasoning=split)
-    tokens: list[P.Token] = []
-    done = None
-    for event in client.generate(req, timeout=300):
-        if isinstance(event, P.Token):
-            tokens.append(event)
-        else:
-            done = event
-    assert isinstance(done, P.Done)
+    tokens, done = collect(client, req)
     assert "".join(t.text for t in tokens) == done.text
     assert "".join(t.reasoning for t in tokens).rstrip() == done.reasoning
     return done

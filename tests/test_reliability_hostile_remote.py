@@ -65,6 +65,18 @@ def test_an_endless_streamed_line_is_cut_off(hostile_server: tuple[str, HostileS
     record("hostile inputs refused")
 
 
+def test_a_streamed_reply_that_is_not_server_sent_events_is_refused(
+        hostile_server: tuple[str, HostileState]) -> None:
+    """A 200 answer to a stream request in another content type (a server ignoring `stream`) is named for
+    what it is, and its body is never parsed, rather than read as an empty reply."""
+    url, state = hostile_server
+    state.stream_content_type = "application/json"
+    client = RemoteClient(url, api_key="k", model="m")
+    with pytest.raises(EngineError, match="'application/json', not a stream of server-sent events"):
+        client.collect(P.Generate(request_id="r", messages=[{"role": "user", "content": "hi"}]))
+    record("hostile inputs refused")
+
+
 # ---------------------------------------------------------------------------------------------- finding 9
 
 

@@ -247,3 +247,55 @@ def test_grid_sweep_runs_against_the_remote_with_client_side_timings(server: str
     # each cell is one request reported as llama-bench's pp row and tg row (the gaps between the chunks)
     assert sorted((r["n_prompt"], r["n_depth"]) for r in rows) == [(0, 8), (0, 48), (8, 0), (48, 0)]
     assert all(1 <= r["n_gen"] <= 5 for r in rows if not r["n_prompt"])
+
+
+class _Silent(http.server.BaseHTTPRequestHandler):
+    """Lists a model, then holds every POST without a byte of answer until the test lets it go."""
+
+    release: ClassVar[threading.Event]
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        body = json.dumps({"data": [{"id": "m"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.release.wait(60)
+
+
+def test_cancel_ends_a_request_the_server_has_not_answered_yet() -> None:
+    """The cancel shuts the request's socket (captured as it connected), so a read waiting for the answer's
+    headers ends at once rather than after the client's timeout (60 s here)."""
+    _Silent.release = threading.Event()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Silent)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    events: list[Any] = []
+    finished = threading.Event()
+
+    def on_event(event: Any) -> None:
+        events.append(event)
+        if isinstance(event, (P.Done, P.Error)):
+            finished.set()
+
+    try:
+        client = RemoteClient(f"http://127.0.0.1:{server.server_address[1]}", api_key="k", on_event=on_event,
+                              timeout=60.0)
+        with client:
+            client.connect()
+            client.send(P.Generate(request_id="r1", prompt="hi", sampling=_greedy(4)))
+            time.sleep(0.5)  # the request is sent and waits for the server
+            client.send(P.Cancel("r1"))
+            assert finished.wait(20), "the cancel did not end the waiting request"
+        assert isinstance(events[-1], P.Done) and events[-1].finish_reason == "cancelled", events[-1]
+    finally:
+        _Silent.release.set()
+        server.shutdown()
+        server.server_close()

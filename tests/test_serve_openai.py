@@ -8,122 +8,37 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import random
 import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from served import KEY, Served, open_stream, serve, sse_events
 
 openai = pytest.importorskip("openai")
 psutil = pytest.importorskip("psutil")
 
 pytestmark = pytest.mark.model
 
-KEY = "sk-serve-test"
 PARALLEL, QUEUE = 4, 2
 PROMPTS = ["The capital of France is", "Water boils at a temperature of", "The first three planets are",
            "My favourite fruit is the", "In 1969 the first people to walk on the moon", "A triangle has"]
 
 
-@dataclass
-class Served:
-    proc: subprocess.Popen[str]
-    url: str
-    port: int
-    model: str
-
-    def client(self, **kw: Any) -> Any:
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=kw.pop("api_key", KEY), max_retries=0,
-                             timeout=120, **kw)
-
-    def raw(self, method: str, path: str, body: bytes | None = None,
-            key: str | None = KEY) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        headers = {"Content-Type": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        try:
-            conn.request(method, path, body, headers)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        finally:
-            conn.close()
-
-    def metrics(self) -> dict[str, float]:
-        status, text = self.raw("GET", "/metrics")
-        assert status == 200
-        return {ln.split(" ")[0]: float(ln.split(" ")[1]) for ln in text.decode().splitlines()
-                if ln and not ln.startswith("#")}
-
-    def engine_pid(self) -> int:
-        kids = [p for p in psutil.Process(self.proc.pid).children()
-                if "app.engine.batch" in " ".join(p.cmdline())]
-        assert len(kids) == 1
-        return int(kids[0].pid)
-
-    def wait_metric(self, name: str, ok: Any, timeout: float = 20.0) -> dict[str, float]:
-        deadline = time.monotonic() + timeout
-        while True:
-            m = self.metrics()
-            if ok(m[name]) or time.monotonic() > deadline:
-                return m
-            time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def served(default_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    home = tmp_path_factory.mktemp("serve-home")
-    env = {**os.environ, "ROOFLINE_HOME": str(home), "ROOFLINE_DEFAULT_MODEL": str(default_model)}
-    env.pop("ROOFLINE_API_KEY", None)
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "0",
-                             "--parallel", str(PARALLEL), "--queue", str(QUEUE), "--ctx", "4096", "-t", "2",
-                             "--api-key", KEY], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    line: list[str] = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline() if proc.stdout else ""))
-    reader.start()
-    reader.join(120)
-    if not line or "listening on http://127.0.0.1:" not in line[0]:
-        proc.kill()
-        pytest.fail(f"roofline serve did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
-    url = line[0].split("listening on ")[1].split()[0].removesuffix("/v1")
-    s = Served(proc, url, int(url.rsplit(":", 1)[1]), default_model.name)
-    yield s
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+    with serve(default_model, tmp_path_factory.mktemp("serve-home"), "--parallel", str(PARALLEL),
+               "--queue", str(QUEUE), "--ctx", "4096") as s:
+        yield s
 
 
 def greedy(served: Served, prompt: str, n: int = 8) -> str:
     r = served.client().completions.create(model=served.model, prompt=prompt, max_tokens=n, temperature=0.0)
     return str(r.choices[0].text)
-
-
-def sse_events(resp: http.client.HTTPResponse) -> Iterator[Any]:
-    for raw in resp:
-        line = raw.strip()
-        if line.startswith(b"data:"):
-            payload = line[5:].strip()
-            yield "[DONE]" if payload == b"[DONE]" else json.loads(payload)
-
-
-def open_stream(served: Served, body: dict[str, Any]) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=120)
-    conn.request("POST", "/v1/chat/completions" if "messages" in body else "/v1/completions",
-                 json.dumps({**body, "stream": True}).encode(),
-                 {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
-    return conn, conn.getresponse()
 
 
 # ---------------------------------------------------------------------------------------------- tests

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from engine_helpers import running_engine
 
 from app.core.metrics import PhaseMetrics
 from app.engine import protocol as P
@@ -41,11 +42,7 @@ def test_no_match_means_no_draft_and_the_draft_is_capped() -> None:
 
 @pytest.fixture(scope="module")
 def engine(default_model: Path):
-    client = EngineClient()
-    client.start()
-    client.load(P.LoadConfig(model_path=str(default_model), n_ctx=1024, n_threads=1))
-    yield client
-    client.close()
+    yield from running_engine(default_model, n_threads=1)
 
 
 def _run(client: EngineClient, prompt: str, lookup: bool, n: int) -> P.Done:
@@ -103,3 +100,26 @@ def test_a_follow_up_after_lookup_reuses_the_cache_consistently(engine: EngineCl
     assert m.reused_tokens == m.prompt_tokens - 1  # everything but the last prompt token came from the cache
     assert m.kv_cells_used == m.prompt_tokens + m.generated_tokens - 1
     assert first.finish_reason == again.finish_reason == "length"
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("prompt_words", [100, 110, 116])
+def test_lookup_in_a_128_token_context_stays_inside_it(default_model: Path, prompt_words: int) -> None:
+    # llama.cpp pads --ctx 128 to 256 cells but llama-cpp-python's token bookkeeping holds 128: drafts sized by
+    # the padded context would be written past its end. A repetitive prompt near the limit makes lookup draft
+    # right up to it; the reply must end at the context with every draft inside it.
+    client = EngineClient()
+    client.start()
+    try:
+        client.load(P.LoadConfig(model_path=str(default_model), n_ctx=128, n_threads=1))
+        prompt = " ".join(["red green blue"] * (prompt_words // 3))
+        req = P.Generate(request_id="c128", prompt=prompt, prompt_lookup=True, context_overflow="stop",
+                         sampling=P.Sampling(temperature=0.0, max_tokens=300, seed=1, ignore_eos=True))
+        done = list(client.generate(req, timeout=600))[-1]
+    finally:
+        client.close()
+    assert isinstance(done, P.Done), done
+    m = PhaseMetrics.from_dict(done.metrics)
+    assert done.finish_reason == "context_full"
+    assert m.draft_tokens > 0
+    assert m.prompt_tokens + m.generated_tokens <= 128

@@ -6,7 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.core.gguf_facts import GGUFInfo
 
 
 def add_model_arg(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +27,17 @@ def resolve_model(arg: str | None) -> Path:
     if not path.exists():
         raise SystemExit(f"roofline: model file not found: {path}")
     return path
+
+
+def inspect_or_fail(path: Path) -> GGUFInfo | None:
+    """The model's GGUF facts, or None after one line saying why the file cannot be read (exit status 1)."""
+    from app.core.gguf_info import GGUFError, inspect_gguf
+
+    try:
+        return inspect_gguf(path)
+    except GGUFError as exc:
+        fail(f"{path}: {exc}")
+        return None
 
 
 def print_json(data: Any) -> None:

@@ -7,6 +7,7 @@ import sys
 
 from app.commands import _args as A
 from app.commands._common import add_model_arg, fail, print_json, resolve_model
+from app.core.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-b", "--batch-size", type=A.batch_size, default=2048)
     p.add_argument("-ub", "--ubatch-size", type=A.batch_size, default=512)
     p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=0)
-    p.add_argument("-ctk", "--cache-type-k", default="f16", choices=["f16", "q8_0", "q4_0"])
-    p.add_argument("-ctv", "--cache-type-v", default="f16", choices=["f16", "q8_0", "q4_0"])
+    p.add_argument("-ctk", "--cache-type-k", default=DEFAULT_KV_TYPE, choices=KV_TYPES)
+    p.add_argument("-ctv", "--cache-type-v", default=DEFAULT_KV_TYPE, choices=KV_TYPES)
     p.add_argument("-fa", "--flash-attn", type=int, default=0, choices=[0, 1])
     p.add_argument("--json", action="store_true", help="print llama-bench's JSON (a list of rows)")
     p.set_defaults(func=run)

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.commands._common import add_model_arg, fail, print_json, resolve_model
+from app.commands._common import add_model_arg, fail, inspect_or_fail, print_json, resolve_model
 
 if TYPE_CHECKING:
     from app.core.calibration import Sample
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     from app.core import calibration
     from app.core.bandwidth import get_bandwidth
-    from app.core.gguf_info import GGUFError, inspect_gguf
+    from app.core.gguf_info import inspect_gguf
     from app.core.hardware import probe_hardware
     from app.core.memory import MemoryConfig
     from app.core.speed import default_rates, predict
@@ -99,10 +99,9 @@ def run(args: argparse.Namespace) -> int:
     from app.engine.client import EngineClient, EngineError
 
     path = resolve_model(args.model)
-    try:
-        info = inspect_gguf(path)
-    except GGUFError as exc:
-        return fail(f"{path}: {exc}")
+    info = inspect_or_fail(path)
+    if info is None:
+        return 1
     hw = probe_hardware()
     bw = get_bandwidth(hw.machine_key)
     before = default_rates(hw, bw)

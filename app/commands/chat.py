@@ -4,35 +4,44 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
+from app.core.kv_types import KV_TYPES
 from app.core.untrusted import clean_text
+
+if TYPE_CHECKING:
+    from app.core.load_plan import LoadPlan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chat", help="send one prompt, stream the reply, print prefill/decode metrics")
+    p = sub.add_parser("chat", help="send one prompt, stream the reply, print prefill/decode metrics",
+                       description="Options left out come from settings.json, then the model's preset, then the "
+                       "`roofline tune` result; the summary before the reply says where each value came from.")
     add_model_arg(p)
     p.add_argument("prompt", nargs="?", default=None,
                    help="the user message (or text to continue with --raw); '-' reads it from standard input")
     p.add_argument("-f", "--file", dest="prompt_file", metavar="FILE", default=None,
                    help="read the prompt from FILE (any size; not UTF-8: decoded with replacement)")
-    p.add_argument("--system", default=None, help="system prompt")
+    # Options left out take the value from settings.json, the model's preset or `roofline tune`
+    # (app.core.load_plan), so their defaults here are None ("not given").
+    p.add_argument("--system", default=None, help="system prompt (default: the model's preset, if it has one)")
     p.add_argument("--raw", action="store_true", help="continue the text as-is, without a chat template")
-    p.add_argument("-n", "--max-tokens", type=A.token_count, default=128)
-    p.add_argument("--temp", type=A.float_range(0.0), default=0.8)
-    p.add_argument("--top-p", type=A.float_range(0.0, 1.0), default=0.95)
-    p.add_argument("--top-k", type=A.int_range(0), default=40)
-    p.add_argument("--min-p", type=A.float_range(0.0, 1.0), default=0.05)
-    p.add_argument("--repeat-penalty", type=A.float_range(0.0, lo_open=True), default=1.1)
+    p.add_argument("-n", "--max-tokens", type=A.token_count, default=None)
+    p.add_argument("--temp", type=A.float_range(0.0), default=None)
+    p.add_argument("--top-p", type=A.float_range(0.0, 1.0), default=None)
+    p.add_argument("--top-k", type=A.int_range(0), default=None)
+    p.add_argument("--min-p", type=A.float_range(0.0, 1.0), default=None)
+    p.add_argument("--repeat-penalty", type=A.float_range(0.0, lo_open=True), default=None)
     p.add_argument("--seed", type=A.seed, default=None)
-    p.add_argument("-c", "--ctx", type=A.context_size, default=4096, help="context size (tokens)")
+    p.add_argument("-c", "--ctx", type=A.context_size, default=None, help="context size (tokens)")
     p.add_argument("-t", "--threads", type=A.threads, default=None)
-    p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=0)
-    p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"])
-    p.add_argument("--context-overflow", default="stop", choices=["stop", "truncate-middle", "rolling"],
-                   help="when the context is full: stop the reply (default), cut the middle of a too-long "
+    p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=None)
+    p.add_argument("--kv-type", default=None, choices=KV_TYPES)
+    p.add_argument("--context-overflow", default=None, choices=["stop", "truncate-middle", "rolling"],
+                   help="when the context is full: stop the reply (the default), cut the middle of a too-long "
                    "prompt, or roll (drop old tokens from the KV cache and go on past the context size)")
     p.add_argument("--keep", type=A.int_range(0), default=None, metavar="N",
                    help="tokens at the start that overflow never drops (default: the system prompt and first "
@@ -62,14 +71,16 @@ def run(args: argparse.Namespace) -> int:
     except PromptError as exc:
         return fail(str(exc), 2)
     system = from_argument(args.system, "the system prompt") if args.system else None
+    model = None if args.remote else resolve_model(args.model)
+    plan = plan_from_args(args, model, system)
+    system = plan.values["system_prompt"]
     messages = None
     if not args.raw:
         messages = ([{"role": "system", "content": system}] if system else []) + \
             [{"role": "user", "content": prompt}]
-    sampling = P.Sampling(temperature=args.temp, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
-                          repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, seed=args.seed)
+    sampling = P.Sampling(**plan.sampling_kwargs())
     engine: Any  # EngineClient or RemoteClient: the same interface where it matters here
-    if args.remote:
+    if model is None:
         from app.engine.remote import RemoteClient  # written for the remote-backend feature
 
         engine = RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.remote_model)
@@ -78,16 +89,18 @@ def run(args: argparse.Namespace) -> int:
         from app.commands._preflight import check_context_fits
         from app.engine.client import EngineClient
 
-        model = resolve_model(args.model)
-        refused = check_context_fits(model, args.ctx, args.kv_type, args.kv_type, args.n_gpu_layers)
+        load = plan.load_kwargs()
+        refused = check_context_fits(model, load["n_ctx"], load["type_k"], load["type_v"], load["n_gpu_layers"])
         if refused:
             return fail(refused)
         engine = EngineClient()
-        cfg = P.LoadConfig(model_path=str(model), n_ctx=args.ctx, n_threads=args.threads,
-                           n_gpu_layers=args.n_gpu_layers, type_k=args.kv_type, type_v=args.kv_type,
+        cfg = P.LoadConfig(model_path=str(model), **load,
                            draft_model=str(resolve_model(args.draft_model)) if args.draft_model else None,
                            draft_max=args.draft_max)
     quiet = args.json
+    if not quiet:
+        for line in plan.summary_lines():
+            print(clean_text(line), file=sys.stderr)
     try:
         with engine:
             loaded = engine.load(cfg) if cfg is not None else engine.connect()
@@ -99,11 +112,13 @@ def run(args: argparse.Namespace) -> int:
 
                     template = ChatTemplate(loaded.chat_template_name, loaded.chat_template_source).describe()
                 print(clean_text(f"model: {loaded.model_desc}  ({loaded.model_path})"), file=sys.stderr)
+                if cfg is not None:  # what the engine allocated, not what was asked for
+                    print(f"context: {loaded.n_ctx} tokens, KV {loaded.type_k}/{loaded.type_v}", file=sys.stderr)
                 print(f"chat template: {template}", file=sys.stderr)
                 print(file=sys.stderr)
             req = P.Generate(request_id=engine.new_request_id("c"), messages=messages,
                              prompt=prompt if args.raw else None, sampling=sampling,
-                             prompt_lookup=args.prompt_lookup, context_overflow=args.context_overflow,
+                             prompt_lookup=args.prompt_lookup, context_overflow=plan.values["context_overflow"],
                              n_keep=args.keep)
             done = None
             shown = ThinkingPrinter()
@@ -121,12 +136,23 @@ def run(args: argparse.Namespace) -> int:
         return fail("the engine ended the reply without a result")
     metrics = PhaseMetrics.from_dict(done.metrics)
     if quiet:
-        print_json({"text": done.text, "reasoning": done.reasoning, "finish_reason": done.finish_reason,
-                    "metrics": done.metrics})
+        out = {"text": done.text, "reasoning": done.reasoning, "finish_reason": done.finish_reason,
+               "metrics": done.metrics}
+        if cfg is not None:
+            out["load"] = {"n_ctx": loaded.n_ctx, "type_k": loaded.type_k, "n_threads": loaded.n_threads,
+                           "n_gpu_layers": loaded.n_gpu_layers, "sources": plan.sources, "notes": plan.notes}
+        print_json(out)
         return 0
     print("\n")
     print(f"-- finished: {done.finish_reason}; {metrics.source}")
-    for line in metrics.summary_lines():
+    for line in metrics.summary_lines(drafter="draft model" if args.draft_model and not args.remote
+                                      else "prompt lookup"):
+        print(line)
+    from app.commands._draft_summary import speedup_lines
+
+    draft = resolve_model(args.draft_model) if args.draft_model and not args.remote else None
+    for line in speedup_lines(done.metrics, None if args.remote else resolve_model(args.model), draft,
+                              args.ctx, args.kv_type, args.n_gpu_layers):
         print(line)
     if done.metrics.get("reasoning_tokens") or done.reasoning:
         ttfa = done.metrics.get("ttft_answer_ms")
@@ -139,6 +165,23 @@ def run(args: argparse.Namespace) -> int:
     if dropped:
         print(f"note    : {dropped} oldest message(s) left out to fit the context")
     return 0
+
+
+def plan_from_args(args: argparse.Namespace, model: Path | None, system: str | None) -> LoadPlan:
+    """settings.json, the model's preset, the tune result, then these flags (app.core.load_plan)."""
+    from app.core.load_plan import plan_load
+    from app.core.settings import load_settings
+
+    loaded = load_settings(move_aside=False)  # a command never moves the user's file aside; the window does
+    flags = {"n_ctx": args.ctx, "n_gpu_layers": args.n_gpu_layers, "type_k": args.kv_type, "type_v": args.kv_type,
+             "n_threads": args.threads, "n_threads_batch": args.threads, "temperature": args.temp,
+             "top_p": args.top_p, "top_k": args.top_k, "min_p": args.min_p, "repeat_penalty": args.repeat_penalty,
+             "max_tokens": args.max_tokens, "seed": args.seed, "system_prompt": system,
+             "context_overflow": args.context_overflow}
+    plan = plan_load(model, loaded.settings, flags)
+    if loaded.warning:
+        plan.notes.insert(0, loaded.warning)
+    return plan
 
 
 class ThinkingPrinter:

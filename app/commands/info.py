@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from app.commands._common import add_model_arg, fail, print_json, resolve_model
+from app.commands._common import add_model_arg, inspect_or_fail, print_json, resolve_model
 from app.core.untrusted import clean_line
 
 if TYPE_CHECKING:
@@ -21,13 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.core.gguf_info import GGUFError, choose_chat_template, inspect_gguf
+    from app.core.gguf_info import choose_chat_template
 
-    path = resolve_model(args.model)
-    try:
-        info = inspect_gguf(path)
-    except GGUFError as exc:
-        return fail(f"{path}: {exc}")
+    info = inspect_or_fail(resolve_model(args.model))
+    if info is None:
+        return 1
     choice = choose_chat_template(info)
     if args.json:
         data = info.to_dict(tensors=args.tensors)

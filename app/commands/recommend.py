@@ -4,7 +4,7 @@ offload to use on this machine, with predicted speed and quality cost for every 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.core.recommend import Recommendation
@@ -12,58 +12,102 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from app.commands import _args as A
+    from app.core.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 
     p = sub.add_parser("recommend", help="which quant / context / GPU offload fits this machine, and how fast")
     p.add_argument("-m", "--model", nargs="+", metavar="GGUF",
                    help="GGUF files to compare (e.g. several quants of one model; default: the embedded model)")
     p.add_argument("--ctx", type=A.context_size, default=None, help="context you want (default 8192, or the model's if less)")
-    p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
+    p.add_argument("--kv-type", default=DEFAULT_KV_TYPE, choices=KV_TYPES, help="KV cache type")
     p.add_argument("--remeasure", action="store_true", help="measure memory bandwidth again first")
+    p.add_argument("--draft-model", default=None, metavar="GGUF",
+                   help="also predict the decode speed-up of speculative decoding with this draft model")
+    p.add_argument("--draft-max", type=A.int_range(1, 64), default=8, metavar="N",
+                   help="tokens the draft model proposes a step (default 8, as `roofline chat`)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.commands._common import fail, print_json, resolve_model
-    from app.core.gguf_info import GGUFError, inspect_gguf
+    from app.commands._common import fail, inspect_or_fail, print_json, resolve_model
     from app.core.recommend import Candidate, Machine, recommend
 
     paths = [resolve_model(m) for m in args.model] if args.model else [resolve_model(None)]
     cands = []
     for path in paths:
-        try:
-            info = inspect_gguf(path)
-        except GGUFError as exc:
-            return fail(f"{path}: {exc}")
+        info = inspect_or_fail(path)
+        if info is None:
+            return 1
         cands.append(Candidate(info, name=f"{info.file_type} ({path.name})" if len(paths) > 1 else info.file_type,
                                size=path.stat().st_size))
     if args.ctx is not None and args.ctx <= 0:
         return fail("--ctx must be positive")
     machine = Machine.from_system(remeasure=args.remeasure)
     rec = recommend(cands, machine, n_ctx=args.ctx, kv_type=args.kv_type)
+    draft: dict[str, Any] | None = None
+    if args.draft_model:
+        predicted = draft_prediction(rec, paths, resolve_model(args.draft_model), machine, args.draft_max)
+        if isinstance(predicted, str):
+            return fail(predicted)
+        draft = predicted
     if args.json:
         data = rec.to_dict()
         data["machine"] = machine.hw.to_dict()
         data["rates"] = machine.rates.to_dict()
+        if draft is not None:
+            data["speculative"] = draft
         print_json(data)
         return 0
     print_report(rec)
+    if draft is not None:
+        print(draft["line"])
+        if draft["vocabulary"]:
+            print(f"note: {draft['vocabulary']}")
     return 0
 
 
+def draft_prediction(rec: Recommendation, paths: list[Any], draft_path: Any, machine: Any,
+                     draft_max: int) -> dict[str, Any] | str:
+    """The predicted speed-up of the recommended variant with `draft_path` drafting (a string: why not)."""
+    from app.core.gguf_info import GGUFError, inspect_gguf
+    from app.core.memory import MemoryConfig
+    from app.core.speculative import ACCEPTANCES, break_even_acceptance, predict_speedup, speedup_line
+    from app.core.speed import Rates
+    from app.core.vocabulary import draft_problem
+
+    pick = rec.pick
+    if pick is None:
+        return "no variant fits, so there is nothing to draft for"
+    target_path = paths[rec.variants.index(pick)]
+    try:
+        target, draft = inspect_gguf(target_path), inspect_gguf(draft_path)
+    except GGUFError as exc:
+        return f"{draft_path}: {exc}"
+    rates = machine.rates if rec.budget.gpu is not None else Rates(machine.rates.cpu, None)
+    cfg = MemoryConfig(n_ctx=pick.n_ctx, type_k=rec.kv_type, type_v=rec.kv_type, n_gpu_layers=pick.n_gpu_layers)
+    return {
+        "draft_model": str(draft_path), "draft_max": draft_max, "target": pick.name,
+        "speedup": {f"{a:g}": predict_speedup(target, draft, rates, a, draft_max, cfg).speedup for a in ACCEPTANCES},
+        "break_even_acceptance": break_even_acceptance(target, draft, rates, draft_max, cfg),
+        "vocabulary": draft_problem(str(target_path), str(draft_path)),  # None: it can draft for this model
+        "line": f"with draft model {draft_path.name}: " + speedup_line(target, draft, rates, draft_max, cfg),
+    }
+
+
 def print_report(rec: Recommendation) -> None:
+    from app.core.kv_types import KV_TYPES
     from app.core.metrics import fmt_bytes
     from app.core.untrusted import clean_text
 
     print(clean_text(rec.sentence))  # may name the model (from its file)
     print()
-    header = f"{'variant':<28} {'size':>9}  {'verdict':<12} {'ngl':>4}  {'max ctx f16/q8_0/q4_0':<23} " \
+    header = f"{'variant':<28} {'size':>9}  {'verdict':<12} {'ngl':>4}  {'max ctx ' + '/'.join(KV_TYPES):<23} " \
              f"{'prefill':>9} {'decode':>8}  quality"
     print(header)
     print("-" * len(header))
     for v in rec.variants:
         ctx = "/".join(f"{v.max_ctx[t] // 1024}k" if v.max_ctx[t] >= 1024 else str(v.max_ctx[t])
-                       for t in ("f16", "q8_0", "q4_0"))
+                       for t in KV_TYPES)
         speed = (f"{v.prefill_tps:>7.0f}/s {v.decode_tps:>6.1f}/s" if v.verdict not in ("does not fit", "not a text model")
                  else f"{'-':>9} {'-':>8}")
         kld = f"KLD {'≈' if v.quality.estimated else ''}{v.quality.kld:.3g}" if v.quality.kld is not None else "?"

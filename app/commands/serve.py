@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from app.commands._common import add_model_arg, fail, resolve_model
+from app.core.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 
 DEFAULT_PORT = 8080
 
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queue", type=int, default=64, help="requests that may wait for a slot before 503")
     p.add_argument("-t", "--threads", type=int, default=None)
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
-    p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"])
+    p.add_argument("--kv-type", default=DEFAULT_KV_TYPE, choices=KV_TYPES)
     p.add_argument("--api-key", default=None, help="required key (default: $ROOFLINE_API_KEY)")
     p.add_argument("--model-name", default=None, help="the model's id in the API (default: the file name)")
     p.set_defaults(func=run)

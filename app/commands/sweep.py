@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from app.commands import _args as A
+from app.commands import _sweep_batch as sweep_batch
 from app.commands._common import add_model_arg, api_key_arg, fail, resolve_model
 
 
@@ -16,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     from app.core.sweeps import KINDS
 
     p = sub.add_parser("sweep", help="benchmark sweeps that show which phase (prefill/decode) dominates")
-    p.add_argument("kind", choices=KINDS, help="grid: prompt × generation length; depth: decode vs KV depth; "
-                   "ubatch: prefill vs n_ubatch; threads: both phases vs threads; kv: KV type / flash attention")
+    p.add_argument("kind", choices=(*KINDS, "batch"), help="grid: prompt × generation length; depth: decode vs "
+                   "KV depth; ubatch: prefill vs n_ubatch; threads: both phases vs threads; kv: KV type / flash "
+                   "attention; batch: decode tok/s vs concurrent streams (continuous batching)")
     add_model_arg(p)
     p.add_argument("-p", "--prompts", type=A.int_list(1), help="grid: prompt lengths (default 64,128,256,512,1024)")
     p.add_argument("-n", "--gens", type=A.int_list(1), help="grid: generation lengths (default 32,128)")
@@ -32,10 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", dest="json_out", type=Path, help="write llama-bench JSON rows here")
     p.add_argument("--csv", dest="csv_out", type=Path, help="write the analysed points as CSV here")
     p.add_argument("--png", dest="png_out", type=Path, help="write the chart as PNG here")
+    sweep_batch.add_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.kind == "batch":
+        return sweep_batch.run_batch(args)
     import os
 
     from app.core.sweeps import context_needed, plan, run_sweep

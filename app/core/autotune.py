@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core import atomic_write
+from app.core.machine_identity import tuning_machine
 from app.core.paths import cache_dir
 from app.core.sweeps import Measurement, Step, SweepBackend, SweepCancelled
 
@@ -134,17 +135,6 @@ def autotune(backend: SweepBackend, threads: list[int] | None = None, ubatches: 
 
 
 # ------------------------------------------------------------------------------------------ storage
-def _cpu_name() -> str:
-    from app.core.hardware import probe_cpu  # one place reads /proc/cpuinfo (and sysctl on macOS)
-
-    return probe_cpu().model
-
-
-def machine_key() -> str:
-    """The same machine: CPU model, core count, OS. (Another machine with the same user dir re-tunes.)"""
-    return f"{_cpu_name()} x{os.cpu_count()} {platform.system()}"
-
-
 def model_key(model_path: str | Path) -> str:
     p = Path(model_path)
     try:
@@ -171,19 +161,16 @@ def _read() -> dict[str, Any]:
 def save_tuned(model_path: str | Path, result: TuneResult) -> None:
     data = _read()
     b = result.best
-    data["entries"][f"{machine_key()}|{model_key(model_path)}"] = {
+    data["entries"][f"{tuning_machine()}|{model_key(model_path)}"] = {
         "config": b.config, "prefill_tps": b.prefill_tps, "decode_tps": b.decode_tps,
         "finding": result.finding, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "tried": [{**c.config, "prefill_tps": c.prefill_tps, "decode_tps": c.decode_tps} for c in result.tried],
     }
-    path = store_path()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)  # atomic: a crash never leaves half a file
+    atomic_write.write_json(store_path(), data)
 
 
 def tuned_entry(model_path: str | Path) -> dict[str, Any] | None:
-    entry = _read()["entries"].get(f"{machine_key()}|{model_key(model_path)}")
+    entry = _read()["entries"].get(f"{tuning_machine()}|{model_key(model_path)}")
     return entry if isinstance(entry, dict) else None
 
 
@@ -201,9 +188,9 @@ def tuned_config(model_path: str | Path) -> dict[str, int] | None:
 
 def forget_tuned(model_path: str | Path) -> bool:
     data = _read()
-    key = f"{machine_key()}|{model_key(model_path)}"
+    key = f"{tuning_machine()}|{model_key(model_path)}"
     if key not in data["entries"]:
         return False
     del data["entries"][key]
-    store_path().write_text(json.dumps(data, indent=2), encoding="utf-8")
+    atomic_write.write_json(store_path(), data)
     return True

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from app.core import paths
+from app.core import atomic_write, paths
 
 MiB = 1 << 20
 CACHE_FILE = "bandwidth.json"
@@ -172,9 +172,7 @@ def store(result: BandwidthResult) -> None:
     entry = result.to_dict()
     entry.pop("cached", None)
     data[result.machine_key] = entry
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    atomic_write.write_json(path, data)
 
 
 def get_bandwidth(machine_key: str, remeasure: bool = False, **measure_kwargs: Any) -> BandwidthResult:

@@ -10,17 +10,13 @@ import datetime as _dt
 import statistics
 from typing import Any
 
+from app.core.machine_identity import cpu_name
+
 
 def test_name(n_prompt: int, n_gen: int, n_depth: int = 0) -> str:
     name = f"pp{n_prompt}" if n_prompt and not n_gen else f"tg{n_gen}" if n_gen and not n_prompt \
         else f"pp{n_prompt}+tg{n_gen}"
     return f"{name} @ d{n_depth}" if n_depth else name
-
-
-def _cpu_name() -> str:
-    from app.core.hardware import probe_cpu  # one place reads /proc/cpuinfo (and sysctl on macOS)
-
-    return probe_cpu().model
 
 
 def bench_row(*, n_prompt: int, n_gen: int, n_depth: int, samples_ns: list[int],
@@ -31,7 +27,7 @@ def bench_row(*, n_prompt: int, n_gen: int, n_depth: int, samples_ns: list[int],
     avg_ns = statistics.fmean(samples_ns) if samples_ns else 0.0
     row: dict[str, Any] = {
         "build_commit": build, "build_number": 0,
-        "cpu_info": _cpu_name(), "gpu_info": gpu_info, "backends": backend,
+        "cpu_info": cpu_name(), "gpu_info": gpu_info, "backends": backend,
         "model_filename": model_info.get("model_filename", ""),
         "model_type": model_info.get("model_type", ""),
         "model_size": int(model_info.get("model_size", 0)),

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.core import paths
+from app.core import atomic_write, paths
 from app.core.speed import DeviceRates, Parts, Rates
 
 CACHE_FILE = "calibration.json"
@@ -193,9 +192,7 @@ def _read_all() -> dict[str, Any]:
 def store(cal: Calibration) -> None:
     data = _read_all()
     data[f"{cal.machine_key}/{cal.backend}"] = cal.to_dict()
-    tmp = _path().with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, _path())
+    atomic_write.write_json(_path(), data)
 
 
 def load(machine_key: str, backend: str) -> Calibration | None:

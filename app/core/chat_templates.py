@@ -5,6 +5,10 @@ GGUF templates are untrusted input: they are rendered in a bounded Jinja sandbox
 so a template cannot reach Python internals (attribute walks like `''.__class__.__mro__` raise SecurityError),
 and a step budget, a wall-clock budget and size checks on every string-building operation stop a template that
 spins or allocates, even one that never yields any output.
+
+Some templates refuse a system message (Gemma 2 raises "System role not supported") or drop it silently.
+Like llama.cpp (minja's system-role polyfill) and LM Studio, such a template gets the system prompt folded
+into the first user turn instead: whether a template keeps a system message is probed once per template.
 """
 
 from __future__ import annotations
@@ -132,6 +136,50 @@ def _raise_exception(message: str) -> None:
     raise TemplateError(message)
 
 
+_SYSTEM_NEEDLE = "<System Needle>"  # minja's probe text: a template that keeps a system message prints it
+_PROBE_CHARS = 65_536
+_PROBE = [{"role": "system", "content": _SYSTEM_NEEDLE}, {"role": "user", "content": "Hey"}]
+
+
+@functools.lru_cache(maxsize=8)
+def keeps_system_messages(source: str) -> bool:
+    """Whether the Jinja template `source` shows a system message (False: it refuses or drops it).
+    Call within a render budget; a template that fails otherwise raises as a render would."""
+    text = ""
+    try:
+        for chunk in _compile(source).generate(messages=_PROBE, bos_token="", eos_token="",
+                                               add_generation_prompt=False, raise_exception=_raise_exception):
+            text += chunk
+            if len(text) > _PROBE_CHARS:
+                return True  # no real template says this much about two messages: the render's checks decide
+    except TemplateError as exc:
+        if isinstance(exc, SecurityError):
+            raise
+        return False  # it refused (raise_exception) or could not handle the system turn
+    return _SYSTEM_NEEDLE in text
+
+
+def fold_system_into_first_user(messages: list[Message]) -> list[Message]:
+    """System messages joined onto the user turn that follows them, as llama.cpp does for templates without a
+    system role; a system prompt followed by no user turn becomes a user turn of its own."""
+    out: list[Message] = []
+    pending = ""
+    for m in messages:
+        if m["role"] == "system":
+            pending = f"{pending}\n{m['content']}" if pending else m["content"]
+            continue
+        if pending:
+            if m["role"] == "user":
+                m = {**m, "content": pending + (f"\n{m['content']}" if m["content"] else "")}
+            else:
+                out.append({"role": "user", "content": pending})
+            pending = ""
+        out.append(m)
+    if pending:
+        out.append({"role": "user", "content": pending})
+    return out
+
+
 def render(template: ChatTemplate, messages: list[Message], bos_token: str = "", eos_token: str = "") -> str:
     """The prompt text for `messages`, ending where the assistant's reply starts."""
     for m in messages:
@@ -142,6 +190,8 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
     start_budget(MAX_RENDER_SECONDS)  # counted inside the sandbox: loops, calls and filters, not just output
     try:
         compiled = _compile(template.jinja)
+        if any(m["role"] == "system" for m in messages) and not keeps_system_messages(template.jinja):
+            messages = fold_system_into_first_user(messages)
         chunks: list[str] = []
         size = 0
         deadline = time.monotonic() + MAX_RENDER_SECONDS

@@ -10,7 +10,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from app.core import paths
+from app.core import atomic_write, paths
 
 DEFAULT_MODEL_FILENAME = "gemma-3-270m-q4_k_m.gguf"
 
@@ -45,7 +45,7 @@ def default_model_path(ensure: bool = True) -> Path:
     override = os.environ.get("ROOFLINE_DEFAULT_MODEL")
     if override:
         return Path(override)
-    target = paths.models_dir() / DEFAULT_MODEL_FILENAME
+    target = paths.default_models_dir() / DEFAULT_MODEL_FILENAME
     if not ensure:
         return target
     stamp = _stamp(target)
@@ -67,4 +67,4 @@ def default_model_path(ensure: bool = True) -> Path:
 
 def _write_stamp(target: Path) -> None:
     st = target.stat()
-    _stamp(target).write_text(f"{st.st_size}:{st.st_mtime_ns}\n")
+    atomic_write.write_text(_stamp(target), f"{st.st_size}:{st.st_mtime_ns}\n")

@@ -5,13 +5,11 @@ and `.roofline.json` provenance beside each model, and the errors downloads rais
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from app.core import untrusted
+from app.core import atomic_write, untrusted
 
 SIDECAR_SUFFIX = ".part.json"
 PROVENANCE_SUFFIX = ".roofline.json"
@@ -89,8 +87,6 @@ def provenance_path(model: Path) -> Path:
 
 
 def write_provenance(model: Path, data: dict[str, Any]) -> None:
-    tmp = provenance_path(model).with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, provenance_path(model))
+    atomic_write.write_json(provenance_path(model), data, default=str)
 
 

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.core import hub
+from app.core import atomic_write, hub
 from app.core.download_files import (  # noqa: F401 (re-exported: callers use downloads.<name>)
     MAX_NAME_BYTES,
     MAX_PATH_BYTES,
@@ -212,10 +212,10 @@ def _download_file(task: FileTask, *, base_done: int, progress: Progress,
     have = _existing_part(task)
     if have == 0:
         part.unlink(missing_ok=True)
-        side.write_text(json.dumps({
+        atomic_write.write_json(side, {
             "repo_id": task.repo_id, "path": task.path, "revision": task.revision, "size": task.size,
             "sha256": task.sha256, "dest": str(dest), "started": datetime.now(UTC).isoformat(),
-        }, indent=2))
+        })
     check_disk(dest.parent, task.size - have)
     progress.file = task.path
     progress.resumed_from += have

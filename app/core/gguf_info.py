@@ -13,7 +13,6 @@ are checked against hard limits and against the bytes present before anything is
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from gguf import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGMLQuant
 
 from app.core.gguf_errors import GGUFError, GGUFTruncated
 from app.core.gguf_facts import GGUFInfo, TensorInfo
+from app.core.gguf_split import place_bytes
 from app.core.gguf_values import SWA_PERIOD, check_metadata, per_layer, swa_layers
 
 __all__ = ["SWA_PERIOD", "GGUFError", "GGUFInfo", "GGUFTruncated", "TensorInfo"]  # callers import them from here
@@ -219,7 +219,6 @@ def file_type_name(value: Any) -> str:
     return {"ALL_F32": "F32", "GUESSED": ""}.get(name, name.removeprefix("MOSTLY_"))
 
 
-_LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
 def info_from_header(raw: RawHeader, path: str | None = None, file_size: int | None = None) -> GGUFInfo:
@@ -246,27 +245,6 @@ def info_from_header(raw: RawHeader, path: str | None = None, file_size: int | N
     n_ff = int(max(n_ff_v) if isinstance(n_ff_v, list) and n_ff_v else (n_ff_v or 0))
     n_swa = int(key("attention.sliding_window", 0) or 0)
 
-    layer_bytes = [0] * n_layers
-    expert_bytes = [0] * n_layers
-    embd = output = other = 0
-    tied = True
-    for t in raw.tensors:
-        m = _LAYER.match(t.name)
-        if m:
-            il = int(m.group(1))
-            if il < n_layers:
-                layer_bytes[il] += t.n_bytes
-                if "_exps." in t.name:
-                    expert_bytes[il] += t.n_bytes
-                continue
-        if t.name == "token_embd.weight":
-            embd = t.n_bytes
-        elif t.name == "output.weight":
-            output, tied = t.n_bytes, False
-        else:
-            other += t.n_bytes
-    if tied:
-        output = embd
 
     n_vocab = raw.array_lengths.get("tokenizer.ggml.tokens") or int(key("vocab_size", 0) or 0)
     if not n_vocab:
@@ -296,12 +274,7 @@ def info_from_header(raw: RawHeader, path: str | None = None, file_size: int | N
         swa_layers=swa_layers(arch, meta, n_layers, n_swa),
         file_type=file_type,
         tensor_bytes=sum(t.n_bytes for t in raw.tensors),
-        layer_bytes=layer_bytes,
-        expert_bytes=expert_bytes,
-        token_embd_bytes=embd,
-        output_bytes=output,
-        other_bytes=other,
-        tied_output=tied,
+        **place_bytes(raw.tensors, n_layers).info_fields(),
         n_vocab=int(n_vocab),
         expert_count=int(key("expert_count", 0) or 0),
         expert_used_count=int(key("expert_used_count", 0) or 0),

@@ -9,7 +9,6 @@ is passed in by the caller (from the engine's `Ready.gpu_offload`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import re
@@ -19,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from app.core.machine_identity import machine_key
 
 GiB = 1024**3
 
@@ -106,13 +107,6 @@ class HardwareInfo:
             gpu_offload=data.get("gpu_offload"),
             os=data.get("os", ""),
         )
-
-
-def machine_key(cpu: CPUInfo, ram_total: int | None) -> str:
-    """Stable id of this machine for caches: CPU model + RAM (GiB) + core count."""
-    ram_gib = round((ram_total or 0) / GiB)
-    raw = f"{cpu.model}|{cpu.arch}|{ram_gib}|{cpu.logical_cores}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------- CPU

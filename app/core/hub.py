@@ -18,7 +18,8 @@ from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from app.core import untrusted
+from app.core import quant_quality, untrusted
+from app.core.quant_types import bits_per_weight
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 SortKey = Literal["downloads", "likes", "updated"]
@@ -101,28 +102,31 @@ _client_ready = False
 
 
 def _install_client_timeouts() -> None:
-    """huggingface_hub's shared httpx client has no timeout at all: a stalled network would hang forever.
+    """huggingface_hub's shared httpx2 client has no timeout at all: a stalled network would hang forever.
 
-    We keep its request hook (offline check, request ids) and add connect/read timeouts.
+    We keep its request hooks (offline check, request ids), taken from the client its default factory
+    builds (public API only: get_session, set_client_factory), and add connect/read timeouts.
     """
     global _client_ready
     with _client_lock:
         if _client_ready:
             return
         import httpx2
-        from huggingface_hub.utils import _http
+        from huggingface_hub import get_session, set_client_factory
+
+        hub_hooks = list(get_session().event_hooks.get("request", []))
 
         def https_only(request: httpx2.Request) -> None:
             check_url_allowed(str(request.url))  # every request, redirects included
 
         def factory() -> httpx2.Client:
             return httpx2.Client(
-                event_hooks={"request": [https_only, _http.hf_request_event_hook]},
+                event_hooks={"request": [https_only, *hub_hooks]},
                 follow_redirects=True,
                 timeout=httpx2.Timeout(30.0, connect=10.0),
             )
 
-        _http.set_client_factory(factory)
+        set_client_factory(factory)
         _client_ready = True
 
 
@@ -186,21 +190,6 @@ def translate_error(exc: BaseException, what: str) -> HubError:
 
 # ---------------------------------------------------------------- quantization names in file names
 
-# Bits per weight of whole files (mixes keep some tensors wider) and mean KL divergence vs F16 on
-# Llama-3-8B (llama.cpp's perplexity scoreboard, see docs/models.md); a guide, damage varies by model.
-QUANT_TABLE: dict[str, tuple[float, float | None]] = {
-    "F32": (32.0, 0.0), "F16": (16.0, 0.0), "BF16": (16.0, 0.0),
-    "Q8_0": (8.5, 0.0014), "Q6_K": (6.5625, 0.0055), "Q6_K_L": (6.7, 0.005),
-    "Q5_K_M": (5.7, 0.011), "Q5_K_S": (5.5, 0.014), "Q5_1": (6.0, 0.015), "Q5_0": (5.5, 0.02),
-    "Q4_K_M": (4.9, 0.031), "Q4_K_S": (4.6, 0.043), "Q4_K_L": (5.0, 0.028), "Q4_1": (5.0, 0.05),
-    "Q4_0": (4.5, 0.072), "IQ4_NL": (4.5, 0.04), "IQ4_XS": (4.25, 0.036), "MXFP4": (4.25, None),
-    "Q3_K_L": (4.3, 0.08), "Q3_K_M": (3.9, 0.10), "Q3_K_S": (3.5, 0.23), "Q3_K_XL": (4.4, 0.07),
-    "IQ3_M": (3.7, 0.13), "IQ3_S": (3.5, 0.16), "IQ3_XS": (3.3, 0.2), "IQ3_XXS": (3.0625, 0.25),
-    "Q2_K": (3.2, 0.45), "Q2_K_L": (3.4, 0.40), "IQ2_M": (2.7, 0.33), "IQ2_S": (2.5, 0.45),
-    "IQ2_XS": (2.3, 0.6), "IQ2_XXS": (2.0625, 0.8), "IQ1_M": (1.75, 1.5), "IQ1_S": (1.56, 2.2),
-    "TQ1_0": (1.69, None), "TQ2_0": (2.06, None),
-}
-
 _QUANT_RE = re.compile(
     r"(?<![A-Za-z0-9])(?:UD-)?(I?Q\d(?:_[A-Z0-9]{1,3})*|BF16|F16|F32|MXFP4(?:_MOE)?|TQ\d_\d)(?![A-Za-z0-9])",
     re.IGNORECASE,
@@ -225,15 +214,9 @@ def split_info(name: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def bits_per_weight(quant: str) -> float | None:
-    entry = QUANT_TABLE.get(quant.removeprefix("UD-"))
-    return entry[0] if entry else None
-
-
 def quality_cost(quant: str) -> float | None:
-    """Mean KL divergence vs F16 (Llama-3-8B), None when unknown."""
-    entry = QUANT_TABLE.get(quant.removeprefix("UD-"))
-    return entry[1] if entry else None
+    """Mean KL divergence vs F16 (Llama-3-8B; interpolated for types off the scoreboard), None when unknown."""
+    return quant_quality.quality(quant).kld
 
 
 # ---------------------------------------------------------------- results

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.core import paths
+from app.core import atomic_write, paths
 from app.core.downloads import PROVENANCE_SUFFIX, provenance_path
 from app.core.gguf_info import GGUFError, GGUFInfo, TensorInfo, inspect_gguf, parse_header, read_header_bytes
 
@@ -131,9 +131,7 @@ def mark_used(path: str | Path, when: datetime | None = None) -> None:
     with _used_lock:
         used = _load_used()
         used[str(Path(path).absolute())] = (when or datetime.now(UTC)).isoformat()
-        tmp = _used_file().with_suffix(".tmp")
-        tmp.write_text(json.dumps({"last_used": used}, indent=2))
-        os.replace(tmp, _used_file())
+        atomic_write.write_json(_used_file(), {"last_used": used})
 
 
 # ---------------------------------------------------------------- describing files
@@ -198,7 +196,7 @@ def _describe(path: Path, source: str, used: dict[str, str] | None) -> LocalMode
     model.has_chat_template = info.has_chat_template
     if len(parts) > 1 and not missing:
         # Each part has its own tensor table and only the first has model metadata: merge them.
-        from app.core.remote_gguf import merge_split
+        from app.core.gguf_split import merge_split
 
         others = []
         for p in parts[1:]:

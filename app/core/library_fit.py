@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.kv_types import KV_TYPES
 from app.core.recommend import NONE, UNSUPPORTED, Candidate, Machine, recommend
 
 LIBRARY_CTX = 4096  # the context the verdict and speeds are for (the chat's default)
@@ -32,7 +33,7 @@ class LibraryFit:
         return self.verdict not in (NONE, UNSUPPORTED)
 
     def ctx_text(self) -> str:
-        return " / ".join(_k(self.max_ctx.get(t, 0)) for t in ("f16", "q8_0", "q4_0"))
+        return " / ".join(_k(self.max_ctx.get(t, 0)) for t in KV_TYPES)
 
     def speed_text(self) -> str:
         return f"{_rate(self.prefill_tps)} / {_rate(self.decode_tps)}" if self.runs else "—"
@@ -93,7 +94,7 @@ def selector_advice(infos: dict[str, Any], machine: Machine, n_ctx: int | None =
                 out[p] = rec.sentence
             continue
         picked = paths[rec.variants.index(pick)]
-        kv = next((t for t in ("f16", "q8_0", "q4_0") if pick.max_ctx.get(t, 0) >= pick.n_ctx), "q4_0")
+        kv = next((t for t in KV_TYPES if pick.max_ctx.get(t, 0) >= pick.n_ctx), "q4_0")
         how = f"{_k(pick.n_ctx)} context with a {kv} KV cache"
         for p in paths:
             if p == picked:

@@ -27,14 +27,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.core.gguf_info import GGUFInfo
+from app.core.kv_types import block_size
 
 MiB = 1 << 20
 CTX_PAD = 256  # llama.cpp pads n_ctx (and the SWA cache) to a multiple of 256
-# (elements per block, bytes per block) of the KV cache types llama.cpp accepts
-KV_TYPES: dict[str, tuple[int, int]] = {
-    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18), "q4_1": (32, 20),
-    "q5_0": (32, 22), "q5_1": (32, 24), "iq4_nl": (32, 18),
-}
 REPACK_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})  # CPU "REPACK" buffer (x86 AVX2 / ARM)
 
 
@@ -44,10 +40,7 @@ def pad(x: int, n: int) -> int:
 
 def row_bytes(n_elements: int, kv_type: str) -> int:
     """Bytes of one row of n elements in a KV cache type (f16: 2n, q8_0: 34n/32, q4_0: 18n/32)."""
-    try:
-        block, size = KV_TYPES[kv_type]
-    except KeyError:
-        raise ValueError(f"unknown KV cache type {kv_type!r}; use one of {', '.join(KV_TYPES)}") from None
+    block, size = block_size(kv_type)
     if n_elements % block:
         raise ValueError(f"KV type {kv_type} needs rows that are a multiple of {block} (got {n_elements})")
     return n_elements // block * size

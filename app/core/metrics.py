@@ -48,7 +48,7 @@ class PhaseMetrics:
     kv_bytes_allocated: int = 0
     rss_bytes: int = 0
     load_ms: float = 0.0
-    # speculative decoding (prompt lookup)
+    # speculative decoding (prompt lookup or a draft model)
     draft_tokens: int = 0
     draft_accepted: int = 0
     source: str = "llama.cpp perf counters"  # or "client-side wall clock" for remote backends
@@ -94,8 +94,9 @@ class PhaseMetrics:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
-    def summary_lines(self) -> list[str]:
-        """Human summary for the CLI and tooltips: the two phases on separate lines."""
+    def summary_lines(self, drafter: str = "prompt lookup") -> list[str]:
+        """Human summary for the CLI and tooltips: the two phases on separate lines. `drafter` names what
+        proposed the draft tokens ("prompt lookup" or "draft model")."""
 
         def fmt(v: float, unit: str = "") -> str:
             return "n/a" if math.isnan(v) else f"{v:.1f}{unit}"
@@ -116,8 +117,9 @@ class PhaseMetrics:
             f"engine  : RSS {fmt_bytes(self.rss_bytes)}, model load {self.load_ms:.0f} ms",
         ]
         if self.draft_tokens:
-            lines.append(f"lookup  : {self.draft_accepted}/{self.draft_tokens} draft tokens accepted "
-                         f"({100 * self.draft_acceptance:.0f} %)")
+            label = "draft   " if drafter == "draft model" else "lookup  "
+            lines.append(f"{label}: {self.draft_accepted}/{self.draft_tokens} draft tokens accepted "
+                         f"({100 * self.draft_acceptance:.0f} %, {drafter})")
         return lines
 
     def _remote_summary_lines(self, fmt: Any) -> list[str]:

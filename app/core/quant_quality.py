@@ -13,24 +13,17 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from app.core import quant_types
+from app.core.quant_types import KLD, PPL_DELTA_PCT
+
 SOURCE = "llama.cpp perplexity scoreboard, Llama-3-8B"
 CAVEAT = ("measured on Llama-3-8B; damage varies by model (Q4_K_M: KLD 0.031 there, 0.013 on Llama-2-7B) "
           "and small models suffer more")
 
-# mean KL divergence vs F16 (reference.md)
-KLD = {
-    "F32": 0.0, "F16": 0.0, "BF16": 0.0,
-    "Q8_0": 0.0014, "Q6_K": 0.0055, "Q5_K_M": 0.011, "Q4_K_M": 0.031, "Q4_K_S": 0.043, "IQ4_XS": 0.036,
-    "Q4_0": 0.072, "Q3_K_M": 0.10, "Q3_K_S": 0.23, "Q2_K": 0.45, "IQ2_M": 0.33, "IQ1_S": 2.2,
-}
-PPL_DELTA_PCT = {"F32": 0.0, "F16": 0.0, "BF16": 0.0, "Q4_K_M": 2.8, "Q2_K": 56.0}
-# typical file bits/weight (mixes keep some tensors at higher types), used to interpolate
-BITS = {
-    "Q8_0": 8.5, "Q6_K": 6.56, "Q5_K_M": 5.7, "Q5_K_S": 5.5, "Q5_1": 6.0, "Q5_0": 5.5, "Q4_K_M": 4.9,
-    "Q4_K_S": 4.6, "Q4_1": 5.0, "Q4_0": 4.5, "IQ4_NL": 4.5, "IQ4_XS": 4.25, "Q3_K_L": 4.3, "Q3_K_M": 3.9,
-    "Q3_K_S": 3.5, "IQ3_M": 3.7, "IQ3_S": 3.44, "IQ3_XS": 3.3, "IQ3_XXS": 3.06, "Q2_K": 3.2, "Q2_K_S": 2.9,
-    "IQ2_M": 2.7, "IQ2_S": 2.5, "IQ2_XS": 2.31, "IQ2_XXS": 2.06, "IQ1_M": 1.75, "IQ1_S": 1.56,
-}
+# MXFP4 (floats) and the ternary TQ types (models trained for them) are formats of their own: their
+# bits/weight says nothing about their damage, so they are not interpolated
+NOT_INTERPOLATED = frozenset({"MXFP4", "TQ1_0", "TQ2_0"})
+BITS = {t: b for t, b in quant_types.BITS.items() if t not in NOT_INTERPOLATED}
 
 
 @dataclass
@@ -89,7 +82,7 @@ def _interpolate(file_type: str, bits: float) -> float:
 
 
 def quality(file_type: str) -> QuantQuality:
-    ft = file_type.upper()
+    ft = file_type.upper().removeprefix("UD-")
     if ft in KLD:
         k = KLD[ft]
         return QuantQuality(ft, k, PPL_DELTA_PCT.get(ft), False, grade(k))

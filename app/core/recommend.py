@@ -20,11 +20,11 @@ from typing import Any
 
 from app.core.gguf_info import GGUFInfo
 from app.core.hardware import GiB, GPUInfo, HardwareInfo
+from app.core.kv_types import KV_TYPES
 from app.core.memory import CTX_PAD, MemoryConfig, MemoryEstimate, estimate_memory
 from app.core.quant_quality import QuantQuality, quality
 from app.core.speed import Rates, SpeedPrediction, default_rates, offload_curve, predict
 
-KV_TYPES = ("f16", "q8_0", "q4_0")
 MIN_DECODE_TPS = 5.0
 GPU_BACKEND_OVERHEAD = {"nvidia": 450 * 1024**2, "amd": 450 * 1024**2, "apple": 256 * 1024**2}
 

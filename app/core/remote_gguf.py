@@ -13,13 +13,12 @@ max context, predicted prefill/decode speed, quality cost, and which variant is 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.core import hub, paths, untrusted
+from app.core import atomic_write, hub, paths, untrusted
 from app.core.gguf_info import (
-    _LAYER,
     GGUFError,
     GGUFInfo,
     TensorInfo,
@@ -27,6 +26,7 @@ from app.core.gguf_info import (
     parse_header,
     read_header_bytes,
 )
+from app.core.gguf_split import merge_split
 
 FIRST_READ = 1 << 20  # most headers are 1-8 MB (the vocabulary); grow from here only as needed
 
@@ -111,9 +111,7 @@ def fetch_header(repo_id: str, revision: str, f: hub.HubFile, client: Any = None
         if own:
             client.close()
     result = _header(data, f, fetched, False)
-    tmp = cache.with_suffix(".tmp")
-    tmp.write_bytes(data[: parse_header(data, f.size).header_size])
-    tmp.replace(cache)
+    atomic_write.write_bytes(cache, data[: parse_header(data, f.size).header_size])
     return result
 
 
@@ -123,42 +121,6 @@ def _header(data: bytes, f: hub.HubFile, fetched: int, cached: bool) -> RemoteHe
         return RemoteHeader(None, parse_header(data, f.size).tensors, fetched, cached)
     info = inspect_gguf_bytes(data, f.size, path=f.path)
     return RemoteHeader(info, info.tensors, fetched, cached)
-
-
-def merge_split(first: GGUFInfo, others: list[list[TensorInfo]]) -> GGUFInfo:
-    """One GGUFInfo for a split model: metadata from part 1, tensors and byte counts from every part.
-
-    Parts after the first carry only `split.*` metadata and their own tensor table (llama.cpp's gguf-split).
-    """
-    if not others:
-        return first
-    extra = [t for part in others for t in part]
-    tensors = list(first.tensors) + extra
-    layer = list(first.layer_bytes)
-    expert = list(first.expert_bytes)
-    other = first.other_bytes
-    for t in extra:
-        m = _LAYER.match(t.name)
-        if m and int(m.group(1)) < len(layer):
-            layer[int(m.group(1))] += t.n_bytes
-            if "_exps." in t.name:
-                expert[int(m.group(1))] += t.n_bytes
-        elif t.name not in ("token_embd.weight", "output.weight"):
-            other += t.n_bytes
-    embd = sum(t.n_bytes for t in tensors if t.name == "token_embd.weight")
-    out = [t.n_bytes for t in tensors if t.name == "output.weight"]
-    return replace(
-        first,
-        n_params=sum(t.n_elements for t in tensors),
-        tensor_bytes=sum(t.n_bytes for t in tensors),
-        layer_bytes=layer,
-        expert_bytes=expert,
-        token_embd_bytes=embd,
-        output_bytes=sum(out) if out else embd,
-        tied_output=not out,
-        other_bytes=other,
-        tensors=tensors,
-    )
 
 
 @dataclass
@@ -261,8 +223,6 @@ def assess_repo(rv: hub.RepoVariants, headers: list[VariantHeader] | None = None
         if report.verdict != "does not fit":
             row.prefill_tps = report.prefill_tps or None
             row.decode_tps = report.decode_tps or None
-        if report.quality.kld is not None:
-            row.quality_kld = report.quality.kld
         notes = []
         if report.verdict == "does not fit" and report.memory is not None:
             from app.core.metrics import fmt_bytes

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -18,22 +17,52 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from app.core import paths
+from app.core import atomic_write, paths
+from app.core import sampling_defaults as D
+from app.core.aside import aside_name
+from app.core.kv_types import DEFAULT_KV_TYPE, KvType
 
 SETTINGS_VERSION = 1
 SETTINGS_FILENAME = "settings.json"
 
-KvType = Literal["f16", "q8_0", "q4_0"]
+ContextOverflow = Literal["stop", "truncate-middle", "rolling"]
 
 
 class SamplingDefaults(BaseModel):
-    temperature: float = Field(default=0.8, ge=0.0, le=5.0)
-    top_p: float = Field(default=0.95, ge=0.0, le=1.0)
-    top_k: int = Field(default=40, ge=0)
-    min_p: float = Field(default=0.05, ge=0.0, le=1.0)
-    repeat_penalty: float = Field(default=1.1, ge=0.0, le=5.0)
-    max_tokens: int = Field(default=512, ge=1, le=1_000_000)
+    temperature: float = Field(default=D.TEMPERATURE, ge=0.0, le=5.0)
+    top_p: float = Field(default=D.TOP_P, ge=0.0, le=1.0)
+    top_k: int = Field(default=D.TOP_K, ge=0)
+    min_p: float = Field(default=D.MIN_P, ge=0.0, le=1.0)
+    repeat_penalty: float = Field(default=D.REPEAT_PENALTY, ge=0.0, le=5.0)
+    max_tokens: int = Field(default=D.MAX_TOKENS, ge=1, le=1_000_000)
     seed: int | None = None  # None: random each time
+
+
+class PresetSampling(BaseModel):
+    """A preset's sampling: only the values it sets (None: not set, the settings' value applies)."""
+
+    temperature: float | None = Field(default=None, ge=0.0, le=5.0)
+    top_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=0)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repeat_penalty: float | None = Field(default=None, ge=0.0, le=5.0)
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    seed: int | None = Field(default=None, ge=-1)  # -1: a random seed each time, whatever the settings say
+
+
+class ModelPreset(BaseModel):
+    """Settings for one model file (app.core.presets keys them); None everywhere means "not set here"."""
+
+    model_name: str = ""  # the file name, shown in lists (the key also holds the size)
+    n_ctx: int | None = Field(default=None, ge=256, le=1 << 21)
+    n_gpu_layers: int | None = Field(default=None, ge=-1)
+    kv_cache_type: KvType | None = None
+    threads: int | None = Field(default=None, ge=1, le=1024)
+    flash_attn: bool | None = None
+    sampling: PresetSampling = Field(default_factory=PresetSampling)
+    system_prompt: str | None = None
+    chat_template: str | None = Field(default=None, max_length=200_000)  # a built-in name or a Jinja template
+    context_overflow: ContextOverflow | None = None
 
 
 class WindowState(BaseModel):
@@ -49,19 +78,21 @@ class Settings(BaseSettings):
     )
 
     version: int = SETTINGS_VERSION
-    models_dir: str | None = None  # None: paths.models_dir()
+    models_dir: str | None = None  # None: paths.default_models_dir()
     threads: int | None = Field(default=None, ge=1, le=1024)  # None: llama.cpp picks (physical cores)
     n_ctx: int = Field(default=4096, ge=256, le=1 << 21)
     n_gpu_layers: int | None = Field(default=None, ge=-1)  # None: auto (all layers when the build can offload)
-    kv_cache_type: KvType = "f16"
+    kv_cache_type: KvType = DEFAULT_KV_TYPE
     flash_attn: bool | None = None  # None: llama.cpp decides
     n_batch: int = Field(default=512, ge=1, le=1 << 16)
     n_ubatch: int = Field(default=512, ge=1, le=1 << 16)
     last_model: str | None = None
     # The most a hub file's header (metadata + tensor table) may take before it is refused; real ones are 1-10 MiB.
     max_remote_header_mib: int = Field(default=64, ge=1, le=4096)
+    context_overflow: ContextOverflow = "stop"
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     window: WindowState = Field(default_factory=WindowState)
+    presets: dict[str, ModelPreset] = Field(default_factory=dict)  # key: app.core.presets.preset_key
 
     @classmethod
     def settings_customise_sources(
@@ -84,7 +115,8 @@ class Settings(BaseSettings):
         return value
 
     def resolved_models_dir(self) -> Path:
-        return Path(self.models_dir).expanduser() if self.models_dir else paths.models_dir()
+        """The models folder these settings choose (paths.models_dir() reads it from the saved settings)."""
+        return Path(self.models_dir).expanduser() if self.models_dir else paths.default_models_dir()
 
 
 class _FileOnly(Settings):
@@ -125,18 +157,37 @@ def _env_fields() -> set[str]:
 
 
 def _move_aside(path: Path) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = path.with_name(f"{path.name}.bak-{stamp}")
-    n = 1
-    while backup.exists():
-        backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-        n += 1
+    backup = aside_name(path, "bak")
     os.replace(path, backup)
     return backup
 
 
 def _errors(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:3])
+
+
+def _split_presets(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """(data without broken preset entries, the broken entries as read, a note naming them). One broken preset
+    must not cost the whole file, so it is dropped alone; save_settings writes it back unchanged."""
+    presets = data.get("presets")
+    if not isinstance(presets, dict):
+        return data, {}, None  # not an object at all: the whole file is invalid (moved aside as usual)
+    good: dict[str, Any] = {}
+    broken: dict[str, Any] = {}
+    reasons: list[str] = []
+    for key, raw in presets.items():
+        try:
+            ModelPreset.model_validate(raw)
+        except ValidationError as exc:
+            broken[key] = raw
+            reasons.append(f"{key!r} ({_errors(exc)})")
+        else:
+            good[key] = raw
+    if not broken:
+        return data, {}, None
+    note = (f"Ignored {len(broken)} invalid model preset(s), kept in the file unchanged: "
+            + "; ".join(reasons[:3]) + (" …" if len(reasons) > 3 else ""))
+    return {**data, "presets": good}, broken, note
 
 
 def load_settings(path: Path | None = None, move_aside: bool = True) -> LoadResult:
@@ -160,13 +211,14 @@ def load_settings(path: Path | None = None, move_aside: bool = True) -> LoadResu
         # OverflowError: "version": 1e400 (int(inf)); RecursionError: thousands of nested brackets.
         problem = f"it is not valid JSON ({exc})"
     if problem is None:
+        data, _, note = _split_presets(data)
         try:
             file_only = _FileOnly(**data)
         except ValidationError as exc:
             problem = "it has invalid values: " + _errors(exc)
         else:
             try:
-                return LoadResult(Settings(**data))
+                return LoadResult(Settings(**data), note)
             except ValidationError as exc:
                 return LoadResult(file_only, f"Ignored invalid ROOFLINE_* environment settings: {_errors(exc)}")
     if not move_aside:
@@ -185,23 +237,22 @@ def save_settings(settings: Settings, path: Path | None = None) -> Path:
     """Write atomically; fields overridden by env vars keep the file's previous value."""
     path = path or settings_path()
     data = settings.model_dump(mode="json")
+    previous: dict[str, Any] = {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+        previous = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError, RecursionError):
+        pass
     env = _env_fields()
     if env:
-        previous: dict[str, Any] = {}
-        try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-            previous = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
-            pass
         defaults = _FileOnly().model_dump(mode="json")
         for name in env:
             data[name] = previous.get(name, defaults[name])
+    if "presets" not in env:
+        presets = {key: p.model_dump(mode="json", exclude_none=True) for key, p in settings.presets.items()}
+        _, broken, _ = _split_presets(previous)  # load_settings ignored these: write them back as they were
+        data["presets"] = {**broken, **presets}  # a preset saved since for the same model replaces its broken one
     data["version"] = SETTINGS_VERSION
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)  # a leftover could carry other permissions
     # 0600: the settings name the user's models and servers; other local users have no business reading them.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write.write_json(path, data, 0o600, trailing_newline=True)
     return path

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from app.core.gguf_info import GGUFInfo
+from app.core.kv_types import LLAMA_KV_TYPES, ggml_name
 from app.core.memory import CTX_PAD, MemoryConfig, gpu_layout, kv_caches, pad, row_bytes
 from app.core.speed_rates import (  # noqa: F401  (re-exported: the speed model's public names)
     ETA_CPU,
@@ -38,8 +39,6 @@ from app.core.speed_rates import (  # noqa: F401  (re-exported: the speed model'
 )
 
 PCIE_GBS = 25.0
-_KV_GGML = {"f16": "F16", "f32": "F32", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1",
-            "q5_0": "Q5_0", "q5_1": "Q5_1", "iq4_nl": "IQ4_NL"}
 
 
 @dataclass
@@ -256,7 +255,7 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
                 span = min(depth, cells[il])
                 kv_bytes += (row_bytes(k_el, cfg.type_k) + row_bytes(v_el, cfg.type_v)) * span if k_el else 0
                 kv_w += _attention_weights(info, il, span)
-            rate = r.decode_rate(_KV_GGML.get(cfg.type_k, "F16"))
+            rate = r.decode_rate(ggml_name(cfg.type_k) if cfg.type_k in LLAMA_KV_TYPES else "F16")
             p.mem.append(kv_bytes / bw)
             p.alu.append(kv_w / rate if rate else 0.0)
             p.t0_count, p.layer_count = 1.0, len(layers)

@@ -23,7 +23,7 @@ from typing import Any
 
 # Published efficiencies (reference.md): decode reaches 0.85-0.95 of a GPU's theoretical bandwidth; t0 of
 # 3-6 ms on GPUs. CPU figures were fitted to quiet-machine measurements on the 2-vCPU AMD EPYC development VM
-# (docs/estimates.md): llama.cpp's decode streams ~1.25x faster than the numpy read probe (prefetching on
+# (2026-11-30, docs/estimates.md): llama.cpp's decode streams ~1.25x faster than the numpy read probe (prefetching on
 # both cores), and synchronising its two threads after each graph node costs ~0.3 ms a layer there, which
 # is most of a small model's token time. `roofline calibrate` refits all of them on the user's machine.
 ETA_CPU, T0_CPU, T_LAYER_CPU = 1.25, 0.0005, 0.0003

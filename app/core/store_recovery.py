@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.aside import aside_name
 from app.core.chat_store import ROLES, STATES, ChatStore, default_db_path
 
 CONVERSATION_COLUMNS = ("id", "title", "system_prompt", "created", "updated")
@@ -71,20 +72,10 @@ def open_chat_store(path: Path | None = None) -> OpenedStore:
     return recover(path, problem)
 
 
-def _aside_name(path: Path) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = path.with_name(f"{path.name}.damaged-{stamp}")
-    n = 1
-    while backup.exists():
-        backup = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
-        n += 1
-    return backup
-
-
 def move_aside(path: Path) -> Path:
     """Move the store and its WAL/SHM files to `<name>.damaged-<time>[-wal|-shm]` (SQLite's own side-file
     names, so the kept copy opens with its last writes)."""
-    backup = _aside_name(path)
+    backup = aside_name(path, "damaged")
     os.replace(path, backup)
     for suffix in SIDE_FILES:
         side = path.with_name(path.name + suffix)

@@ -12,12 +12,17 @@ allocate without producing output, so checks that only look at what it yields co
   and the characters all of them produce in one render are added up against `MAX_CHARS`. `lipsum` (a text
   generator no chat template needs) is removed.
 
+What real templates need beyond plain Jinja, as `transformers` and llama.cpp give it to them: the loop controls
+`{% break %}` / `{% continue %}` (jinja2.ext.loopcontrols; a loop left early simply takes fewer steps) and
+`strftime_now(format)` (Llama 3.x writes today's date into its system block), with a bounded format.
+
 What is left (a filter fed a huge value in a loop, a MemoryError deep in Python) is caught by `render`, and the
 engine process that renders templates runs under address-space and CPU limits (app/engine/limits.py).
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 import threading
 import time
@@ -40,6 +45,7 @@ _WIDTH_METHODS = {"center", "ljust", "rjust", "zfill", "expandtabs"}
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?[a-zA-Z%]")
 _BIG_FORMAT_NUMBER = re.compile(r"\{[^{}]*?:[^{}]*?\d{6,}")  # '{:>999999}' and the like
 _NESTED_FORMAT = re.compile(r"\{[^{}]*\{")  # '{:{}}': a width taken from the arguments
+MAX_DATE_FORMAT = 256  # a date format in a chat template is a few directives; each expands to < 64 characters
 
 
 class _Budget:
@@ -150,14 +156,25 @@ def _check_join(sep: str, items: list[Any]) -> None:
     produce(sum(_size(i) for i in items) + len(sep) * max(0, len(items) - 1), "join")
 
 
+def strftime_now(fmt: Any = "%Y-%m-%d") -> str:
+    """The local date and time in `fmt` (the `strftime_now` global transformers and llama.cpp give templates)."""
+    fmt = str(fmt)
+    if len(fmt) > MAX_DATE_FORMAT:
+        raise SecurityError("the date format is too long")
+    produce(64 * len(fmt), "strftime_now")
+    return datetime.datetime.now().strftime(fmt)
+
+
 class BoundedSandbox(ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox with the step, time and size budgets described above."""
 
     intercepted_binops = frozenset(["*", "**", "+", "%"])
 
     def __init__(self, **kwargs: Any):
-        super().__init__(finalize=_finalize, **kwargs)
+        extensions = [*kwargs.pop("extensions", ()), "jinja2.ext.loopcontrols"]
+        super().__init__(finalize=_finalize, extensions=extensions, **kwargs)
         self.globals.pop("lipsum", None)
+        self.globals["strftime_now"] = strftime_now
         self.filters = {name: _filter_with_steps(f, name) for name, f in self.filters.items()}
         self.filters.update(_bounded_filters(self.filters))
         self.filters["_steps"] = _counted

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
-import numpy as np
+
+from app.core.gguf_writing import add_byte_tokenizer, add_hparams, add_sparse_tensor, finish_sparse
 
 QUANTS = ("Q4_K_M", "Q4_0", "Q6_K", "Q8_0", "F16")
 _FILE_TYPE = {
@@ -155,39 +156,20 @@ def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
 
 
 def _metadata(w: gguf.GGUFWriter, spec: ZooSpec, quant: str) -> None:
-    w.add_name(f"{spec.name} (zoo, sparse: meaningless output)")
-    w.add_file_type(int(_FILE_TYPE[quant]))
-    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    w.add_context_length(spec.n_ctx)
-    w.add_embedding_length(spec.n_embd)
-    w.add_block_count(spec.n_layers)
-    w.add_feed_forward_length(spec.n_ff)
-    w.add_head_count(spec.n_head)
-    w.add_head_count_kv(spec.n_head_kv)
-    w.add_key_length(spec.head_dim)
-    w.add_value_length(spec.head_dim)
-    w.add_rope_dimension_count(spec.head_dim)
-    w.add_rope_freq_base(spec.rope_base)
-    w.add_layer_norm_rms_eps(spec.rms_eps)
-    w.add_vocab_size(spec.n_vocab)
+    add_hparams(
+        w, name=f"{spec.name} (zoo, sparse: meaningless output)", file_type=int(_FILE_TYPE[quant]),
+        quantization_version=gguf.GGML_QUANT_VERSION, context_length=spec.n_ctx, embedding_length=spec.n_embd,
+        block_count=spec.n_layers, feed_forward_length=spec.n_ff, head_count=spec.n_head,
+        head_count_kv=spec.n_head_kv, key_length=spec.head_dim, value_length=spec.head_dim,
+        rope_dimension_count=spec.head_dim, rope_freq_base=spec.rope_base, layer_norm_rms_eps=spec.rms_eps,
+        vocab_size=spec.n_vocab)
     if spec.sliding_window:
-        w.add_sliding_window(spec.sliding_window)
+        add_hparams(w, sliding_window=spec.sliding_window)
     if spec.arch == "gemma2":
-        w.add_attn_logit_softcapping(50.0)
-        w.add_final_logit_softcapping(30.0)
+        add_hparams(w, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
     if spec.n_expert:
-        w.add_expert_count(spec.n_expert)
-        w.add_expert_used_count(spec.n_expert_used)
-    tokens, scores, types = _vocab(spec.n_vocab)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
+        add_hparams(w, expert_count=spec.n_expert, expert_used_count=spec.n_expert_used)
+    add_byte_tokenizer(w, *_vocab(spec.n_vocab))
 
 
 def file_name(spec: ZooSpec, quant: str) -> str:
@@ -206,29 +188,8 @@ def write_zoo_model(spec: ZooSpec | str, quant: str, path: str | Path) -> Path:
     _metadata(w, spec, quant)
     for name, shape in _tensors(spec):
         qt = gguf.GGMLQuantizationType[tensor_type(quant, name, shape[0], spec.n_layers, spec.tied)]
-        block, type_size = gguf.GGML_QUANT_SIZES[qt]
-        n_el = int(np.prod(shape))
-        nbytes = n_el // block * type_size
-        # the writer takes numpy order (last ggml dimension first); quantized types as a byte shape
-        np_shape = list(reversed(shape))
-        if qt == gguf.GGMLQuantizationType.F32:
-            w.add_tensor_info(name, np_shape, np.dtype(np.float32), nbytes)
-        elif qt == gguf.GGMLQuantizationType.F16:
-            w.add_tensor_info(name, np_shape, np.dtype(np.float16), nbytes)
-        else:
-            np_shape[-1] = np_shape[-1] // block * type_size
-            w.add_tensor_info(name, np_shape, np.dtype(np.uint8), nbytes, raw_dtype=qt)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
-    from app.core.gguf_info import parse_header
-
-    with open(path, "rb") as f:
-        raw = parse_header(f.read())
-    end = max(t.offset + t.n_bytes for t in raw.tensors)
-    os.truncate(path, raw.data_offset + end)  # a hole: no disk used, reads as zeros
-    return path
+        add_sparse_tensor(w, name, list(reversed(shape)), qt)  # the writer takes numpy order
+    return finish_sparse(w, path)
 
 
 def zoo_path(spec: ZooSpec | str, quant: str, directory: str | Path) -> Path:

@@ -1,5 +1,7 @@
 """The engine: llama.cpp in a child process, behind a small typed protocol.
 
-Only `app.engine.worker` (and modules it alone imports) may import `llama_cpp`; the client and protocol
+Only the engine's child processes import `llama_cpp`: the `app.engine.worker` package, the batch engine
+(`app.engine.batch.engine`), the quantizer (`app.engine.quantize`) and modules only they import (README's
+Architecture section lists them; tests/test_architecture.py holds the list to it). The client and protocol
 are importable by the UI and CLI without loading native code.
 """

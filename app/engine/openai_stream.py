@@ -1,5 +1,6 @@
-"""What an OpenAI-style server sends, read defensively: one server-sent-events line at a time, and the phase
-metrics the client can measure from the arrival times of the chunks.
+"""What an OpenAI-style server is sent (the streamed request's body) and what it sends, read defensively:
+the JSON chunk in one server-sent event's data, and the phase metrics the client can measure from the
+arrival times of the chunks.
 
 A server is untrusted input: nothing it sends is read without a bound (an endless /v1/models body once took
 2 GB of memory), and a chunk of an unexpected shape is skipped rather than trusted.
@@ -12,17 +13,40 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.metrics import PhaseMetrics
+from app.engine import protocol as P
 
 SOURCE = "client-side wall clock"
 MAX_JSON_BYTES = 8 << 20  # /v1/models: a few KiB in practice
 MAX_ERROR_BYTES = 64 << 10  # an error body: only its first few hundred characters are shown
-MAX_LINE_BYTES = 1 << 20  # one server-sent-events line (one token's chunk)
+MAX_EVENT_BYTES = 1 << 20  # one server-sent event (one token's chunk), its unfinished line included
 MAX_REPLY_CHUNKS = 1 << 20  # one whole reply (a chunk is a token or a few): far beyond any context window
+LLAMA_EXTRAS = ("top_k", "min_p", "repeat_penalty")  # llama.cpp-family servers accept these; OpenAI does not
+
+
+def request_body(req: P.Generate, model: str | None, extras: bool) -> tuple[str, dict[str, Any]]:
+    """(path, JSON body) of the streamed request for `req`; `extras` adds llama.cpp's sampling fields."""
+    s = req.sampling
+    body: dict[str, Any] = {"model": model or "default", "stream": True, "max_tokens": s.max_tokens,
+                            "temperature": s.temperature, "top_p": s.top_p,
+                            "stream_options": {"include_usage": True}}
+    if s.seed is not None and s.seed >= 0:
+        body["seed"] = s.seed
+    if s.stop:
+        body["stop"] = s.stop
+    if extras:
+        body.update({k: getattr(s, k) for k in LLAMA_EXTRAS})
+        if s.ignore_eos:
+            body["ignore_eos"] = True
+    if req.messages is not None:
+        body["messages"] = req.messages
+        return "/v1/chat/completions", body
+    body["prompt"] = req.prompt or ""
+    return "/v1/completions", body
 
 
 @dataclass
 class Chunk:
-    """One `data:` line: the texts it adds, its finish reason, usage, an error, or the end of the stream."""
+    """One event's data: the texts it adds, its finish reason, usage, an error, or the end of the stream."""
 
     texts: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)  # beside each text: its `reasoning_content` ("" if none)
@@ -32,12 +56,9 @@ class Chunk:
     done: bool = False
 
 
-def parse_line(raw: bytes) -> Chunk | None:
-    """The chunk on one SSE line; None for comments, keep-alives and anything that is not a JSON object."""
-    line = raw.decode("utf-8", "replace").strip()
-    if not line.startswith("data:"):
-        return None  # SSE comments, event names, keep-alives
-    payload = line[5:].strip()
+def parse_data(data: str) -> Chunk | None:
+    """The chunk in one event's data; None for anything that is not a JSON object."""
+    payload = data.strip()
     if payload == "[DONE]":
         return Chunk(done=True)
     try:

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from app.core import sampling_defaults as D
+
 # ---------------------------------------------------------------- commands (app -> engine)
 
 
@@ -39,15 +41,19 @@ class LoadConfig:
 
 @dataclass
 class Sampling:
-    temperature: float = 0.8
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    max_tokens: int = 256
+    temperature: float = D.TEMPERATURE
+    top_p: float = D.TOP_P
+    top_k: int = D.TOP_K
+    min_p: float = D.MIN_P
+    repeat_penalty: float = D.REPEAT_PENALTY
+    max_tokens: int = D.MAX_TOKENS
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False  # benchmarks: always produce max_tokens
+    # OpenAI's: a token's logit minus (its count in the reply so far) × frequency_penalty, minus presence_penalty
+    # once it occurs at all (`roofline serve`'s batch engine applies them)
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
 
 
 @dataclass

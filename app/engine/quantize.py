@@ -40,10 +40,10 @@ def emit(event: str, **fields: Any) -> None:
 def predicted_size(in_path: Path, qtype: str) -> int:
     """Output bytes expected: 2-D weights at the target's bits per weight, the rest unchanged.
 
-    Mixes (Q4_K_M...) keep some tensors wider; the hub table's whole-file bits per weight include that.
+    Mixes (Q4_K_M...) keep some tensors wider; app.core.quant_types' whole-file bits per weight include that.
     """
     from app.core.gguf_info import inspect_gguf
-    from app.core.hub import bits_per_weight
+    from app.core.quant_types import bits_per_weight
 
     info = inspect_gguf(in_path)
     bpw = bits_per_weight(qtype) or 8.0

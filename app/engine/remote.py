@@ -2,9 +2,9 @@
 
 `RemoteClient` mirrors `EngineClient` where it makes sense (context manager, start/close, send, generate,
 new_request_id, on_event on a thread) so the CLI and the GUI drive either one. It streams
-`/v1/chat/completions` (messages) or `/v1/completions` (raw prompt) with `stream=true` over the standard
-library's http.client, and measures the phases on the client's wall clock: TTFT at the first content chunk,
-decode rate and inter-token latency from chunk arrival times. Those include the network, and the server
+`/v1/chat/completions` (messages) or `/v1/completions` (raw prompt) with `stream=true` over httpx2 (every
+read bounded: app.engine.remote_http), and measures the phases on the client's wall clock: TTFT at the first
+content chunk, decode rate and ITL from chunk arrival times. Those include the network, and the server
 applies its own chat template, which we never see; both are said in the metrics (`source`) and in Loaded.
 
 Security default: plain http only to loopback hosts; anything else needs https, or an explicit opt-in
@@ -14,12 +14,9 @@ or the OS keyring (app.core.secrets), never from settings files.
 
 from __future__ import annotations
 
-import http.client
 import ipaddress
 import json
 import os
-import socket
-import ssl
 import sys
 import threading
 import time
@@ -27,21 +24,33 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.core.untrusted import TooLarge, read_capped
+import httpx2
+
+from app.core.untrusted import TooLarge
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.engine.openai_stream import (  # noqa: F401 (SOURCE and the limits are part of this module's API)
+    LLAMA_EXTRAS,
     MAX_ERROR_BYTES,
+    MAX_EVENT_BYTES,
     MAX_JSON_BYTES,
-    MAX_LINE_BYTES,
     MAX_REPLY_CHUNKS,
     SOURCE,
     client_metrics,
-    parse_line,
+    parse_data,
+    request_body,
 )
 from app.engine.reasoning_stream import ReasoningStream
-
-_LLAMA_EXTRAS = ("top_k", "min_p", "repeat_penalty")  # llama.cpp-family servers accept these; OpenAI does not
+from app.engine.remote_http import (
+    NETWORK_ERRORS,
+    Connection,
+    event_data,
+    explain,
+    is_timeout,
+    new_client,
+    not_a_stream,
+    read_body,
+)
 
 
 def _err(kind: str, message: str, request_id: str | None = None) -> EngineError:
@@ -90,7 +99,8 @@ class RemoteClient:
         self._counter = 0
         self._lock = threading.Lock()
         self._cancelled: set[str] = set()
-        self._active: dict[str, http.client.HTTPConnection] = {}
+        self._active: dict[str, Connection] = {}
+        self._client: httpx2.Client | None = None
         self._started = False
         self.warnings: list[str] = []
 
@@ -117,7 +127,9 @@ class RemoteClient:
             active = list(self._active.items())
             self._cancelled.update(rid for rid, _ in active)
         for _, conn in active:
-            _abort(conn)
+            conn.abort()
+        # The httpx2 client stays: it keeps no idle connection (see remote_http.new_client), and closing it
+        # under a stream that another thread still reads would fail that read in another way than the abort.
         self._started = False
 
     def __enter__(self) -> RemoteClient:
@@ -136,11 +148,15 @@ class RemoteClient:
         return f"{prefix}remote-{os.getpid()}-{self._counter}-{time.monotonic_ns() % 1_000_000}"
 
     # ------------------------------------------------------------------ HTTP
-    def _conn(self) -> http.client.HTTPConnection:
-        if self.scheme == "https":
-            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
-                                               context=ssl.create_default_context())
-        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+    def _http(self) -> httpx2.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = new_client(self.timeout)
+            return self._client
+
+    def _url(self, path: str) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self._prefix}{path}"
 
     def _headers(self) -> dict[str, str]:
         h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
@@ -153,16 +169,7 @@ class RemoteClient:
         return f"{self.scheme}://{self.host}:{self.port}{self._prefix}"
 
     def _explain(self, exc: BaseException, what: str) -> str:
-        if isinstance(exc, (socket.timeout, TimeoutError)):
-            return (f"The server at {self._where()} did not answer {what} within {self.timeout:.0f} s "
-                    "(it accepted the connection but sent nothing).")
-        if isinstance(exc, ConnectionRefusedError):
-            return f"Cannot reach the server at {self._where()}: connection refused (is it running?)."
-        if isinstance(exc, socket.gaierror):
-            return f"Cannot resolve host {self.host!r}: {exc}."
-        if isinstance(exc, ssl.SSLError):
-            return f"TLS failed with {self.host}: {exc}."
-        return f"Connection to {self._where()} failed {what}: {type(exc).__name__}: {exc}"
+        return explain(exc, self._where(), self.host, self.timeout, what)
 
     def _status_error(self, status: int, body: bytes, request_id: str | None = None) -> EngineError:
         text = body.decode("utf-8", "replace")[:400]
@@ -180,20 +187,17 @@ class RemoteClient:
         return _err("bad_request", f"The server answered HTTP {status}: {detail}", request_id)
 
     def _get_json(self, path: str) -> Any:
-        conn = self._conn()
         try:
-            conn.request("GET", self._prefix + path, headers=self._headers())
-            resp = conn.getresponse()
-            body = read_capped(resp, MAX_JSON_BYTES if resp.status == 200 else MAX_ERROR_BYTES,
-                               f"the answer of {self._where()}{path}")
+            with self._http().stream("GET", self._url(path), headers=self._headers()) as resp:
+                status = resp.status_code
+                body = read_body(resp, MAX_JSON_BYTES if status == 200 else MAX_ERROR_BYTES,
+                                 f"the answer of {self._where()}{path}")
         except TooLarge as exc:
             raise _err("protocol", f"{exc} (a broken or hostile server?)") from None
-        except (OSError, http.client.HTTPException) as exc:
+        except NETWORK_ERRORS as exc:
             raise _err("load_failed", self._explain(exc, "the model list request")) from exc
-        finally:
-            conn.close()
-        if resp.status != 200:
-            raise self._status_error(resp.status, body)
+        if status != 200:
+            raise self._status_error(status, body)
         try:
             return json.loads(body)
         except ValueError as exc:
@@ -234,54 +238,37 @@ class RemoteClient:
         raise _err("bad_request", "A remote server loads its own models; use connect() instead of load().")
 
     # ------------------------------------------------------------------ generation
-    def _body(self, req: P.Generate, extras: bool) -> tuple[str, dict[str, Any]]:
-        s = req.sampling
-        body: dict[str, Any] = {"model": self.model or "default", "stream": True, "max_tokens": s.max_tokens,
-                                "temperature": s.temperature, "top_p": s.top_p,
-                                "stream_options": {"include_usage": True}}
-        if s.seed is not None and s.seed >= 0:
-            body["seed"] = s.seed
-        if s.stop:
-            body["stop"] = s.stop
-        if extras:
-            body.update({k: getattr(s, k) for k in _LLAMA_EXTRAS})
-            if s.ignore_eos:
-                body["ignore_eos"] = True
-        if req.messages is not None:
-            body["messages"] = req.messages
-            return "/v1/chat/completions", body
-        body["prompt"] = req.prompt or ""
-        return "/v1/completions", body
-
-    def _open_stream(self, req: P.Generate) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    def _open_stream(self, req: P.Generate) -> httpx2.Response:
         rid = req.request_id
+        client = self._http()
         for extras in ((True, False) if self._extras else (False,)):
-            path, body = self._body(req, extras)
-            conn = self._conn()
+            path, body = request_body(req, self.model, extras)
+            conn = Connection()
             with self._lock:
                 self._active[rid] = conn
+            request = client.build_request("POST", self._url(path), content=json.dumps(body).encode(),
+                                           headers=self._headers(), extensions={"trace": conn.trace})
             try:
-                conn.request("POST", self._prefix + path, body=json.dumps(body).encode(), headers=self._headers())
-                resp = conn.getresponse()
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
+                resp = client.send(request, stream=True)
+            except NETWORK_ERRORS as exc:
                 if rid in self._cancelled:
                     raise _Cancelled() from exc
-                raise _err("timeout" if isinstance(exc, (socket.timeout, TimeoutError)) else "generation_failed",
+                raise _err("timeout" if is_timeout(exc) else "generation_failed",
                            self._explain(exc, "the request"), rid) from exc
-            if resp.status == 200:
-                return conn, resp
+            if resp.status_code == 200:
+                return resp
             try:
-                err_body = read_capped(resp, MAX_ERROR_BYTES, "the error body")
-            except (TooLarge, OSError, http.client.HTTPException):
+                err_body = read_body(resp, MAX_ERROR_BYTES, "the error body")
+            except (TooLarge, *NETWORK_ERRORS):
                 err_body = b"(an error body too long or broken to show)"
-            conn.close()
+            finally:
+                resp.close()
             # Strict OpenAI-style servers reject llama.cpp's sampling fields: retry once without them.
-            if extras and resp.status in (400, 422) and any(k.encode() in err_body for k in
-                                                            (*_LLAMA_EXTRAS, "ignore_eos", "stream_options")):
+            if extras and resp.status_code in (400, 422) and any(k.encode() in err_body for k in
+                                                                 (*LLAMA_EXTRAS, "ignore_eos", "stream_options")):
                 self._extras = False
                 continue
-            raise self._status_error(resp.status, err_body, rid)
+            raise self._status_error(resp.status_code, err_body, rid)
         raise _err("bad_request", "the server rejected the request", rid)
 
     def _stream(self, req: P.Generate) -> Iterator[Any]:
@@ -299,36 +286,41 @@ class RemoteClient:
         reply = ReasoningStream(rid, t_request, split=req.messages is not None and req.split_reasoning)
         usage: dict[str, Any] = {}
         finish = "length"
-        conn: http.client.HTTPConnection | None = None
+        resp: httpx2.Response | None = None
+        too_much = (f"The server at {self._where()} sent more than a reply can hold (an event over "
+                    f"{MAX_EVENT_BYTES:,} bytes or over {MAX_REPLY_CHUNKS:,} chunks): stopped.")
         try:
             try:
-                conn, resp = self._open_stream(req)
+                resp = self._open_stream(req)
             except _Cancelled:
                 finish = "cancelled"
-                resp = None
+            problem = not_a_stream(resp) if resp is not None else None
+            if problem:
+                raise _err("generation_failed", f"The server at {self._where()} {problem}.", rid)
+            events = event_data(resp, MAX_EVENT_BYTES) if resp is not None else iter(())
             while resp is not None:
                 if rid in self._cancelled:
                     finish = "cancelled"
                     break
                 try:
-                    raw = resp.readline(MAX_LINE_BYTES + 1)
-                except (OSError, http.client.HTTPException, ValueError) as exc:
+                    payload = next(events, None)
+                except TooLarge:
+                    raise _err("generation_failed", too_much, rid) from None
+                except (*NETWORK_ERRORS, ValueError) as exc:
                     if rid in self._cancelled:
                         finish = "cancelled"
                         break
-                    kind = "timeout" if isinstance(exc, (socket.timeout, TimeoutError)) else "generation_failed"
+                    kind = "timeout" if is_timeout(exc) else "generation_failed"
                     raise _err(kind, self._explain(exc, f"mid-reply (after {len(times)} tokens)"), rid) from exc
-                if not raw:
+                if payload is None:
                     if rid in self._cancelled:
                         finish = "cancelled"
                         break
                     raise _err("generation_failed", f"The server at {self._where()} closed the connection "
                                f"mid-reply after {len(times)} tokens (it stopped or crashed).", rid)
-                if len(raw) > MAX_LINE_BYTES or len(times) > MAX_REPLY_CHUNKS:
-                    raise _err("generation_failed", f"The server at {self._where()} sent more than a reply can "
-                               f"hold (a line over {MAX_LINE_BYTES:,} bytes or over {MAX_REPLY_CHUNKS:,} "
-                               "chunks): stopped.", rid)
-                chunk = parse_line(raw)
+                if len(times) > MAX_REPLY_CHUNKS:
+                    raise _err("generation_failed", too_much, rid)
+                chunk = parse_data(payload)
                 if chunk is None:
                     continue
                 if chunk.done:
@@ -349,8 +341,8 @@ class RemoteClient:
             with self._lock:
                 self._active.pop(rid, None)
                 self._cancelled.discard(rid)
-            if conn is not None:
-                conn.close()
+            if resp is not None:
+                resp.close()
         tail = reply.finish(time.monotonic())
         if tail is not None:
             yield tail
@@ -374,7 +366,7 @@ class RemoteClient:
                 self._cancelled.add(command.request_id)
                 conn = self._active.get(command.request_id)
             if conn is not None:
-                _abort(conn)  # unblocks a read waiting on the server
+                conn.abort()  # unblocks a read waiting on the server
         elif isinstance(command, P.Shutdown):
             self.close()
         elif isinstance(command, P.Load):
@@ -405,13 +397,3 @@ class RemoteClient:
 
 class _Cancelled(Exception):
     pass
-
-
-def _abort(conn: http.client.HTTPConnection) -> None:
-    sock = conn.sock
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-

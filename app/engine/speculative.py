@@ -20,13 +20,15 @@ from typing import Any
 import numpy as np
 
 from app.core.sampling import Sampler
+from app.engine.context_overflow import context_limit
 from app.engine.decoding import logits_row, reuse_prefix
 
 MAX_NGRAM = 3  # longest n-gram of recent tokens looked up in the history
 MIN_NGRAM = 2  # a single matching token is weak evidence: in free text its drafts are mostly rejected
 MAX_DRAFT = 8  # most tokens drafted per step: a longer batch costs more when it is rejected
 PAUSE_TOKENS = 48  # plain tokens before lookup is tried again after losing
-TIE_MARGIN = 1.5  # logits; batched vs single-token evaluation differed by up to ~1 logit (measured)
+REFERENCE_STEPS = 3  # plain steps first when no plain rate is known: the speed-up and the pause need one
+TIE_MARGIN = 1.5  # logits; batched vs single-token evaluation differed by up to ~1 logit (2026-11-29)
 
 
 def find_draft(history: list[int] | np.ndarray, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
@@ -132,7 +134,7 @@ class PromptLookup:
 
     def generate(self, prompt: list[int]) -> Generator[int, None, None]:
         llm = self.llm
-        n_ctx = llm.n_ctx()
+        n_ctx = context_limit(llm)  # not llm.n_ctx(): llama.cpp pads a small context past what input_ids holds
         prefix = reuse_prefix(llm, prompt)
         llm.eval(prompt[prefix:])  # prefill
         history = list(prompt)
@@ -147,7 +149,10 @@ class PromptLookup:
                 room = n_ctx - n_past - 1
                 if room <= 0:
                     return
-                draft = [] if emitted < self.paused_until else self.draft(history, min(self.k, room))
+                # Without a plain rate from earlier (a one-shot `roofline chat`), a draft model would draft at
+                # every step: no measured speed-up, and no pause when drafting loses. A few plain steps first.
+                reference = self.plain_ms_hint is None and self.plain_steps < REFERENCE_STEPS
+                draft = [] if reference or emitted < self.paused_until else self.draft(history, min(self.k, room))
                 if not draft:
                     t0 = time.perf_counter()
                     llm.eval([token])

@@ -3,7 +3,7 @@
 Pure functions over dicts (no HTTP, no llama_cpp). Sampling defaults are llama-server's (temperature 0.8,
 top_k 40, top_p 0.95, min_p 0.05, no repeat penalty) and, like llama-server, a request without max_tokens
 runs until the end of its slot's context. The llama.cpp extras llama-server accepts (top_k, min_p,
-repeat_penalty, ignore_eos) are accepted too.
+repeat_penalty, ignore_eos) are accepted too, and OpenAI's frequency_penalty and presence_penalty.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from app.core import sampling_defaults as D
 from app.engine import protocol as P
 
 UNLIMITED_TOKENS = 1 << 30  # the engine clips max_tokens to what the slot's context leaves
@@ -160,20 +161,20 @@ def parse_request(body: dict[str, Any], chat: bool, request_id: str,
     stream = _bool(body, "stream")
     include_usage = bool(stream and options and _bool(options, "include_usage"))
     sampling = P.Sampling(
-        temperature=_number(body, "temperature", 0.8, 0.0, 2.0),
-        top_p=_number(body, "top_p", 0.95, 0.0, 1.0),
-        top_k=int(_integer(body, "top_k", 40, 0, 1 << 20) or 0),
-        min_p=_number(body, "min_p", 0.05, 0.0, 1.0),
+        temperature=_number(body, "temperature", D.TEMPERATURE, 0.0, 2.0),
+        top_p=_number(body, "top_p", D.TOP_P, 0.0, 1.0),
+        top_k=int(_integer(body, "top_k", D.TOP_K, 0, 1 << 20) or 0),
+        min_p=_number(body, "min_p", D.MIN_P, 0.0, 1.0),
         repeat_penalty=_number(body, "repeat_penalty", 1.0, 0.0, 10.0),
         max_tokens=max_tokens or UNLIMITED_TOKENS,
         seed=_integer(body, "seed", None, -(1 << 63), (1 << 63) - 1),
         stop=_stops(body),
         ignore_eos=_bool(body, "ignore_eos"),
+        frequency_penalty=_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
+        presence_penalty=_number(body, "presence_penalty", 0.0, -2.0, 2.0),
     )
     if sampling.seed is not None:
         sampling.seed %= 1 << 63
-    for name in ("frequency_penalty", "presence_penalty"):
-        _number(body, name, 0.0, -2.0, 2.0)  # accepted and validated; the sampler applies repeat_penalty
     generate = P.Generate(request_id=request_id, messages=messages, prompt=prompt, sampling=sampling)
     return ParsedRequest(generate, stream, include_usage, chat)
 

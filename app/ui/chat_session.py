@@ -33,6 +33,9 @@ class ChatSession(QObject):
         self.engine = engine
         self.sampling = P.Sampling()
         self.prompt_lookup = False  # speculative prompt-lookup decoding (a chat setting)
+        # The model's preset or the settings (app.ui.model_preset sets them when a model is chosen):
+        self.context_overflow = "stop"
+        self.default_system_prompt = ""  # for chats started from now on
         self.model_path: str | None = None
         self.conversation: Conversation | None = None
         self._request: str | None = None
@@ -77,7 +80,7 @@ class ChatSession(QObject):
         self.conversation_changed.emit(conversation_id)
 
     def new_conversation(self, system_prompt: str = "") -> Conversation:
-        conv = self.store.create_conversation("New chat", system_prompt)
+        conv = self.store.create_conversation("New chat", system_prompt or self.default_system_prompt)
         self.open(conv.id)
         self.conversations_changed.emit()
         return conv
@@ -181,7 +184,7 @@ class ChatSession(QObject):
         self._reply_id = reply.id
         self._request = request_id
         self.engine.generate(P.Generate(request_id=request_id, messages=messages, sampling=sampling,
-                                        prompt_lookup=self.prompt_lookup))
+                                        prompt_lookup=self.prompt_lookup, context_overflow=self.context_overflow))
         self._flush_timer.start()
         self.busy_changed.emit(True)
         return True

@@ -9,9 +9,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 
 from app.core import library
+from app.core.kv_types import KV_TYPES
 from app.core.library_fit import LIBRARY_CTX, LibraryFit, assess_models, machine_for_library
 
-HEADERS = ["Fits here", "Max context f16 / q8_0 / q4_0", "Prefill / decode tok/s"]
+HEADERS = ["Fits here", f"Max context {' / '.join(KV_TYPES)}", "Prefill / decode tok/s"]
 VERDICT_COLORS = {"full GPU": "#188038", "partial GPU": "#e37400", "CPU only": "#1a73e8", "does not fit": "#c5221f"}
 
 

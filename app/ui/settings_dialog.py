@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core import paths
+from app.core.kv_types import KV_TYPE_LABELS
 from app.core.settings import Settings
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.settings_checks import SettingsChecks
@@ -38,7 +39,7 @@ class SettingsDialog(QDialog):
         form = QFormLayout()
         row = QHBoxLayout()
         self.models_dir = QLineEdit(settings.models_dir or "")
-        self.models_dir.setPlaceholderText(str(paths.models_dir()))
+        self.models_dir.setPlaceholderText(str(paths.default_models_dir()))
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
         row.addWidget(self.models_dir, 1)
@@ -67,8 +68,7 @@ class SettingsDialog(QDialog):
         self.gpu_cost = QLabel("")
         form.addRow("", self.gpu_cost)
         self.kv_type = QComboBox()
-        for value, label in (("f16", "f16 (exact)"), ("q8_0", "q8_0 (about half the memory)"),
-                             ("q4_0", "q4_0 (about a quarter; some quality loss)")):
+        for value, label in KV_TYPE_LABELS.items():
             self.kv_type.addItem(label, value)
         self.kv_type.setCurrentIndex(max(self.kv_type.findData(settings.kv_cache_type), 0))
         form.addRow("KV cache type", self.kv_type)
@@ -139,7 +139,7 @@ class SettingsDialog(QDialog):
 
     def _browse(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text() or
-                                                str(paths.models_dir()))
+                                                str(paths.default_models_dir()))
         if path:
             self.models_dir.setText(path)
 

@@ -9,10 +9,11 @@ empty chat, says why, and shows that conversation as plain text when the user op
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer
+
+from app.core import atomic_write
 
 SETTLE_MS = 1500  # long enough for the first layout, paint and resize after opening
 
@@ -45,9 +46,7 @@ class OpeningGuard(QObject):
         if self.path is None:
             return
         try:
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(str(conversation_id), encoding="utf-8")
-            os.replace(tmp, self.path)
+            atomic_write.write_text(self.path, str(conversation_id))
         except OSError:
             return  # a read-only data folder: no guard, but no reason to refuse opening the chat
         self._timer.start()

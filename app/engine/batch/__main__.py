@@ -13,21 +13,21 @@ import sys
 import threading
 from typing import Any
 
-from app.engine import worker
 from app.engine.batch.engine import BatchEngine
+from app.engine.worker import process
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.engine.batch")
     parser.add_argument("--parallel", type=int, default=4)
     args = parser.parse_args(argv)
-    worker._setup_streams()
-    worker.lower_priority(os.environ.get("ROOFLINE_ENGINE_NICE"))
-    threading.Thread(target=worker._watch_parent, name="parent-watch", daemon=True).start()
+    process.setup_streams()
+    process.lower_priority(os.environ.get("ROOFLINE_ENGINE_NICE"))
+    threading.Thread(target=process.watch_parent, name="parent-watch", daemon=True).start()
     inbox: queue.Queue[Any] = queue.Queue()
     engine = BatchEngine(inbox, args.parallel)
-    threading.Thread(target=worker._stdin_reader, args=(inbox,), name="stdin", daemon=True).start()
-    worker.announce_ready()
+    threading.Thread(target=process.stdin_reader, args=(inbox,), name="stdin", daemon=True).start()
+    process.announce_ready()
     engine.serve()
     engine.unload()
     return 0

@@ -5,13 +5,14 @@ same n_ctx pool; a request may use up to n_ctx / n_slots of them, as in llama-se
 llama_decode holding the next token of every decoding sequence plus a chunk of the prompts still being
 prefilled, up to n_ubatch tokens in all, so a long prompt is spread over several steps instead of freezing
 the others (chunked prefill). New requests take a free slot between steps. A cancelled request's cells are
-freed at once; a finished one's stay as that slot's cache until the slot is given to a request they do not
-help: a prompt that starts with a slot's cached tokens, or with the tokens of another running or cached
-slot (shared through llama_memory_seq_cp, which in a unified cache only tags the cells), is prefilled only
-past that prefix. Sampling is per sequence with app.core.sampling on llama.cpp's logits rows in place.
+freed at once; a finished one's stay as that slot's cache (as in llama-server) until the slot is needed by a
+request they do not help (empty slots are taken first, then the least recently used cache is evicted). A
+prompt that starts with a slot's cached tokens, or with the tokens of another running or cached slot
+(shared through llama_memory_seq_cp, which in a unified cache only tags the cells), is prefilled only past
+that prefix. Sampling is per sequence with app.core.sampling on llama.cpp's logits rows in place.
 
 It reuses the single-request engine for everything but generation (loading, templates, error wording):
-`BatchEngine` is `app.engine.worker.Engine` with the context built for N sequences. llama.cpp is not
+`BatchEngine` is `app.engine.worker.engine.Engine` with the context built for N sequences. llama.cpp is not
 thread-safe: only the main thread touches it; a reader thread queues the commands.
 """
 
@@ -27,12 +28,13 @@ import llama_cpp
 import numpy as np
 
 from app.core.chat_templates import render
-from app.core.sampling import Sampler, SamplerParams
+from app.core.sampling import PENALTY_LAST_N, Sampler, SamplerParams
 from app.engine import protocol as P
 from app.engine.batch.messages import Accepted, BatchStats
 from app.engine.batch.sequence import Sequence
 from app.engine.decoding import logits_row
-from app.engine.worker import Engine, send, send_lines
+from app.engine.worker.engine import Engine
+from app.engine.worker.stream import send, send_lines
 
 MIN_SHARED_PREFIX = 16  # tokens: a shorter prefix held by another slot is not worth a copy
 STATS_INTERVAL_S = 0.5  # while busy, the batch's stats go out at most this often (and on every change)
@@ -182,8 +184,12 @@ class BatchEngine(Engine):
                              "Shorten the prompt, or start the server with a larger --ctx.")
         s = req.sampling
         seed = s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1)
+        # OpenAI's penalties count every token of the reply so far, not llama.cpp's last 64
+        window = -1 if s.frequency_penalty or s.presence_penalty else PENALTY_LAST_N
         sampler = Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
-                                        repeat_penalty=s.repeat_penalty), self.llm.n_vocab(), seed)
+                                        repeat_penalty=s.repeat_penalty, frequency_penalty=s.frequency_penalty,
+                                        presence_penalty=s.presence_penalty, penalty_last_n=window),
+                          self.llm.n_vocab(), seed)
         seq = Sequence(request_id=rid, prompt=tokens, sampler=sampler,
                        max_tokens=max(1, min(s.max_tokens, self.n_ctx_slot - len(tokens))),
                        requested_max_tokens=s.max_tokens, stop=[x for x in s.stop if x],
@@ -210,10 +216,16 @@ class BatchEngine(Engine):
             self._place(self.waiting.popleft(), free)
 
     def _place(self, seq: Sequence, free: list[int]) -> None:
-        """Give `seq` the free slot whose cache helps it most (else the least recently used one)."""
+        """Give `seq` the free slot whose cache helps it most; else an empty one, so that no finished
+        conversation's cache is evicted while cells lie unused; else the least recently used cache."""
         prompt, limit = seq.prompt, len(seq.prompt) - 1  # at least one token is evaluated: fresh logits
         own = {i: common_prefix(self.slot_kv[i], prompt, limit) for i in free}
-        slot = max(free, key=lambda i: (own[i], -self.slot_used_at[i]))
+
+        def helps(i: int) -> int:  # a shared BOS, or a few tokens of a short prompt, is not worth a cache
+            n = own[i]
+            return n if n > 1 and (n >= MIN_SHARED_PREFIX or 2 * n >= len(prompt)) else 0
+
+        slot = max(free, key=lambda i: (helps(i), not self.slot_kv[i], -self.slot_used_at[i]))
         prefix = own[slot]
         donors = [(common_prefix(kv, prompt, limit), i) for i, kv in enumerate(self.slot_kv) if i != slot]
         donor_len, donor = max(donors, default=(0, -1))

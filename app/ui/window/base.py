@@ -23,6 +23,7 @@ from app.ui.dashboard import Dashboard, DashboardDock
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
+from app.ui.model_preset import ModelPresetControl
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.startup_guard import OpeningGuard
 
@@ -40,6 +41,7 @@ class WindowBase(QMainWindow):
     # the chat page
     conversations: ConversationPanel
     sampling_panel: SamplingPanel
+    model_preset: ModelPresetControl
     banner: Banner
     message_view: MessageView
     edit_label: QLabel

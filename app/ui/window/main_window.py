@@ -45,6 +45,7 @@ from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
 from app.ui.safe_text import make_plain
+from app.ui.model_preset import ModelPresetControl
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.shutdown import shut_down
 from app.ui.startup_guard import OpeningGuard
@@ -187,9 +188,11 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.dashboard_action = self.dock.toggleViewAction()
         self.dashboard_action.setText("Dashboard")
         tb.addAction(self.dashboard_action)
-        self.addToolBar(tb)
         self.menus = WindowMenus(self)
         tb.addAction(self.menus.settings)
+        self.model_preset = ModelPresetControl(self)  # the chosen model's preset: applied on load, edited here
+        tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
+        self.addToolBar(tb)
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
         self.statusBar().addPermanentWidget(self.speed_label)
 
@@ -249,12 +252,12 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         from app.ui.settings_dialog import SettingsDialog
 
         # The dialog edits the defaults starting from what the sidebar shows, so OK does not undo the sidebar
-        self.settings.sampling = self.sampling_panel.values()
+        self.settings.sampling = self.model_preset.global_sampling()
         dlg = SettingsDialog(self.settings, self, model_path=self.session.model_path)
         if dlg.exec():
             old = self.load_config(Path(self.session.model_path)) if self.session.model_path else None
             self.settings = dlg.result_settings()
-            self.sampling_panel.set_values(self.settings.sampling)
+            self.model_preset.settings_changed()
             self.dashboard.n_ubatch = self.settings.n_ubatch
             self.save_settings()
             self._populate_models()
@@ -284,7 +287,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.settings.window.geometry = bytes(self.saveGeometry().toBase64().data()).decode()
         self.settings.window.state = bytes(self.saveState().toBase64().data()).decode()
         self.settings.window.dashboard_visible = self.dock.isVisible()
-        self.settings.sampling = self.sampling_panel.values()
+        self.settings.sampling = self.model_preset.global_sampling()
         try:
             settings_mod.save_settings(self.settings)
         except OSError as exc:

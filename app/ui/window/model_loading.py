@@ -88,16 +88,9 @@ class ModelLoading(WindowBase):
         self.model_combo.setCurrentIndex(i)
 
     def load_config(self, model: Path) -> P.LoadConfig:
-        s = self.settings
-        cfg = P.LoadConfig(model_path=str(model), n_ctx=s.n_ctx, n_threads=s.threads, n_threads_batch=s.threads,
-                           n_gpu_layers=-1 if s.n_gpu_layers is None else s.n_gpu_layers,
-                           n_batch=s.n_batch, n_ubatch=s.n_ubatch, type_k=s.kv_cache_type,
-                           type_v=s.kv_cache_type, flash_attn=s.flash_attn)
-        tuned = self._tuned(model)
-        if tuned:  # threads are "auto": use what `roofline tune` measured best for this model
-            cfg.n_threads, cfg.n_threads_batch = tuned["n_threads"], tuned["n_threads_batch"]
-            cfg.n_ubatch, cfg.n_batch = tuned["n_ubatch"], max(tuned["n_batch"], tuned["n_ubatch"])
-        return cfg
+        from app.core.load_plan import plan_load  # the CLI's way too: settings, preset, tune result
+
+        return P.LoadConfig(model_path=str(model), **plan_load(model, self.settings).load_kwargs())
 
     def load_model(self, model: Path) -> None:
         if self.session.busy:
@@ -105,6 +98,7 @@ class ModelLoading(WindowBase):
         self.session.model_path = str(model)
         self._select_model_in_combo(str(model))
         self.model_info.setText("loading…")
+        self.model_preset.apply(model)
         self.engine.load(self.load_config(model))
 
     def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
