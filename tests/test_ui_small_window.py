@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint, QRect
+from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QWidget
 
 from app.core.chat_store import ChatStore
@@ -157,3 +157,14 @@ def test_status_bar_shows_ttft_and_decode_rate_while_the_dashboard_is_hidden(win
     assert speed.text() == "TTFT 41 ms · decode 50.0 tok/s"
     window.dock.show()
     qtbot.waitUntil(lambda: not speed.isVisible())
+
+
+def test_narrowing_the_window_gives_the_chat_room_before_the_dashboard(window, qtbot) -> None:
+    window.resize(1600, 1000)
+    settle(qtbot)
+    window.resizeDocks([window.dock], [560], Qt.Orientation.Horizontal)  # a wide dashboard, as a user left it
+    settle(qtbot)
+    window.resize(800, 600)
+    settle(qtbot)
+    assert window.dock.width() <= 0.33 * 800
+    assert window.message_view.width() >= 300

@@ -54,9 +54,10 @@ from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
 from app.ui.window.menus import WindowMenus
 from app.ui.window.model_loading import ModelLoading
+from app.ui.window.room_for_chat import RoomForChat
 from app.ui.window.status_speed import StatusSpeed
 
-SIDEBAR_MIN_WIDTH = 230  # with the chat and the dashboard's narrowest dock, the window fits 800 px
+SIDEBAR_MIN_WIDTH = 200  # with the chat and the dashboard's narrowest dock, the window fits 800 px
 
 
 class MainWindow(ChatFlow, EngineEvents, ModelLoading):
@@ -194,6 +195,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
         self.addToolBar(tb)
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
+        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page)  # a narrowed window: the chat first
         self.statusBar().addPermanentWidget(self.speed_label)
 
         # ---- status bar
