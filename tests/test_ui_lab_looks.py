@@ -42,8 +42,8 @@ def test_cancelled_sweep_chart_has_no_scale_suffix(page) -> None:
 
 def test_exported_png_includes_the_finding(page, tmp_path: Path) -> None:
     images = []
-    for i, finding in enumerate(("", "Decode slows by half from depth 0 to 1024: the KV cache is read "
-                                     "for every token.")):
+    finding_text = "Decode slows by half from depth 0 to 1024: the KV cache is read for every token."
+    for i, finding in enumerate(("", finding_text)):
         page._on_finished(depth_result(finding, tps=50.0))
         path = tmp_path / f"sweep-{i}.png"
         page.export(png_path=path)
