@@ -43,12 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     args.outdir.mkdir(parents=True, exist_ok=True)
     home = tempfile.mkdtemp(prefix="roofline-shots-")
     os.environ.setdefault("ROOFLINE_HOME", home)
-    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+    if os.environ.get("DISPLAY"):  # a real X server: its fonts and hinting, as users see them
+        os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
+    else:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
     from gui_scripting import offscreen_app, spin, wait_until
 
-    app = offscreen_app()  # (the platform chosen above: a real display when there is one)
+    app = offscreen_app()  # (on the platform chosen above)
     from app.ui.main_window import MainWindow
 
     win = MainWindow()
@@ -65,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         wait_until(lambda: not win.session.busy, 300, what="the reply")
     spin(1200)  # one dashboard poll (RAM, KV stats)
     saved: list[Path] = []
-    for theme_name in THEMES:
-        win.menus.theme_actions[theme_name].trigger()
-        for size_name, size in SIZES.items():
-            win.resize(*size)
+    for size_name, size in SIZES.items():
+        win.resize(*size)
+        for theme_name in THEMES:
+            win.menus.theme_actions[theme_name].trigger()
             spin(600)  # the layout, the cards' columns and the header wraps settle
             path = args.outdir / f"{size_name}-{theme_name}.png"
             if not win.grab().save(str(path)):

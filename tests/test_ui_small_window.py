@@ -3,12 +3,13 @@ dashboard hidden the window may be lower than the Lab page. Runs on the fake eng
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
-from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QToolBar, QWidget
 
 from app.core.chat_store import ChatStore
 from app.core.metrics import PhaseMetrics
@@ -124,8 +125,16 @@ def test_without_the_dashboard_the_window_goes_lower_than_the_lab_page(window, q
 
 
 def test_dashboard_cards_show_their_whole_detail_line_in_a_narrow_dock(window, qtbot) -> None:
+    window.resize(1600, 1000)  # three columns first, then fewer: the cards must get the height of more rows
+    settle(qtbot)
     window.resize(800, 600)
     settle(qtbot)
+    cards = window.dashboard.cards
+    assert window.dashboard.card_grid.columns < 3
+    for card in cards:
+        assert card.height() >= card.minimumSizeHint().height(), f"{card.title.text()} is squashed"
+    for a, b in itertools.combinations(cards, 2):
+        assert not a.geometry().intersects(b.geometry()), f"{a.title.text()} overlaps {b.title.text()}"
     for card in window.dashboard.cards:
         for label in (card.title, card.value, card.detail):
             text_width = label.fontMetrics().horizontalAdvance(label.text())
@@ -168,3 +177,25 @@ def test_narrowing_the_window_gives_the_chat_room_before_the_dashboard(window, q
     settle(qtbot)
     assert window.dock.width() <= 0.33 * 800
     assert window.message_view.width() >= 300
+    window.resize(1600, 1000)  # and back: the dashboard and the sidebar get their widths back
+    settle(qtbot)
+    assert window.dock.width() == 560
+    assert window.chat_page.sizes()[0] >= 259
+
+
+def test_toolbar_buttons_stay_on_the_toolbar_at_800_px(window, qtbot) -> None:
+    import dataclasses
+
+    from fake_engine import loaded_event
+
+    # the default model's details, as long as they get: "Q4_K_M · ctx 131072 · template gemma (architecture) …"
+    loaded = dataclasses.replace(loaded_event(template="gemma"), chat_template_source="architecture",
+                                 n_ctx=131072, load_ms=13662.0)
+    window.engine._dispatch(loaded)
+    window.resize(800, 600)
+    settle(qtbot)
+    toolbar = window.findChild(QToolBar, "model_toolbar")
+    assert toolbar is not None
+    for action in (window.dashboard_action, window.menus.settings):
+        button = toolbar.widgetForAction(action)
+        assert button is not None and button.isVisible(), f"{action.text()} went into the overflow menu"

@@ -89,6 +89,7 @@ class CardGrid(QWidget):
             self.grid.addWidget(card, i // columns, i % columns)
         for col in range(3):
             self.grid.setColumnStretch(col, 1 if col < columns else 0)
+        self.updateGeometry()  # more rows, more height: the dashboard must lay out again (from inside a resize)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         width = event.size().width()

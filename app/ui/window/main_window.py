@@ -176,7 +176,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         tb.setMovable(False)
         tb.addWidget(QLabel(" Model "))
         self.model_combo = QComboBox()
-        self.model_combo.setMinimumContentsLength(28)
+        self.model_combo.setMinimumContentsLength(22)
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_combo.activated.connect(self._model_chosen)
         tb.addWidget(self.model_combo)
@@ -195,7 +195,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
         self.addToolBar(tb)
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
-        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page)  # a narrowed window: the chat first
+        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)  # a narrowed window: the chat first
         self.statusBar().addPermanentWidget(self.speed_label)
 
         # ---- status bar
