@@ -201,7 +201,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
         self.addToolBar(tb)
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
-        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)  # a narrowed window: the chat first
+        # a narrowed window: the chat keeps its room first, the toolbar its buttons
+        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)
         self.statusBar().addPermanentWidget(self.speed_label)
 
         # ---- status bar

@@ -14,14 +14,16 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter
 DOCK_SHARE = 0.32
 SIDEBAR_SHARE = 0.25
 RESTORE_SHARE = 0.4
-TOOLBAR_REST = 620  # px the toolbar needs besides the model details: label, selector, buttons
+MODEL_INFO_MIN = 80  # px of the toolbar's model details kept however narrow the window
 
 
 class RoomForChat(QObject):
     def __init__(self, window: QMainWindow, dock: QDockWidget, split: QSplitter, model_info: QLabel):
         super().__init__(window)
         self.window, self.dock, self.split = window, dock, split  # split: [sidebar, chat]
-        self.model_info = model_info
+        # A label's minimum is its whole text: let the toolbar squeeze it (cut; its tooltip has all of it)
+        # before it hides the buttons after it in its overflow menu.
+        model_info.setMinimumWidth(MODEL_INFO_MIN)
         self._pending = False
         self._last_width = window.width()
         self._dock_before: int | None = None  # widths before an automatic narrowing
@@ -56,7 +58,6 @@ class RoomForChat(QObject):
     def fit(self) -> None:
         self._pending = False
         width = self.window.width()
-        self.model_info.setMaximumWidth(max(120, width - TOOLBAR_REST))
         if width < self._last_width:
             self._narrower(width)
         elif width > self._last_width:
