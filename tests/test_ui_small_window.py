@@ -124,9 +124,19 @@ def test_without_the_dashboard_the_window_goes_lower_than_the_lab_page(window, q
     assert (window.width(), window.height()) == (640, 480)
 
 
+def cards_cut(window) -> list[str]:
+    cut = []
+    for card in window.dashboard.cards:
+        for label in (card.title, card.value, card.detail):
+            if label.fontMetrics().horizontalAdvance(label.text()) > label.contentsRect().width():
+                cut.append(f"{card.title.text()}: {label.text()!r}")
+    return cut
+
+
 def test_dashboard_cards_show_their_whole_detail_line_in_a_narrow_dock(window, qtbot) -> None:
     window.resize(1600, 1000)  # three columns first, then fewer: the cards must get the height of more rows
     settle(qtbot)
+    assert not cards_cut(window)
     window.resize(800, 600)
     settle(qtbot)
     cards = window.dashboard.cards
@@ -135,10 +145,19 @@ def test_dashboard_cards_show_their_whole_detail_line_in_a_narrow_dock(window, q
         assert card.height() >= card.minimumSizeHint().height(), f"{card.title.text()} is squashed"
     for a, b in itertools.combinations(cards, 2):
         assert not a.geometry().intersects(b.geometry()), f"{a.title.text()} overlaps {b.title.text()}"
-    for card in window.dashboard.cards:
-        for label in (card.title, card.value, card.detail):
-            text_width = label.fontMetrics().horizontalAdvance(label.text())
-            assert text_width <= label.contentsRect().width(), f"{card.title.text()}: {label.text()!r} is cut"
+    assert not cards_cut(window)
+
+
+@pytest.mark.parametrize("size", [(1600, 1000), (800, 600)])
+def test_the_widest_latency_line_fits_its_card(window, qtbot, size: tuple[int, int]) -> None:
+    # the widest a p95/p99 line gets: three digits of ms each, or seconds beyond 1000 ms (a busy machine)
+    for gaps in ([25.3] * 90 + [253.0] * 8 + [999.0] * 2, [15.0] * 80 + [5985.0] * 15 + [6532.0] * 5):
+        window.dashboard.add_metrics(PhaseMetrics(decode_tokens=99, decode_ms=1600.0, itl_ms=gaps))
+        window.resize(*size)
+        settle(qtbot)
+        assert not cards_cut(window), window.dashboard.card_itl.detail.text()
+
+
     if os.environ.get("ROOFLINE_TEST_SHOTS"):  # to look at the layout by eye
         window.grab().save(str(Path(os.environ["ROOFLINE_TEST_SHOTS"]) / "small-window.png"))
 

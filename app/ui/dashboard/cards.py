@@ -19,8 +19,15 @@ def fmt(v: float, digits: int = 0, unit: str = "") -> str:
 
 
 def fmt_ms(v: float) -> str:
-    """Milliseconds, one decimal below 100 ms: short enough for a card."""
-    return fmt(v, 1 if v < 100 else 0)
+    """A latency with its unit, short enough for a card: "25.3 ms", "253 ms", "2.5 s"."""
+    if isinstance(v, float) and not math.isnan(v) and v >= 1000:
+        return f"{v / 1000:.1f} s"
+    text = fmt(v, 1 if v < 100 else 0)
+    return text if text == "—" else text + " ms"
+
+
+def itl_detail(p95: float, p99: float) -> str:
+    return f"p95 {fmt_ms(p95)} · p99 {fmt_ms(p99)}"
 
 
 class Card(QFrame):
@@ -68,7 +75,7 @@ class CardGrid(QWidget):
     """The cards in as many columns as fit (3 in a wide dock, 2 or 1 in a narrow one): a card narrower than
     its detail line would cut it ("p99 2530 m")."""
 
-    CARD_MIN_WIDTH = 150
+    CARD_MIN_WIDTH = 165  # the widest detail line: "p95 25.3 ms · p99 253 ms"
 
     def __init__(self, cards: list[Card], parent: QWidget | None = None):
         super().__init__(parent)
@@ -113,7 +120,7 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
     if m.draft_tokens:  # prompt lookup was on: how many drafted tokens the model agreed with
         detail += f" · lookup {100 * m.draft_acceptance:.0f} % accepted"
     decode.set(fmt(m.decode_tps, 1, " tok/s"), detail)
-    itl.set(fmt(m.itl_p50, 1, " ms"), f"p95 {fmt_ms(m.itl_p95)} · p99 {fmt_ms(m.itl_p99)} ms")
+    itl.set(fmt(m.itl_p50, 1, " ms"), itl_detail(m.itl_p95, m.itl_p99))
     new = m.prompt_tokens - m.reused_tokens
     if m.source.startswith("client-side") and not m.prompt_tokens:
         prompt.set("n/a", "not reported")

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from app.core.metrics import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
 from app.ui import dashboard_live, theme
-from app.ui.dashboard.cards import Card, CardGrid, fmt_ms, show_message
+from app.ui.dashboard.cards import Card, CardGrid, itl_detail, show_message
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.roofline import RooflinePanel
@@ -253,7 +253,7 @@ class Dashboard(QWidget):
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
             self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
-                              f"p95 {fmt_ms(percentile(gaps, 95))} · p99 {fmt_ms(percentile(gaps, 99))}")
+                              itl_detail(percentile(gaps, 95), percentile(gaps, 99)))
 
     def on_stats(self, stats: P.Stats) -> None:
         self._last_stats = stats
