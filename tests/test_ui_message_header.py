@@ -53,6 +53,9 @@ def test_narrow_chat_shows_the_whole_metrics_line_clear_of_copy(view, qtbot, wid
         assert metrics.sizeHint().width() <= metrics.width(), "the metrics line is cut"
     assert not rect_in(metrics, reply).intersects(rect_in(copy, reply))
     assert reply.rect().contains(rect_in(copy, reply)), "Copy is outside the message"
+    # the name and the state stay together at the left, not spread over the room the metrics left
+    role, state = reply.role_label, reply.state_label
+    assert role.width() <= role.sizeHint().width() + 2 and state.width() <= state.sizeHint().width() + 2
 
 
 def test_wide_chat_keeps_the_metrics_beside_the_name(view, qtbot) -> None:

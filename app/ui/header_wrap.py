@@ -53,7 +53,6 @@ class HeaderWrap(QObject):
 
     def fit(self) -> None:
         self._pending = False
-
         wrap = bool(self.movable.text()) and self.one_row_width() > self.available_width()
         if wrap == self.wrapped:
             return
@@ -61,7 +60,10 @@ class HeaderWrap(QObject):
         # In its own row the line may wrap at its spaces (" · "), so a very narrow chat still shows all of it.
         self.movable.setWordWrap(wrap)
         if wrap:
+            index = self.head.indexOf(self.movable)
             self.head.removeWidget(self.movable)
+            # its stretch stays, or the name and state would share the room it leaves
+            self.head.insertStretch(max(index, 0), 1)
             policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
             policy.setHeightForWidth(True)  # as tall as its wrapped lines
             self.movable.setSizePolicy(policy)
@@ -69,7 +71,13 @@ class HeaderWrap(QObject):
         else:
             self.row.removeWidget(self.movable)
             self.movable.setSizePolicy(self._one_row_policy)
-            # back beside the name and state, before the buttons (stretching, as it was built)
+            # back beside the name and state, before the buttons (stretching, as it was built), in place of
+            # the stretch that kept its room
+            for i in range(self.head.count()):
+                item = self.head.itemAt(i)
+                if item is not None and item.spacerItem() is not None:
+                    self.head.takeAt(i)
+                    break
             self.head.insertWidget(self._home_index(), self.movable, 1)
 
     def _home_index(self) -> int:
