@@ -62,6 +62,7 @@ def test_greedy_output_is_the_same_with_a_draft_model_and_drafts_are_counted(def
     assert b["text"] == a["text"] and a["text"].strip()
     assert a["metrics"]["draft_tokens"] == 0
     assert b["metrics"]["draft_tokens"] > 0 and 0 < b["metrics"]["draft_accepted"] <= b["metrics"]["draft_tokens"]
+    assert (a["metrics"]["drafter"], b["metrics"]["drafter"]) == ("", "draft model")  # which drafter ran
 
 
 @pytest.mark.model

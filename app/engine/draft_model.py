@@ -64,6 +64,8 @@ class DraftModel:
 class DraftModelLookup(PromptLookup):
     """PromptLookup's verification with drafts from a draft model instead of from the text so far."""
 
+    drafter = "draft model"
+
     def __init__(self, llm: Any, sampler: Sampler, draft: DraftModel, plain_ms_hint: float | None = None) -> None:
         super().__init__(llm, sampler, max_draft=draft.max_draft, plain_ms_hint=plain_ms_hint)
         self.draft_model = draft

@@ -1,5 +1,5 @@
 """Settings dialog: models directory, threads, context, GPU layers, KV cache type, flash attention,
-batch sizes, default sampling. Under the context and GPU-layers fields: what the choice costs in memory for
+batch sizes, the disk budget of saved chat caches, default sampling. Under the context and GPU-layers fields: what the choice costs in memory for
 the current model and the largest that fits (`settings_memory`). Returns a new Settings; the caller saves it and reloads the model if
 engine settings changed."""
 
@@ -87,6 +87,15 @@ class SettingsDialog(QDialog):
         self.n_ubatch.setRange(1, 1 << 16)
         self.n_ubatch.setValue(settings.n_ubatch)
         form.addRow("Micro-batch size", self.n_ubatch)
+        self.saved_kv = QSpinBox()
+        self.saved_kv.setRange(0, 1 << 24)
+        self.saved_kv.setSingleStep(256)
+        self.saved_kv.setSuffix(" MiB")
+        self.saved_kv.setSpecialValueText("off")
+        self.saved_kv.setValue(settings.saved_kv_budget_mib)
+        self.saved_kv.setToolTip("Chats' KV caches kept on disk, so reopening a long chat loads its cache instead "
+                                 "of evaluating the whole chat again; the least recently used go first")
+        form.addRow("Saved chat caches", self.saved_kv)
         lay.addLayout(form)
         lay.addWidget(QLabel("Default sampling for new replies:"))
         self.sampling = SamplingPanel()
@@ -155,6 +164,7 @@ class SettingsDialog(QDialog):
             flash_attn=self.flash.currentData(),
             n_batch=self.n_batch.value(),
             n_ubatch=min(self.n_ubatch.value(), self.n_batch.value()),
+            saved_kv_budget_mib=self.saved_kv.value(),
             sampling=self.sampling.values().model_dump(),
         )
         return Settings.model_validate(data)

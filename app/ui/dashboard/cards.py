@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLay
 
 from app.core.metrics import PhaseMetrics
 from app.ui import theme
+from app.ui.dashboard_live import prompt_detail
 
 
 def fmt(v: float, digits: int = 0, unit: str = "") -> str:
@@ -117,12 +118,13 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
         ttft.set(fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
         prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
     detail = f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
-    if m.draft_tokens:  # prompt lookup was on: how many drafted tokens the model agreed with
-        detail += f" · lookup {100 * m.draft_acceptance:.0f} % accepted"
+    if m.draft_tokens:  # speculative decoding: how many drafted tokens the model agreed with, and whose
+        who = "draft model" if m.drafter == "draft model" else "lookup"
+        detail += f" · {who} {100 * m.draft_acceptance:.0f} % accepted"
     decode.set(fmt(m.decode_tps, 1, " tok/s"), detail)
     itl.set(fmt(m.itl_p50, 1, " ms"), itl_detail(m.itl_p95, m.itl_p99))
     new = m.prompt_tokens - m.reused_tokens
     if m.source.startswith("client-side") and not m.prompt_tokens:
         prompt.set("n/a", "not reported")
     else:
-        prompt.set(f"{m.prompt_tokens}", f"{new} new · {m.reused_tokens} reused")
+        prompt.set(f"{m.prompt_tokens}", prompt_detail(new, m.reused_tokens, m.restore_text(), m.kv_restore_note))

@@ -42,6 +42,7 @@ from app.ui.banner import Banner
 from app.ui.chat_export_ui import ExportControl
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
+from app.ui.draft_control import DraftModelControl
 from app.ui.dashboard import DashboardDock
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
@@ -199,6 +200,9 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         tb.addAction(self.menus.settings)
         self.model_preset = ModelPresetControl(self)  # the chosen model's preset: applied on load, edited here
         tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
+        self.draft_control = DraftModelControl(self)  # speculative decoding with a small model of the same family
+        self.draft_action = tb.addAction("Draft model…", self.draft_control.open_dialog)
+        self.draft_action.setToolTip("Speculative decoding: a small model with the same vocabulary drafts tokens")
         self.addToolBar(tb)
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
         # a narrowed window: the chat keeps its room first, the toolbar its buttons
