@@ -69,6 +69,7 @@ class WindowState(BaseModel):
     geometry: str = ""  # base64 of QWidget.saveGeometry()
     state: str = ""  # base64 of QMainWindow.saveState() (dock layout)
     dashboard_visible: bool = True
+    theme: Literal["system", "light", "dark"] = "system"  # View ▸ Theme
 
 
 class Settings(BaseSettings):
