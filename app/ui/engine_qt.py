@@ -26,7 +26,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.core.pacing import ROOMY, Pacing, all_layers_on_gpu, view_pacing
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
-from app.ui.background import run_in_background
+from app.ui.engine_remote import RemoteConnecting, ServerAnswered
 
 # Engine states shown in the status bar.
 STOPPED, STARTING, IDLE, LOADING, GENERATING, BENCHING, DEAD = (
@@ -44,7 +44,7 @@ def _engine_client(on_event: Callable[[Any], None] | None, nice: int = ENGINE_NI
     return EngineClient(on_event=on_event, nice=nice)
 
 
-class EngineQt(QObject):
+class EngineQt(RemoteConnecting, QObject):
     ready = Signal(object)  # P.Ready
     progress = Signal(str, float)  # stage, fraction 0..1
     loaded = Signal(object)  # P.Loaded
@@ -72,6 +72,10 @@ class EngineQt(QObject):
         self._event.connect(self._dispatch)
         self._state = STOPPED
         self._last_config: P.LoadConfig | None = None
+        self._good_config: P.LoadConfig | None = None  # the last local load that succeeded
+        self.restoring: P.LoadConfig | None = None  # reloading it after a failed load
+        self._connecting: Any = None  # a server being connected to; the current engine stays meanwhile
+        self._connecting_to: tuple[str, str | None, str | None] | None = None
         self._stats_sent_at: float | None = None
         self._active_request: str | None = None
         self.loaded_info: P.Loaded | None = None
@@ -101,37 +105,6 @@ class EngineQt(QObject):
     @property
     def client(self) -> Any:
         return self._client
-
-    # ------------------------------------------------------------------ remote servers
-    def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
-        """Chat with an OpenAI-compatible server instead of the local engine (which is shut down to free its
-        memory). Connecting runs in the background; `loaded` or `error` arrives as for a local load."""
-        from app.engine.remote import RemoteClient
-
-        self._batch.stop()
-        self._pending.clear()
-        self._active_request = None
-        self._client.close(2.0)
-        self.loaded_info = None
-        self.remote = (url, api_key, model)
-        client = RemoteClient(url, api_key=api_key, model=model, on_event=self._on_reader_event)
-        self._client = client
-        self._set_state(LOADING)
-
-        # connect() delivers Loaded through on_event; a failure comes back here, on the GUI thread
-        run_in_background(self, client.connect, on_error=self._connect_failed, name="remote-connect")
-
-    def _connect_failed(self, exc: BaseException) -> None:
-        error = exc.error if isinstance(exc, EngineError) else \
-            P.Error(None, "load_failed", f"{type(exc).__name__}: {exc}")
-        self._dispatch(error)
-
-    def _back_to_local(self) -> None:
-        if self.remote is not None:
-            self._client.close(2.0)
-            self.remote = None
-            self._client = self._factory(on_event=self._on_reader_event)
-            self._set_state(STOPPED)
 
     # ------------------------------------------------------------------ the Lab's measuring engine
     @contextlib.contextmanager
@@ -175,7 +148,12 @@ class EngineQt(QObject):
         self._set_state(STARTING)
 
     def load(self, config: P.LoadConfig) -> None:
+        if self._connecting is not None:  # a model chosen while a server was being connected: that wins
+            self._connecting.close(0.5)
+            self._connecting = None
         self._back_to_local()
+        if self._active_request is not None:  # the load supersedes the reply: its Done must not say idle
+            self._finish_request()
         self._last_config = config
         self.start()
         if self._send(P.Load(config)):
@@ -313,7 +291,15 @@ class EngineQt(QObject):
             self.ready.emit(event)
         elif isinstance(event, P.Progress):
             self.progress.emit(event.stage, float(event.fraction))
+        elif isinstance(event, ServerAnswered):
+            if event.client is not self._connecting:
+                return  # a connection given up meanwhile (a local model chosen, another server): not in use
+            self._take_remote()
+            self._dispatch(event.loaded)
         elif isinstance(event, P.Loaded):
+            if event.chat_template_source != "server":
+                self._good_config = self._last_config
+            self.restoring = None
             self.loaded_info = event
             local = event.chat_template_source != "server"  # a remote server decodes on its own machine
             on_gpu = all_layers_on_gpu(event.n_gpu_layers, event.metadata)
@@ -340,7 +326,8 @@ class EngineQt(QObject):
     def _finish_request(self) -> None:
         self._active_request = None
         self._batch.stop()
-        self._set_state(IDLE)
+        if self._state != LOADING:  # a load sent meanwhile is still running: stay "loading"
+            self._set_state(IDLE)
 
     def _fail(self, error: P.Error) -> None:
         if error.fatal:
@@ -353,4 +340,19 @@ class EngineQt(QObject):
             self._finish_request()
         elif self._state in (LOADING, BENCHING):
             self._set_state(IDLE)
+            if error.kind == "load_failed":
+                self.loaded_info = None  # the engine let the old model go before trying the new one
+                self._restore_previous()
         self.error.emit(error)
+
+    def _restore_previous(self) -> None:
+        """A failed load keeps the previous model in use: the engine freed it to make room, so it is loaded
+        again (once: if that fails too, nothing is retried)."""
+        good = self._good_config
+        if good is None or good == self._last_config or self.restoring is not None:
+            self.restoring = None
+            return
+        self.restoring = good
+        self._last_config = good
+        if self._send(P.Load(good)):
+            self._set_state(LOADING)

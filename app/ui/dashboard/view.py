@@ -9,11 +9,10 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
-    QGridLayout,
     QGroupBox,
     QScrollArea,
     QVBoxLayout,
@@ -23,18 +22,23 @@ from PySide6.QtWidgets import (
 from app.core.metrics import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
 from app.ui import dashboard_live, theme
-from app.ui.dashboard.cards import Card, fmt_ms, show_message
+from app.ui.dashboard.cards import Card, CardGrid, itl_detail, show_message
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.roofline import RooflinePanel
+from app.ui.dashboard_context import attach_context_line
 from app.ui.dashboard_reasoning import attach_reasoning_line
+from app.ui.dashboard_speculative import attach_speedup_line
 from app.ui.engine_qt import EngineQt
 
+DOCK_MIN_WIDTH = 250  # with the chat and the sidebar, the window still fits 800 px
 PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
 
 
 class Dashboard(QWidget):
     """The dashboard's content; `DashboardDock` puts it in a dock with a scroll area."""
+
+    live_kv_changed = Signal(object)  # dashboard_live.LiveKV: the KV cache while a reply streams
 
     def __init__(self, engine: EngineQt, parent: QWidget | None = None):
         super().__init__(parent)
@@ -58,8 +62,6 @@ class Dashboard(QWidget):
         lay.setSpacing(8)
 
         # --- per message cards
-        grid = QGridLayout()
-        grid.setSpacing(6)
         self.card_ttft = Card("TTFT", None, "Time to first token (wall clock): what the user waits for")
         self.card_prefill = Card("Prefill", theme.PREFILL,
                                  "Prompt processing rate: compute-bound, sets the time to first token")
@@ -70,9 +72,8 @@ class Dashboard(QWidget):
         self.card_kv = Card("KV cache", None, "Tokens held in the KV cache and the room left")
         self.cards = [self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt,
                       self.card_kv]
-        for i, card in enumerate(self.cards):
-            grid.addWidget(card, i // 3, i % 3)
-        lay.addLayout(grid)
+        self.card_grid = CardGrid(self.cards)
+        lay.addWidget(self.card_grid)
 
         # --- time series: prefill and decode never blended, each on its own plot
         self.plot_prefill = make_plot("Prefill tok/s per reply", "tok/s", "reply #")
@@ -138,6 +139,8 @@ class Dashboard(QWidget):
         engine.loaded.connect(self.set_loaded)
         engine.prefilled.connect(self.on_prefilled)
         attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
+        attach_context_line(engine, self.card_prompt)  # and when the context filled, how many tokens went
+        attach_speedup_line(engine, self.card_decode)  # and what drafting gained or lost
         self.restyle()
         self.poll()
         self._update_roofline()
@@ -162,6 +165,20 @@ class Dashboard(QWidget):
         self._show_message(self.history[-1] if self.history else None)
         self._set_itl(list(self.history[-1].itl_ms) if self.history else [])
         self._update_kv(None)
+
+    def replace_history(self, metrics: list[PhaseMetrics], redraw: bool = True) -> None:
+        """The conversation's replies changed (one replaced, continued or removed): the series show the
+        replies that exist, the cards stay as they are."""
+        self.history = list(metrics)
+        if redraw:
+            self._update_series()
+
+    def resume_reply(self) -> None:
+        """The shown conversation's reply is being written already (its chat was reopened): live again from
+        its next tokens; its time to first token is known only at the end."""
+        self.start_reply()
+        self._reply_started = None
+        self.card_ttft.set("…", "final at the end")
 
     def add_metrics(self, m: PhaseMetrics) -> None:
         """A reply ended: its numbers at once; the plots in two later frames. Redrawing all five plots in
@@ -211,6 +228,7 @@ class Dashboard(QWidget):
             return
         kv = dashboard_live.live_kv(self._prefilled, len(self._live_times), self.loaded)
         dashboard_live.show_kv(kv, self.loaded, self.card_kv, self.kv_bar, self.kv_label)
+        self.live_kv_changed.emit(kv)
 
     def on_tokens(self, times: list[float]) -> None:
         """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
@@ -239,7 +257,7 @@ class Dashboard(QWidget):
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
             self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
-                              f"p95 {fmt_ms(percentile(gaps, 95))} · p99 {fmt_ms(percentile(gaps, 99))}")
+                              itl_detail(percentile(gaps, 95), percentile(gaps, 99)))
 
     def on_stats(self, stats: P.Stats) -> None:
         self._last_stats = stats
@@ -333,4 +351,4 @@ class DashboardDock(QDockWidget):
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setWidget(self.dashboard)
         self.setWidget(scroll)
-        self.setMinimumWidth(470)
+        self.setMinimumWidth(DOCK_MIN_WIDTH)

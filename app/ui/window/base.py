@@ -19,6 +19,7 @@ from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
+from app.ui.draft_control import DraftModelControl
 from app.ui.dashboard import Dashboard, DashboardDock
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
@@ -26,6 +27,10 @@ from app.ui.message_view import InputBox, MessageView
 from app.ui.model_preset import ModelPresetControl
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.startup_guard import OpeningGuard
+
+if TYPE_CHECKING:
+    from app.ui.dashboard_live import LiveKV
+    from app.ui.window.drafts import ChatDrafts
 
 
 class WindowBase(QMainWindow):
@@ -42,6 +47,7 @@ class WindowBase(QMainWindow):
     conversations: ConversationPanel
     sampling_panel: SamplingPanel
     model_preset: ModelPresetControl
+    draft_control: DraftModelControl
     banner: Banner
     message_view: MessageView
     edit_label: QLabel
@@ -68,8 +74,13 @@ class WindowBase(QMainWindow):
     _editing: int | None
     _closed: bool
     _default_job: BackgroundJob | None
+    drafts: ChatDrafts
+    _reload_after_reply: bool
 
     if TYPE_CHECKING:  # what one part calls in another (defined in chat_flow.py and model_loading.py)
         def _update_buttons(self) -> None: ...
         def load_model(self, model: Path) -> None: ...
         def _select_model_in_combo(self, path: str | None) -> None: ...
+        def _reload_for_settings(self) -> None: ...
+        def _wire_chat_flow(self) -> None: ...
+        def _live_kv(self, kv: LiveKV) -> None: ...

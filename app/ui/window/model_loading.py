@@ -11,6 +11,7 @@ from app.engine import protocol as P
 from app.ui import model_selector
 from app.ui.background import run_in_background
 from app.ui.model_selector import CONNECT_REMOTE, OPEN_FILE
+from app.ui.reply_ending import MODEL_RELOADED
 from app.ui.window.base import WindowBase
 
 
@@ -89,12 +90,15 @@ class ModelLoading(WindowBase):
 
     def load_config(self, model: Path) -> P.LoadConfig:
         from app.core.load_plan import plan_load  # the CLI's way too: settings, preset, tune result
+        from app.core.saved_kv import default_dir
 
-        return P.LoadConfig(model_path=str(model), **plan_load(model, self.settings).load_kwargs())
+        return P.LoadConfig(model_path=str(model), **plan_load(model, self.settings).load_kwargs(),
+                            **self.draft_control.load_kwargs(model), kv_store_dir=str(default_dir()),
+                            kv_store_budget_mib=self.settings.saved_kv_budget_mib)
 
     def load_model(self, model: Path) -> None:
         if self.session.busy:
-            self.session.stop()
+            self.session.stop(MODEL_RELOADED)
         self.session.model_path = str(model)
         self._select_model_in_combo(str(model))
         self.model_info.setText("loading…")
