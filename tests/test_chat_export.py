@@ -86,3 +86,24 @@ def test_export_from_the_chat_list(qtbot, tmp_path: Path, monkeypatch) -> None:
     assert win.exports.export(cid) is None  # cancelled: nothing said
     win.close()
     store.close()
+
+
+@pytest.mark.gui
+@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+def test_file_menu_exports_the_chat_on_screen(qtbot, tmp_path: Path, monkeypatch) -> None:
+    from fake_engine import fake_engine
+    from PySide6.QtWidgets import QFileDialog
+
+    from app.core.settings import LoadResult, Settings
+    from app.ui.main_window import MainWindow
+
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    _chat(store)
+    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
+    qtbot.addWidget(win)
+    win.measure_bandwidth_on_load = False
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "menu.md"), "Markdown (*.md)"))
+    win.menus.export_chat.trigger()
+    assert (tmp_path / "menu.md").read_text(encoding="utf-8").startswith("# Colours")
+    win.close()
+    store.close()

@@ -28,7 +28,11 @@ class WindowMenus:
         self.quit = self._action("&Quit", "Ctrl+Q", win.close)
         # Every desktop app quits on Ctrl+Q, whichever of its windows (a dialog too) has the focus.
         self.quit.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
-        file_menu.addActions([self.new_chat, self.settings])
+        # win.exports and win.conversations exist once the window is built: looked up when triggered
+        self.export_chat = self._action("&Export chat…", "Ctrl+Shift+E", lambda: win.exports.export_current())
+        self.trash = QAction("&Trash…", win)
+        self.trash.triggered.connect(lambda: win.conversations.open_trash())
+        file_menu.addActions([self.new_chat, self.export_chat, self.trash, self.settings])
         file_menu.addSeparator()
         file_menu.addAction(self.quit)
         edit_menu = bar.addMenu("&Edit")
