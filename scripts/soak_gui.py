@@ -51,9 +51,8 @@ def percentile(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------------------------------------------- child
 def child(args: argparse.Namespace) -> int:
+    from gui_scripting import offscreen_app, spin, wait_until
     from PySide6.QtCore import Qt, QTimer
-
-    from app.ui.scripting import offscreen_app, spin, wait_until
 
     if not args.on_screen:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"

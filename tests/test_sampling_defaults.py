@@ -24,12 +24,14 @@ def test_window_settings_and_engine_protocol() -> None:
     assert D.MAX_TOKENS == 512
 
 
-def test_command_line() -> None:
+def test_command_line(tmp_path, monkeypatch) -> None:
+    """Flags left out come from the settings (app.core.load_plan): with no settings file, the shared defaults."""
+    monkeypatch.setenv("ROOFLINE_HOME", str(tmp_path))
     parser = argparse.ArgumentParser()
     chat.register(parser.add_subparsers())
     args = parser.parse_args(["chat", "hi"])
-    got = {"temperature": args.temp, "top_p": args.top_p, "top_k": args.top_k, "min_p": args.min_p,
-           "repeat_penalty": args.repeat_penalty, "max_tokens": args.max_tokens}
+    plan = chat.plan_from_args(args, None, None)
+    got = {f: plan.sampling_kwargs()[f] for f in FIELDS}
     assert got == EXPECTED
 
 

@@ -77,3 +77,39 @@ def test_cancelled_job_drops_its_result(qtbot):
     assert job.finished.wait(5)
     qtbot.wait(100)
     assert seen == [] and job.cancelled
+
+
+# The owner's last reference is the callback itself (a parentless widget whose creator let go of it).
+_LAST_REFERENCE = r"""
+from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication, QWidget
+from app.ui.background import run_in_background
+app = QApplication([])
+loop = QEventLoop()
+
+class Owner(QWidget):
+    def on_done(self, value):
+        loop.quit()
+
+def start():
+    owner = Owner()
+    run_in_background(owner, lambda: 42, owner.on_done)
+
+start()
+QTimer.singleShot(10_000, loop.quit)
+loop.exec()
+for _ in range(5):
+    app.processEvents()  # the relay's deferred delete frees the callback, and with it the owner
+print("ok")
+"""
+
+
+def test_an_owner_kept_alive_only_by_its_callback_is_freed_without_a_crash() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    res = subprocess.run([sys.executable, "-c", _LAST_REFERENCE], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert (res.returncode, res.stdout.strip()) == (0, "ok"), res.stderr[-2000:]

@@ -178,8 +178,7 @@ def test_library_count_says_1_model(qtbot, tmp_path: Path) -> None:
 
     page = ModelsPage()
     page.shutdown()
-    page._busy += 1  # one library task "finished" with a single model
-    page._task_done("library", ([LocalModel(path=tmp_path / "a.gguf", source="library", size=1)], {}))
+    page._show_library(([LocalModel(path=tmp_path / "a.gguf", source="library", size=1)], {}))  # one model listed
     assert page.library_info.text().startswith("1 model,")
     page.close()
 

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         args.csv_out.write_text(result.csv_text(), encoding="utf-8")
         print(f"wrote {args.csv_out}", file=sys.stderr)
     if args.png_out:
-        from app.ui.lab_page import render_png
+        from app.charts.sweep_chart import render_png
 
         render_png(result, args.png_out)
         print(f"wrote {args.png_out}", file=sys.stderr)

@@ -57,6 +57,10 @@ def run_in_background(
     job = BackgroundJob(name)
 
     def deliver(callback: Callable[[Any], None] | None, value: Any) -> None:
+        # Unparent first: deleting the relay frees these callbacks, which may hold the last reference to the
+        # owner; a parentless owner then dies at once and, were the relay still its child, would delete the
+        # relay a second time from inside the relay's own destructor (a crash).
+        relay.setParent(None)
         relay.deleteLater()
         if callback is not None and not job.cancelled:
             callback(value)

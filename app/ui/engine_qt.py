@@ -5,15 +5,20 @@ QTimer (at most ~30 view updates per second however fast the model decodes, 15 w
 take every CPU: `pacing`, set when a model loads); every other event is
 re-emitted through a signal, which Qt queues onto the GUI thread. Nothing here ever waits on the engine:
 sending is a short pipe write, and a dead engine becomes one `error` signal (kind `engine_died`).
+
+This object owns every engine process the window runs: the chat's, and the Lab's measuring engines
+(`measuring_engine`), made by the same factory and closed by the same `shutdown`.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -35,8 +40,8 @@ TOKEN_BATCH_MS = ROOMY.text_ms
 ENGINE_NICE = 5
 
 
-def _engine_client(on_event: Callable[[Any], None]) -> EngineClient:
-    return EngineClient(on_event=on_event, nice=ENGINE_NICE)
+def _engine_client(on_event: Callable[[Any], None] | None, nice: int = ENGINE_NICE) -> EngineClient:
+    return EngineClient(on_event=on_event, nice=nice)
 
 
 class EngineQt(QObject):
@@ -72,6 +77,8 @@ class EngineQt(QObject):
         self.loaded_info: P.Loaded | None = None
         self.ready_info: P.Ready | None = None
         self.pacing: Pacing = ROOMY
+        self._measuring: list[Any] = []  # the Lab's engines now open (see measuring_engine)
+        self._measuring_lock = threading.Lock()
 
     # ------------------------------------------------------------------ state
     @property
@@ -125,6 +132,29 @@ class EngineQt(QObject):
             self.remote = None
             self._client = self._factory(on_event=self._on_reader_event)
             self._set_state(STOPPED)
+
+    # ------------------------------------------------------------------ the Lab's measuring engine
+    @contextlib.contextmanager
+    def measuring_engine(self) -> Iterator[EngineClient]:
+        """A second engine process for a Lab sweep, started on entry and closed on exit (or by `shutdown`).
+
+        Why a second process and not the chat's: a sweep reloads the model once per configuration (n_ubatch,
+        threads, KV type are load-time settings) with a context sized for the sweep, and waits on the
+        client's blocking helpers; in the chat's engine that would unload the chat's model and mix bench
+        events into the chat's stream. Why owned here: one object makes (the same factory, which tests
+        replace) and stops every engine process the window runs. It runs at normal priority, not the chat's
+        nice level, because its timings are the measurement. Blocking: call it from a worker thread."""
+        client = self._factory(on_event=None, nice=0)
+        with self._measuring_lock:
+            self._measuring.append(client)
+        try:
+            client.start()
+            yield client
+        finally:
+            with self._measuring_lock:
+                if client in self._measuring:
+                    self._measuring.remove(client)
+            client.close()
 
     @property
     def active_request(self) -> str | None:
@@ -204,8 +234,13 @@ class EngineQt(QObject):
         return self._client.new_request_id("chat")
 
     def shutdown(self, timeout: float = 2.0) -> None:
-        """At application exit only: ask the engine to stop, kill it after `timeout`."""
+        """At application exit only: ask the engines (the chat's, any measuring one) to stop, kill them
+        after `timeout`."""
         self._batch.stop()
+        with self._measuring_lock:
+            measuring = list(self._measuring)
+        for client in measuring:
+            client.close(timeout)
         self._client.close(timeout)
         self._set_state(STOPPED)
 

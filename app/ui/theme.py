@@ -1,5 +1,6 @@
-"""Colours shared by every widget: one colour per phase (prefill orange, decode blue) everywhere, and
-light/dark taken from the system palette (Qt follows the OS colour scheme; we re-read it on change)."""
+"""Colours shared by every widget: one colour per phase (prefill orange, decode blue) everywhere, defined in
+app.charts.colors with the charts that use them too; light/dark taken from the system palette (Qt follows
+the OS colour scheme; we re-read it on change)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
-PREFILL = "#e8710a"  # orange: prompt processing (compute-bound)
-DECODE = "#1a73e8"  # blue: token generation (memory-bound)
-ROOF = "#7f8c8d"
+from app.charts.colors import DECODE, PREFILL, ROOF
+
+__all__ = ["DECODE", "GOOD", "PREFILL", "ROOF", "WARN", "Colors", "apply_system_scheme", "colors", "dark_palette",
+           "is_dark"]
+
 GOOD = "#188038"
 WARN = "#c5221f"
 

@@ -32,7 +32,7 @@ class ModelLoading(WindowBase):
     def _make_lab_page(self) -> QWidget:
         from app.ui.lab_page import LabPage
 
-        page = LabPage(model_path=self.session.model_path)
+        page = LabPage(model_path=self.session.model_path, engine=self.engine)  # its sweeps: an engine EngineQt owns
         tuned = self._tuned(self.session.model_path)
         if tuned:
             page.load_overrides = dict(tuned)

@@ -27,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     args.outdir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("ROOFLINE_HOME", tempfile.mkdtemp(prefix="roofline-shots-"))
 
+    from gui_scripting import offscreen_app, spin, wait_until
+
     from app.ui import theme
-    from app.ui.scripting import offscreen_app, spin, wait_until
 
     app = offscreen_app()
     from app.ui.main_window import MainWindow
@@ -83,4 +84,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app, when run from anywhere
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""Helpers for scripts that drive the window headless (screenshots, GUI benchmark).
+"""Helpers for scripts that drive the window headless (screenshots, GUI benchmark, soak); not part of the app.
 
 Waiting runs a nested QEventLoop with a timer, never `processEvents()` in a loop: that keeps the real event
 loop semantics (timers, queued signals) the app sees when a user drives it.

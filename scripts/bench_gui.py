@@ -22,7 +22,10 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app, when run from anywhere
 
 from app.core.metrics import percentile
 
@@ -47,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         _instrument(slot_times)
     os.environ.setdefault("ROOFLINE_HOME", tempfile.mkdtemp(prefix="roofline-bench-gui-"))
 
+    from gui_scripting import offscreen_app, spin, wait_until
     from PySide6.QtCore import Qt, QTimer
 
     from app.engine import protocol as P
-    from app.ui.scripting import offscreen_app, spin, wait_until
 
     app = offscreen_app()
     from app.ui.main_window import MainWindow

@@ -1,0 +1,135 @@
+"""The Models page's Library tab: every local GGUF with its facts and what it means on this machine; use,
+import (copy or link), remove (asks first), quantize."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
+
+from app.core import library
+from app.core.metrics import fmt_bytes
+from app.ui import library_columns
+from app.ui.models_page.page_base import PageBase
+from app.ui.models_page.quantize_dialog import QuantizeDialog
+from app.ui.models_page.tables import LibraryModel, make_table
+from app.ui.quantize_hint import apply_quantize_hint
+
+
+class LibraryTab(PageBase):
+    """The Library tab's widgets and actions (a part of ModelsPage)."""
+
+    library_model: LibraryModel
+
+    def _build_library(self) -> QWidget:
+        w = QWidget()
+        self.library_view = make_table(self.library_model)
+        self.library_view.doubleClicked.connect(lambda _i: self.use_selected())
+        self.library_view.selectionModel().selectionChanged.connect(lambda *_: self._update_library_buttons())
+        self.use_btn = QPushButton("Use")
+        self.use_btn.clicked.connect(self.use_selected)
+        self.import_btn = QPushButton("Import…")
+        self.import_btn.clicked.connect(self.import_dialog)
+        self.quantize_btn = QPushButton("Quantize…")
+        self.quantize_btn.clicked.connect(self.quantize_selected)
+        self.remove_btn = QPushButton("Remove…")
+        self.remove_btn.clicked.connect(self.remove_selected)
+        refresh = QPushButton("Refresh")
+        refresh.clicked.connect(self.refresh_library)
+        row = QHBoxLayout()
+        for b in (self.use_btn, self.import_btn, self.quantize_btn, self.remove_btn):
+            row.addWidget(b)
+        row.addStretch(1)
+        self.library_info = QLabel("")
+        row.addWidget(self.library_info)
+        row.addWidget(refresh)
+        lay = QVBoxLayout(w)
+        lay.addWidget(self.library_view)
+        lay.addLayout(row)
+        self._update_library_buttons()
+        return w
+
+    # -------------------------------------------------------------- library actions
+    def refresh_library(self) -> None:
+        self.run_task(library_columns.list_with_fit, self._show_library)
+
+    def _show_library(self, listed: tuple[list[library.LocalModel], dict[str, Any]]) -> None:
+        models, self.library_model.fits = listed  # the models, and what each means on this machine
+        self.library_model.set_rows(models)
+        self._update_library_buttons()
+        broken = sum(1 for m in models if m.broken)
+        self.library_info.setText(f"{len(models)} model{'' if len(models) == 1 else 's'}, "
+                                  f"{fmt_bytes(sum(m.size for m in models))}"
+                                  + (f"; {broken} broken (hover for why)" if broken else ""))
+
+    def selected_local(self) -> library.LocalModel | None:
+        rows = self.library_view.selectionModel().selectedRows()
+        return self.library_model.row(rows[0]) if rows else None
+
+    def _update_library_buttons(self) -> None:
+        m = self.selected_local()
+        self.use_btn.setEnabled(bool(m and not m.broken))
+        self.remove_btn.setEnabled(bool(m and m.removable))
+        apply_quantize_hint(self.quantize_btn, m)  # disabled with the reason for non-F32/F16/BF16 sources
+
+    def use_selected(self) -> None:
+        m = self.selected_local()
+        if m is not None and not m.broken:
+            try:
+                library.mark_used(m.path)
+            except OSError:
+                pass  # a read-only data dir must not stop the user from using the model
+            self.model_chosen.emit(str(m.path))
+
+    def confirm_remove(self, model: library.LocalModel) -> bool:
+        """Ask the user (tests replace this)."""
+        answer = QMessageBox.question(
+            self, "Remove model",
+            f"Delete {model.path.name} ({fmt_bytes(model.size)}) from disk?\n\n{model.path}",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def remove_selected(self) -> None:
+        m = self.selected_local()
+        if m is None or not m.removable:
+            return
+        if not self.confirm_remove(m):
+            return
+        path = m.path
+        self.run_task(lambda: library.remove(path, confirm=True), self._removed)
+
+    def import_dialog(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Import GGUF model", str(Path.home()), "GGUF models (*.gguf)")
+        if not name:
+            return
+        box = QMessageBox(QMessageBox.Icon.Question, "Import model",
+                          f"Copy {Path(name).name} into Roofline's models folder, or link to it where it is?\n"
+                          "A link saves disk space; the model disappears from the library if the file moves.",
+                          parent=self)
+        copy = box.addButton("Copy", QMessageBox.ButtonRole.AcceptRole)
+        link = box.addButton("Link", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        if box.clickedButton() in (copy, link):
+            self.import_file(name, link=box.clickedButton() is link)
+
+    def import_file(self, name: str, link: bool = False) -> None:
+        self.run_task(lambda: library.import_model(name, link=link), self._imported)
+
+    def quantize_selected(self) -> QuantizeDialog | None:
+        m = self.selected_local()
+        if m is None:
+            return None
+        dlg = QuantizeDialog(m.path, self)
+        dlg.finished_ok.connect(lambda _p: self.refresh_library())
+        dlg.show()
+        return dlg
+
+    def _removed(self, deleted: list[Path]) -> None:
+        self.refresh_library()
+        self.set_status(f"deleted {len(deleted)} file(s)")
+
+    def _imported(self, model: library.LocalModel) -> None:
+        self.refresh_library()
+        self.set_status(f"imported {model.path.name}")
