@@ -47,6 +47,7 @@ from app.ui.message_view import InputBox, MessageView
 from app.ui.safe_text import make_plain
 from app.ui.model_preset import ModelPresetControl
 from app.ui.sampling_panel import SamplingPanel
+from app.ui.serve_switch import ServeSwitch
 from app.ui.shutdown import shut_down
 from app.ui.startup_guard import OpeningGuard
 from app.ui.thinking_box import connect_thinking
@@ -193,6 +194,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.model_preset = ModelPresetControl(self)  # the chosen model's preset: applied on load, edited here
         tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
         self.addToolBar(tb)
+        self.serve_switch = ServeSwitch(self, tb)  # `roofline serve` on the loaded model, from the toolbar
         new_action = QAction("New chat", self)
         new_action.setShortcut(QKeySequence.StandardKey.New)
         new_action.triggered.connect(self.new_chat)
