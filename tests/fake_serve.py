@@ -18,7 +18,7 @@ polls = 0
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         global polls
         if self.path != "/metrics":
             self.send_error(404)

@@ -15,7 +15,6 @@ from app.core.batch_roofline import batch_roofline
 from app.core.batching import predict_batch
 from app.core.gguf_info import inspect_gguf
 from app.core.speed import default_rates
-from app.engine import protocol as P
 from app.engine.batch import sweep as batch_engine_sweep
 from app.engine.batch.sweep import MeasuredPoint
 
@@ -30,7 +29,7 @@ def fake_measure(monkeypatch: pytest.MonkeyPatch) -> dict:
     semaphore), when the test sets one, is acquired before each count: the test lets counts through."""
     calls: dict = {"progress": [], "gate": None, "config": None}
 
-    def measure_batch(base, counts, tokens=64, rounds=1, progress=None, cancelled=None, **_):  # noqa: ANN001
+    def measure_batch(base, counts, tokens=64, rounds=1, progress=None, cancelled=None, **_):
         calls["config"] = (base, counts, tokens, rounds)
         points = []
         for i, n in enumerate(counts):

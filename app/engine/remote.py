@@ -41,7 +41,6 @@ from app.engine.openai_stream import (  # noqa: F401 (SOURCE and the limits are 
     request_body,
 )
 from app.engine.reasoning_stream import ReasoningStream
-from app.engine.server_timings import apply_server_timings, timings_in_line
 from app.engine.remote_http import (
     NETWORK_ERRORS,
     Connection,
@@ -52,6 +51,7 @@ from app.engine.remote_http import (
     not_a_stream,
     read_body,
 )
+from app.engine.server_timings import apply_server_timings, timings_in_line
 
 
 def _err(kind: str, message: str, request_id: str | None = None) -> EngineError:

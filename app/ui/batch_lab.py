@@ -268,7 +268,7 @@ class BatchLabPanel(QWidget):
             label = pg.TextItem(f"{q.streams}", color=theme.colors().text, anchor=(0.5, 1.3))
             label.setPos(math.log10(q.intensity), math.log10(y))
             p.addItem(label)
-        ys = [roof.roof(x) for x in xs] + [q.predicted_flops for q in pts] + [q.measured_flops for q in done]
+        ys = [roof.roof(x) for x in xs] + [q.predicted_flops for q in pts] + [q.measured_flops or 0.0 for q in done]
         decades = range(math.floor(math.log10(min(y for y in ys if y > 0))), math.ceil(math.log10(max(ys))) + 1)
         p.getAxis("left").setTicks([[(float(e), f"{10.0 ** e / 1e9:g} G") for e in decades], []])
         p.getAxis("bottom").setTicks([[(float(e), f"{10.0 ** e:g}") for e in range(

@@ -215,7 +215,7 @@ class ServeControl(QObject):
 
         def fetch() -> tuple[float, dict[str, float]]:
             req = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(req, timeout=2.0) as resp:  # noqa: S310 - our own loopback server
+            with urllib.request.urlopen(req, timeout=2.0) as resp:
                 text = resp.read(1 << 20).decode("utf-8", "replace")
             return time.monotonic(), parse_metrics(text)
 

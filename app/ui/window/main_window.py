@@ -44,8 +44,8 @@ from app.ui.dashboard import DashboardDock
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
-from app.ui.safe_text import make_plain
 from app.ui.model_preset import ModelPresetControl
+from app.ui.safe_text import make_plain
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.serve_switch import ServeSwitch
 from app.ui.shutdown import shut_down
