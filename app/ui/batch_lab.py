@@ -124,7 +124,8 @@ class BatchLabPanel(QWidget):
         self.plot_roof = _plot("Roofline: the operating point moves right with the batch", "FLOP/s",
                                "arithmetic intensity (FLOPs/byte)", log=True)
         for plot in (self.plot_rate, self.plot_roof):
-            plot.getAxis("bottom").enableAutoSIPrefix(False)
+            for axis in ("left", "bottom"):  # the ticks carry their own units ("100 G")
+                plot.getAxis(axis).enableAutoSIPrefix(False)
         self.plots = QWidget()
         pl = QVBoxLayout(self.plots)
         pl.setContentsMargins(0, 0, 0, 0)
