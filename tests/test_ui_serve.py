@@ -129,3 +129,33 @@ def test_traffic_from_two_polls() -> None:
     assert first.decode_tps == 0.0 and first.ttft_ms is None and first.tokens_total == 100
     restarted = traffic(parse_metrics(METRICS.format(tokens=10, ttft_sum=0.2, count=1)), 12.0, b, 10.0)
     assert restarted.decode_tps == pytest.approx(5.0) and restarted.ttft_ms == pytest.approx(200.0)
+
+
+@pytest.mark.model
+def test_the_real_roofline_serve_is_started_polled_and_stopped(qtbot, default_model: Path, roofline_home: Path,
+                                                               monkeypatch) -> None:
+    """ServeControl's default command: the real `roofline serve` on the default model (loopback, a free
+    port); a request through it shows up in the traffic read from its real /metrics."""
+    import json
+    import urllib.request
+
+    monkeypatch.delenv("ROOFLINE_API_KEY", raising=False)
+    control = ServeControl(None, port=0, parallel=2, ctx=1024, threads=2)
+    seen: list = []
+    control.traffic.connect(seen.append)
+    assert control.start(default_model) is None
+    try:
+        qtbot.waitUntil(lambda: control.state == "serving", timeout=120000)
+        assert control.url.startswith("http://127.0.0.1:") and control.url.endswith("/v1")
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 5, "temperature": 0,
+                           "ignore_eos": True}).encode()
+        req = urllib.request.Request(control.url + "/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            assert json.loads(resp.read())["usage"]["completion_tokens"] == 5
+        qtbot.waitUntil(lambda: bool(seen) and seen[-1].tokens_total == 5, timeout=20000)
+        assert seen[-1].kv_tokens > 0 and seen[-1].in_flight == 0  # the finished slot keeps its cached cells
+        pid = control.pid
+        assert pid is not None
+    finally:
+        control.stop()
+    assert not control.running and _gone(pid)
