@@ -72,3 +72,17 @@ def test_remote_backend_shows_the_servers_prefill_numbers(served: Served) -> Non
     assert m["prefill_tokens"] == server["prompt_n"] and m["prefill_ms"] == server["prompt_ms"] > 0
     assert m["prefill_tokens"] + m["reused_tokens"] == m["usage"]["prompt_tokens"]
     assert m["decode_tokens"] == server["predicted_n"] - 1 == 5 and m["decode_tps"] > 0
+
+
+def test_tokens_without_text_still_stream_a_chunk_each(tmp_path: Path) -> None:
+    """A tiny random-weight model (tests/synth_gguf.py) picks byte tokens, <unk> and <s> that detokenize to
+    nothing or to half a UTF-8 character: every one of them still arrives as a chunk."""
+    from synth_gguf import write_synthetic_gguf
+
+    model = write_synthetic_gguf(tmp_path / "random.gguf", n_layers=1)
+    with serve(model, tmp_path / "home", "--parallel", "1", "--ctx", "256") as random_model:
+        events = stream(random_model, {"prompt": "abc", "max_tokens": 48, "temperature": 0, "ignore_eos": True})
+    usage = events[-2]["usage"]
+    token_chunks = [e for e in events[:-3] if e["choices"][0]["finish_reason"] is None]
+    assert usage["completion_tokens"] == 48 and len(token_chunks) == 48
+    assert any(e["choices"][0]["text"] == "" for e in token_chunks)  # the case this test is about did occur
