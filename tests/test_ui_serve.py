@@ -159,3 +159,22 @@ def test_the_real_roofline_serve_is_started_polled_and_stopped(qtbot, default_mo
     finally:
         control.stop()
     assert not control.running and _gone(pid)
+
+
+def test_switch_tooltip_gives_the_servers_estimated_extra_memory(qtbot, monkeypatch, tmp_path: Path) -> None:
+    from synth_gguf import write_synthetic_gguf
+
+    from app.core.gguf_info import inspect_gguf
+    from app.core.memory import MemoryConfig, estimate_memory
+    from app.core.metrics import fmt_bytes
+
+    model = write_synthetic_gguf(tmp_path / "m.gguf", n_layers=2)
+    win = _window(qtbot, monkeypatch)
+    win.session.model_path = str(model)
+    switch = win.serve_switch
+    switch.estimate()
+    qtbot.waitUntil(lambda: "more memory" in switch.action.toolTip(), timeout=10000)
+    est = estimate_memory(inspect_gguf(model), MemoryConfig(n_ctx=8192, n_seq=4), has_gpu=False)
+    assert est.kv_bytes > 0 and switch.extra is not None and est.kv_bytes <= switch.extra < est.total
+    assert f"about {fmt_bytes(switch.extra)} more memory" in switch.action.toolTip()
+    assert "own copy of the model" in switch.action.toolTip() and "stays loaded" in switch.action.toolTip()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QToolBar
 
@@ -52,7 +53,7 @@ class ServeSwitch:
         self.action.toggled.connect(self._toggled)
         toolbar.addAction(self.action)
         self.label = QLabel("")
-        self.label.setTextFormat(self.label.textFormat().PlainText)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)  # a URL from a process's output: never markup
         window.statusBar().addPermanentWidget(self.label)
         self.label.hide()
         self.extra: int | None = None
