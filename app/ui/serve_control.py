@@ -18,7 +18,6 @@ model only when the estimate does not fit in the memory available (see main_wind
 from __future__ import annotations
 
 import collections
-import ipaddress
 import socket
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
 from app.core.serve_traffic import Traffic, parse_metrics, traffic
+from app.engine.remote import is_loopback  # the CLI's rule, word for word
 from app.ui.background import run_in_background
 
 DEFAULT_PORT = 8080  # the CLI's default: what editors and scripts are usually set up for
@@ -35,15 +35,6 @@ POLL_MS = 1000  # /metrics this often: a few hundred bytes a second, invisible b
 RATE_WINDOW_S = 5.0  # the aggregate rate is taken over this long (the server counts a reply's tokens at its end)
 STOP_WAIT_MS = 5000
 START_TIMEOUT_S = 300.0
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def port_free(host: str, port: int) -> bool:
