@@ -26,6 +26,8 @@ def test_conversation_crud_and_search(tmp_path):
     assert store.list_conversations("n_s") and not store.list_conversations("t_n")  # _ is literal
     store.delete_conversation(b.id)
     assert [c.id for c in store.list_conversations()] == [a.id]
+    assert [m.content for m in store.messages(b.id)] == ["buy 100% cotton_shirts"]  # in the trash
+    store.delete_conversation_forever(b.id)
     assert store.messages(b.id) == []  # cascade
 
 

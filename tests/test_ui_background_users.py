@@ -109,7 +109,7 @@ def test_a_remote_connect_that_fails_after_its_engine_was_deleted_is_dropped(qtb
             thread.join(5)
     qtbot.wait(100)  # the deleted engine's failure would arrive now (and raise inside Qt: a failed test)
     assert [(e.kind, e.message) for e in errors] == [
-        ("load_failed", "ConnectionRefusedError: nobody listens at http://127.0.0.1:9/kept")]
+        ("connect_failed", "ConnectionRefusedError: nobody listens at http://127.0.0.1:9/kept")]
     kept.shutdown()
 
 

@@ -87,7 +87,7 @@ def test_send_stream_regenerate_edit_and_restart_persistence(qtbot, default_mode
     user2, reply2 = _messages(win)
     assert user2.id == user.id and reply2.id != reply.id and reply2.state == "complete"
     assert win.message_view.message_ids() == [user.id, reply2.id]
-    assert len(win.dashboard.history) == 2
+    assert len(win.dashboard.history) == 1  # the replaced reply left the speed series
 
     # Edit-and-resend replaces the user message and everything after it.
     win.begin_edit(user.id)
@@ -220,3 +220,51 @@ def test_request_error_marks_reply_and_shows_reason(qtbot, default_model, monkey
     assert win.message_view.widget_for(reply.id).state_label.text() == "error"  # type: ignore[union-attr]
     _send(qtbot, win, "Hi")  # and the window goes on working
     assert _messages(win)[-1].state == "complete"
+
+
+def test_a_failed_load_brings_the_previous_model_back(qtbot, default_model, tmp_path):
+    """The engine lets the old model go before it tries a new one: after a failure the window loads the old one
+    again, and the chat goes on with it."""
+    win = _open(qtbot, max_tokens=2)
+    broken = tmp_path / "broken-Q4_K_M.gguf"
+    broken.write_bytes(b"this is not a GGUF file" * 100)
+    errors: list[object] = []
+    win.engine.error.connect(errors.append)
+    win.load_model(broken)
+    qtbot.waitUntil(lambda: bool(errors), timeout=60_000)
+    assert "again" in win.banner.label.text()
+    qtbot.waitUntil(lambda: win.engine.loaded_info is not None
+                    and win.engine.loaded_info.model_path == str(default_model), timeout=90_000)
+    assert win.session.model_path == str(default_model) and win.engine.state == E.IDLE
+    _send(qtbot, win, "Hello")
+    assert _messages(win)[-1].state == "complete"
+    win.close()
+
+
+def test_settings_reload_during_a_reply_stops_it_as_reloaded_and_settles(qtbot, default_model, monkeypatch):
+    """Settings ▸ OK with a new context size while a reply streams, answered "stop and reload": the real
+    engine's Done for the reply arrives after the Load was sent; the status bar ends idle, not "loading"."""
+    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.window import chat_flow
+
+    win = _open(qtbot, max_tokens=400)
+    new_ctx = 1024 if win.settings.n_ctx != 1024 else 2048
+    monkeypatch.setattr(chat_flow, "ask_to_stop_for_reload", lambda parent: True)
+    monkeypatch.setattr(SettingsDialog, "exec", lambda self: 1)
+    monkeypatch.setattr(SettingsDialog, "result_settings",
+                        lambda self: win.settings.model_copy(update={"n_ctx": new_ctx}))
+    win.input.setPlainText("Once upon a time")
+    qtbot.keyClick(win.input, Qt.Key.Key_Return)
+    reply_id = win.session.streaming_message_id
+    assert reply_id is not None
+    qtbot.waitUntil(lambda: len(win.message_view.widget_for(reply_id).text) > 5, timeout=60_000)  # type: ignore[union-attr]
+    win.open_settings()
+    qtbot.waitUntil(lambda: win.engine.loaded_info is not None and win.engine.loaded_info.n_ctx == new_ctx
+                    and not win.session.busy, timeout=90_000)
+    qtbot.wait(200)
+    assert win.engine.state == E.IDLE and win.state_label.text().startswith("engine: idle")
+    msg = win.store.message(reply_id)
+    assert msg is not None and msg.state == "interrupted" and msg.finish_reason == "model_reloaded"
+    assert win.message_view.widget_for(reply_id).state_label.text() == "stopped: model reloaded"  # type: ignore[union-attr]
+    assert win.continue_button.isVisibleTo(win)
+    win.close()

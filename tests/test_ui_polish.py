@@ -131,7 +131,8 @@ def test_quantize_disabled_says_why(qtbot, monkeypatch, tmp_path: Path) -> None:
     page.close()
 
 
-def test_deleting_a_chat_defaults_to_no(qtbot, monkeypatch) -> None:
+def test_deleting_a_chat_asks_nothing_and_undo_brings_it_back(qtbot, monkeypatch) -> None:
+    """Delete goes to the trash at once (no dialog to press Enter through); Undo or Ctrl+Z restores it."""
     from PySide6.QtWidgets import QMessageBox
 
     from app.ui.conversation_list import ConversationPanel
@@ -140,18 +141,56 @@ def test_deleting_a_chat_defaults_to_no(qtbot, monkeypatch) -> None:
     store.create_conversation("Keep me")
     panel = ConversationPanel(store)
     qtbot.addWidget(panel)
-    asked: list[QMessageBox.StandardButton] = []
-
-    def press_enter(box: QMessageBox) -> int:  # Enter activates the default button
-        default = box.standardButton(box.defaultButton()) if box.defaultButton() else QMessageBox.StandardButton.Yes
-        asked.append(default)
-        return int(default.value)
-
-    monkeypatch.setattr(QMessageBox, "exec", press_enter)
+    monkeypatch.setattr(QMessageBox, "exec", lambda box: pytest.fail(f"asked: {box.text()}"))
     panel.view.setCurrentIndex(panel.model.index(0))
     panel.delete_current()
-    assert asked == [QMessageBox.StandardButton.No]
+    assert store.list_conversations() == []
+    assert not panel.undo_bar.isHidden() and panel.undo_label.text() == "“Keep me” deleted"
+    with qtbot.waitSignal(panel.restored):
+        panel.undo_button.click()
+    assert [c.title for c in store.list_conversations()] == ["Keep me"] and panel.undo_bar.isHidden()
+    panel.view.setCurrentIndex(panel.model.index(0))
+    panel.delete_current()
+    panel.show()
+    panel.activateWindow()
+    panel.view.setFocus()
+    qtbot.waitUntil(panel.view.hasFocus)
+    qtbot.keyClick(panel.view, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     assert [c.title for c in store.list_conversations()] == ["Keep me"]
+
+
+def test_trash_view_restores_and_empties(qtbot, monkeypatch) -> None:
+    from PySide6.QtWidgets import QDialog
+
+    from app.core import chat_trash
+    from app.ui.conversation_list import ConversationPanel
+    from app.ui.trash_dialog import TrashDialog
+
+    store = ChatStore()
+    for title in ("One", "Two"):
+        store.create_conversation(title)
+    panel = ConversationPanel(store)
+    qtbot.addWidget(panel)
+    for _ in range(2):
+        panel.view.setCurrentIndex(panel.model.index(0))
+        panel.delete_current()
+    panel._undo_timer.timeout.emit()  # the Undo offer ran out: the trash still has both
+    panel.undo_delete()
+    assert store.list_conversations() == []
+
+    def use(dialog: TrashDialog) -> int:
+        assert [dialog.list.item(i).text().split("  ")[0] for i in range(dialog.list.count())] == ["One", "Two"]
+        dialog.list.item(1).setSelected(True)
+        dialog.restore_button.click()
+        assert dialog.list.count() == 1
+        dialog.empty_button.click()
+        assert dialog.list.count() == 0 and not dialog.empty_label.isHidden()
+        return int(QDialog.DialogCode.Rejected.value)
+
+    monkeypatch.setattr(TrashDialog, "exec", use)
+    panel.trash_button.click()
+    assert [c.title for c in store.list_conversations()] == ["Two"]
+    assert chat_trash.trashed(store) == []
 
 
 def test_ctrl_q_closes_the_window(window, qtbot) -> None:

@@ -51,7 +51,6 @@ def test_panel_search_rename_delete(qtbot):
     store = _store_with(["Alpha", "Beta"])
     panel = ConversationPanel(store)
     qtbot.addWidget(panel)
-    panel.confirm_delete = False
     opened: list[int] = []
     panel.open_requested.connect(opened.append)
     qtbot.keyClicks(panel.search, "alph")

@@ -21,7 +21,9 @@ from typing import Any
 
 from app.core import paths
 
-SCHEMA_VERSION = 2  # 2: messages.reasoning (a reasoning model's thinking, apart from the answer)
+# 2: messages.reasoning (a reasoning model's thinking, apart from the answer)
+# 3: message_versions (earlier versions of regenerated or edited turns) and conversations.deleted (the trash)
+SCHEMA_VERSION = 3
 STATES = ("complete", "streaming", "interrupted", "error")
 ROLES = ("user", "assistant", "system")
 
@@ -31,7 +33,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     title TEXT NOT NULL,
     system_prompt TEXT NOT NULL DEFAULT '',
     created REAL NOT NULL,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    deleted REAL  -- when it went to the trash; NULL for a live chat
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: views key widgets by id
@@ -49,6 +52,15 @@ CREATE TABLE IF NOT EXISTS messages (
     updated REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+CREATE TABLE IF NOT EXISTS message_versions (  -- see app/core/chat_versions.py
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    after_id INTEGER NOT NULL,   -- the message the replaced turns followed (0: the chat's start)
+    first_id INTEGER NOT NULL,   -- id of the version's first message: its place among the versions
+    messages TEXT NOT NULL,      -- the replaced messages, rows as a JSON list
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS versions_by_place ON message_versions(conversation_id, after_id);
 """
 
 
@@ -77,6 +89,7 @@ class Conversation:
     system_prompt: str
     created: float
     updated: float
+    deleted: float | None = None  # in the trash since (app/core/chat_trash.py)
 
 
 @dataclass
@@ -128,6 +141,9 @@ class ChatStore:
         columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(messages)").fetchall()}
         if "reasoning" not in columns:
             self._db.execute("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''")
+        conv_columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(conversations)").fetchall()}
+        if "deleted" not in conv_columns:
+            self._db.execute("ALTER TABLE conversations ADD COLUMN deleted REAL")
 
     def close(self) -> None:
         self._db.close()
@@ -152,6 +168,14 @@ class ChatStore:
                            " :role, :content, :state, :metrics, :model, :finish_reason, :error, :created, :updated,"
                            " :reasoning)",
                            messages)
+
+    def transaction(self) -> Any:
+        """BEGIN … COMMIT (ROLLBACK on an exception) for the store's helper modules (versions, trash)."""
+        return self._tx()
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query, as tuples (for the store's helper modules)."""
+        return [tuple(r) for r in self._db.execute(sql, params).fetchall()]
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -184,11 +208,12 @@ class ChatStore:
         if search.strip():
             pattern = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             rows = self._db.execute(
-                "SELECT * FROM conversations c WHERE c.title LIKE ?1 ESCAPE '\\' OR EXISTS ("
-                " SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.content LIKE ?1 ESCAPE '\\')"
+                "SELECT * FROM conversations c WHERE c.deleted IS NULL AND (c.title LIKE ?1 ESCAPE '\\' OR EXISTS ("
+                " SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.content LIKE ?1 ESCAPE '\\'))"
                 " ORDER BY c.updated DESC, c.id DESC", (pattern,)).fetchall()
         else:
-            rows = self._db.execute("SELECT * FROM conversations ORDER BY updated DESC, id DESC").fetchall()
+            rows = self._db.execute("SELECT * FROM conversations WHERE deleted IS NULL"
+                                    " ORDER BY updated DESC, id DESC").fetchall()
         return [Conversation(**dict(r)) for r in rows]
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
@@ -201,6 +226,10 @@ class ChatStore:
                          (system_prompt, conversation_id))
 
     def delete_conversation(self, conversation_id: int) -> None:
+        """Move a chat to the trash (Undo restores it; app/core/chat_trash.py empties it)."""
+        self._db.execute("UPDATE conversations SET deleted = ? WHERE id = ?", (time.time(), conversation_id))
+
+    def delete_conversation_forever(self, conversation_id: int) -> None:
         self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
     def _touch(self, conversation_id: int, now: float) -> None:
@@ -255,7 +284,8 @@ class ChatStore:
         self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", values)
 
     def delete_messages_from(self, conversation_id: int, message_id: int) -> int:
-        """Delete this message and every later one in the conversation (regenerate, edit-and-resend)."""
+        """Delete this message and every later one in the conversation, keeping no version of them
+        (regenerate and edit keep one: app/core/chat_versions.py)."""
         cur = self._db.execute("DELETE FROM messages WHERE conversation_id = ? AND id >= ?",
                                (conversation_id, message_id))
         return cur.rowcount

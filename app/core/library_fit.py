@@ -103,3 +103,15 @@ def selector_advice(infos: dict[str, Any], machine: Machine, n_ctx: int | None =
             else:
                 out[p] = f"Roofline recommends {pick.name} ({picked.rsplit('/', 1)[-1]}) instead, {how}. {rec.sentence}"
     return out
+
+
+def selector_summary(size: int, quant: str, fit: LibraryFit | None) -> str:
+    """The model selector's line after a file's name: size on disk, quantization, fit on this machine."""
+    from app.core.metrics import fmt_bytes
+
+    parts = [fmt_bytes(size)] if size else []
+    if quant:
+        parts.append(quant)
+    if fit is not None:
+        parts.append(fit.verdict)
+    return " · ".join(parts)

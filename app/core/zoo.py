@@ -17,6 +17,7 @@ MoE router weights stay F32.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +142,18 @@ def _tensors(spec: ZooSpec) -> list[tuple[str, list[int]]]:
         else:
             out += [(b + "ffn_gate.weight", [e, spec.n_ff]), (b + "ffn_down.weight", [spec.n_ff, e]),
                     (b + "ffn_up.weight", [e, spec.n_ff])]
+    return out
+
+
+def tensor_table(spec: ZooSpec, quant: str) -> list[tuple[str, list[int], str, int, int]]:
+    """(name, ggml shape, ggml type, elements, bytes) of every tensor of `spec` in a `quant` file: what a
+    header would list, without writing one (Discover's offline estimates: app/core/curated_models.py)."""
+    out = []
+    for name, shape in _tensors(spec):
+        qtype = tensor_type(quant, name, shape[0], spec.n_layers, spec.tied)
+        block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[qtype]]
+        n_el = math.prod(shape)
+        out.append((name, shape, qtype, n_el, n_el // block * type_size))
     return out
 
 

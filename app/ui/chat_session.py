@@ -2,6 +2,7 @@
 
 Owns no widget. The reply being streamed is saved through a `StreamWriter` (every 250 ms) so that a crash
 loses at most that much text; Done stores the phase metrics; a dead engine leaves the reply `interrupted`.
+Opening another conversation does not stop a reply: it goes on being written into its own conversation.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.core import chat_versions
 from app.core.chat_store import ChatStore, Conversation, Message, StreamWriter
 from app.engine import protocol as P
 from app.ui.engine_qt import EngineQt
+from app.ui.reply_ending import ENGINE_DIED, can_continue
 
 
 class ChatSession(QObject):
@@ -24,6 +27,7 @@ class ChatSession(QObject):
     stream_reasoning = Signal(int, str)  # message id, new thinking text (reasoning models)
     message_finished = Signal(object)  # Message, reloaded from the store
     busy_changed = Signal(bool)
+    reply_started = Signal(int)  # message id: a new reply, or more of an earlier one (Continue)
     tokens_timed = Signal(list)  # engine timestamps of newly arrived tokens (ITL histogram)
     conversations_changed = Signal()  # titles/order changed: the list model reloads
 
@@ -40,6 +44,8 @@ class ChatSession(QObject):
         self.conversation: Conversation | None = None
         self._request: str | None = None
         self._reply_id: int | None = None
+        self._reply_conversation: int | None = None  # where the streaming reply belongs
+        self._stop_reason: str | None = None  # why the window stopped the reply, when it was not the user
         self._writer: StreamWriter | None = None
         self._reasoning = ""  # the streaming reply's thinking so far
         self._reasoning_saved = 0  # how much of it the store has
@@ -72,10 +78,15 @@ class ChatSession(QObject):
     def streaming_message_id(self) -> int | None:
         return self._reply_id
 
+    @property
+    def streaming_conversation_id(self) -> int | None:
+        return self._reply_conversation if self.busy else None
+
     def open(self, conversation_id: int) -> None:
+        """Show another conversation. A reply being written goes on in the background, into its own
+        conversation; what it has so far is saved first, so reopening its conversation shows all of it."""
         if self.busy:
-            self.stop()
-            self._abandon()
+            self._flush_all()
         self.conversation = self.store.conversation(conversation_id)
         self.conversation_changed.emit(conversation_id)
 
@@ -108,8 +119,11 @@ class ChatSession(QObject):
         self.conversations_changed.emit()
         return self._start_reply()
 
-    def stop(self) -> None:
+    def stop(self, reason: str | None = None) -> None:
+        """Stop the reply. `reason` is a finish reason of app.ui.reply_ending when the window, not the user,
+        stops it (e.g. the model is reloaded)."""
         if self._request:
+            self._stop_reason = reason
             self.engine.cancel(self._request)
 
     def regenerate(self) -> bool:
@@ -137,11 +151,12 @@ class ChatSession(QObject):
         return self._start_reply()
 
     def continue_reply(self) -> bool:
-        """Continue an interrupted last reply: the text so far is sent back and the new text appended."""
+        """Continue the last reply when it was cut short or stopped at Max tokens: the text so far is sent
+        back and the new text appended."""
         if self.busy or self.conversation is None or not self._can_generate():
             return False
         msgs = self.store.messages(self.conversation.id)
-        if not msgs or msgs[-1].role != "assistant" or msgs[-1].state != "interrupted":
+        if not msgs or not can_continue(msgs[-1]):
             return False
         return self._start_reply(continue_message=msgs[-1])
 
@@ -151,7 +166,7 @@ class ChatSession(QObject):
 
     def _truncate_from(self, message_id: int) -> None:
         assert self.conversation is not None
-        self.store.delete_messages_from(self.conversation.id, message_id)
+        chat_versions.replace_from(self.store, self.conversation.id, message_id)  # kept as a version (‹1/2›)
         self.message_removed.emit(message_id)
 
     def history(self, upto_message: Message | None = None) -> list[dict[str, str]]:
@@ -182,7 +197,10 @@ class ChatSession(QObject):
         self._reasoning = reply.reasoning
         self._reasoning_saved = len(reply.reasoning)
         self._reply_id = reply.id
+        self._reply_conversation = self.conversation.id
         self._request = request_id
+        self._stop_reason = None
+        self.reply_started.emit(reply.id)
         self.engine.generate(P.Generate(request_id=request_id, messages=messages, sampling=sampling,
                                         prompt_lookup=self.prompt_lookup, context_overflow=self.context_overflow))
         self._flush_timer.start()
@@ -192,6 +210,11 @@ class ChatSession(QObject):
     def _flush(self) -> None:
         if self._writer is not None and not self._closed:
             self._writer.maybe_flush()
+            self._save_reasoning()
+
+    def _flush_all(self) -> None:
+        if self._writer is not None and not self._closed:
+            self._writer.flush()
             self._save_reasoning()
 
     def _save_reasoning(self) -> None:
@@ -216,14 +239,17 @@ class ChatSession(QObject):
     def _on_done(self, done: P.Done) -> None:
         if self._closed or done.request_id != self._request or self._writer is None or self._reply_id is None:
             return
+        reason = done.finish_reason
+        if reason == "cancelled" and self._stop_reason:
+            reason = self._stop_reason
         state = "interrupted" if done.finish_reason == "cancelled" else "complete"
-        self._end(state, metrics=done.metrics, finish_reason=done.finish_reason)
+        self._end(state, metrics=done.metrics, finish_reason=reason)
 
     def _on_error(self, error: P.Error) -> None:
         if self._closed or self._request is None:
             return
         if error.fatal:
-            self._end("interrupted", error=error.message)
+            self._end("interrupted", error=error.message, finish_reason=ENGINE_DIED)
         elif error.request_id == self._request:  # errors of other commands leave the reply alone
             self._end("error", error=error.message)
 
@@ -237,6 +263,8 @@ class ChatSession(QObject):
         reply_id = self._reply_id
         self._request = None
         self._reply_id = None
+        self._reply_conversation = None
+        self._stop_reason = None
         self._writer = None
         msg = self.store.message(reply_id)
         if msg is not None:
@@ -244,6 +272,6 @@ class ChatSession(QObject):
         self.busy_changed.emit(False)
 
     def _abandon(self) -> None:
-        """Switching conversations mid-reply: keep what arrived, mark it interrupted."""
+        """The window is closing mid-reply: keep what arrived, mark it interrupted."""
         if self._request is not None:
-            self._end("interrupted", error="stopped: another conversation was opened")
+            self._end("interrupted", error="the window was closed while this reply was being written")

@@ -1,24 +1,32 @@
-"""Conversation list: a list model over the chat store and the side panel (new, search, rename, delete)."""
+"""Conversation list: a list model over the chat store and the side panel (new, search, rename, delete with
+Undo, the trash, export).
+
+Deleting asks nothing: the chat goes to the trash and a bar under the list offers Undo (Ctrl+Z) for a while;
+the Trash… button lists deleted chats to restore or remove for good. A question before a delete that can be
+undone only teaches people to press Enter through it."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
     QListView,
     QMenu,
-    QMessageBox,
     QPushButton,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from app.core import chat_trash
 from app.core.chat_store import ChatStore, Conversation
 from app.ui.safe_text import tooltip_html
 
@@ -87,6 +95,9 @@ class ConversationPanel(QWidget):
     open_requested = Signal(int)
     new_requested = Signal()
     deleted = Signal(int)
+    restored = Signal(int)  # Undo or the Trash view brought a chat back
+    export_requested = Signal(int)
+    UNDO_SECONDS = 12
 
     def __init__(self, store: ChatStore, parent: QWidget | None = None):
         super().__init__(parent)
@@ -116,6 +127,29 @@ class ConversationPanel(QWidget):
         self.no_matches.hide()
         lay.addWidget(self.no_matches)
         self.search.textChanged.connect(self._show_search_state)
+        self.undo_bar = QFrame()  # "Chat deleted — Undo", for UNDO_SECONDS after a delete
+        bar = QHBoxLayout(self.undo_bar)
+        bar.setContentsMargins(0, 0, 0, 0)
+        self.undo_label = QLabel("")
+        self.undo_label.setTextFormat(Qt.TextFormat.PlainText)  # the title is message text
+        bar.addWidget(self.undo_label, 1)
+        self.undo_button = QPushButton("Undo")
+        self.undo_button.setToolTip("Bring the deleted chat back (Ctrl+Z)")
+        self.undo_button.clicked.connect(self.undo_delete)
+        bar.addWidget(self.undo_button)
+        self.undo_bar.hide()
+        lay.addWidget(self.undo_bar)
+        self._undo_id: int | None = None
+        self._undo_timer = QTimer(self)
+        self._undo_timer.setSingleShot(True)
+        self._undo_timer.timeout.connect(self.undo_bar.hide)
+        self.trash_button = QToolButton()
+        self.trash_button.setText("Trash…")
+        self.trash_button.setAutoRaise(True)
+        self.trash_button.setToolTip(f"Deleted chats: restore them or remove them for good (emptied after "
+                                     f"{chat_trash.KEEP_DAYS} days)")
+        self.trash_button.clicked.connect(self.open_trash)
+        lay.addWidget(self.trash_button, 0, Qt.AlignmentFlag.AlignLeft)
         rename = QAction("Rename", self.view)
         rename.setShortcut(QKeySequence(Qt.Key.Key_F2))
         rename.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
@@ -124,9 +158,14 @@ class ConversationPanel(QWidget):
         delete.setShortcut(QKeySequence(QKeySequence.StandardKey.Delete))
         delete.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
         delete.triggered.connect(self.delete_current)
-        self.view.addActions([rename, delete])
-        self._rename_action, self._delete_action = rename, delete
-        self.confirm_delete = True  # tests turn the question off
+        undo = QAction("Undo delete", self.view)
+        undo.setShortcut(QKeySequence(QKeySequence.StandardKey.Undo))
+        undo.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        undo.triggered.connect(self.undo_delete)
+        export = QAction("Export…", self.view)
+        export.triggered.connect(self.export_current)
+        self.view.addActions([rename, delete, undo])
+        self._rename_action, self._delete_action, self._export_action = rename, delete, export
 
     def _show_search_state(self, text: str) -> None:
         empty = bool(text.strip()) and self.model.rowCount() == 0
@@ -144,6 +183,7 @@ class ConversationPanel(QWidget):
         self.view.setCurrentIndex(self.view.indexAt(pos))
         menu = QMenu(self)
         menu.addAction(self._rename_action)
+        menu.addAction(self._export_action)
         menu.addAction(self._delete_action)
         menu.exec(self.view.viewport().mapToGlobal(pos))
 
@@ -156,17 +196,39 @@ class ConversationPanel(QWidget):
         index = self.view.currentIndex()
         if not index.isValid():
             return
-        cid = int(index.data(ConversationIdRole))
-        if self.confirm_delete:
-            box = QMessageBox(QMessageBox.Icon.Question, "Delete chat", f"Delete “{index.data()}” and all its messages?",
-                              QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
-            box.setTextFormat(Qt.TextFormat.PlainText)  # the title is message text
-            box.setDefaultButton(QMessageBox.StandardButton.No)  # Enter must not delete: there is no undo
-            if box.exec() != QMessageBox.StandardButton.Yes:
-                return
-        self.store.delete_conversation(cid)
+        cid, title = int(index.data(ConversationIdRole)), str(index.data())
+        self.store.delete_conversation(cid)  # to the trash
         self.model.reload()
+        self._undo_id = cid
+        self.undo_label.setText(f"“{title}” deleted")
+        self.undo_bar.show()
+        self._undo_timer.start(self.UNDO_SECONDS * 1000)
         self.deleted.emit(cid)
+
+    def undo_delete(self) -> None:
+        if self._undo_id is None or self.undo_bar.isHidden():  # the offer ran out: the Trash view still has it
+            return
+        cid, self._undo_id = self._undo_id, None
+        self.undo_bar.hide()
+        self._restore(cid)
+
+    def _restore(self, conversation_id: int) -> None:
+        chat_trash.restore(self.store, conversation_id)
+        self.model.reload()
+        self.select(conversation_id)
+        self.restored.emit(conversation_id)
+
+    def open_trash(self) -> None:
+        from app.ui.trash_dialog import TrashDialog
+
+        dialog = TrashDialog(self.store, self)
+        dialog.restored.connect(self._restore)
+        dialog.exec()
+
+    def export_current(self) -> None:
+        index = self.view.currentIndex()
+        if index.isValid():
+            self.export_requested.emit(int(index.data(ConversationIdRole)))
 
     def select(self, conversation_id: int) -> None:
         row = self.model.row_of(conversation_id)

@@ -72,6 +72,10 @@ class EngineQt(QObject):
         self._event.connect(self._dispatch)
         self._state = STOPPED
         self._last_config: P.LoadConfig | None = None
+        self._good_config: P.LoadConfig | None = None  # the last local load that succeeded
+        self.restoring: P.LoadConfig | None = None  # reloading it after a failed load
+        self._connecting: Any = None  # a server being connected to; the current engine stays meanwhile
+        self._connecting_to: tuple[str, str | None, str | None] | None = None
         self._stats_sent_at: float | None = None
         self._active_request: str | None = None
         self.loaded_info: P.Loaded | None = None
@@ -104,27 +108,43 @@ class EngineQt(QObject):
 
     # ------------------------------------------------------------------ remote servers
     def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
-        """Chat with an OpenAI-compatible server instead of the local engine (which is shut down to free its
-        memory). Connecting runs in the background; `loaded` or `error` arrives as for a local load."""
+        """Chat with an OpenAI-compatible server instead of the local engine. Connecting runs in the
+        background while the current engine (and its model) stays in use: only once the server has answered
+        is the local engine shut down to free its memory; a failure leaves everything as it was and arrives
+        as a `connect_failed` error."""
         from app.engine.remote import RemoteClient
 
-        self._batch.stop()
-        self._pending.clear()
-        self._active_request = None
-        self._client.close(2.0)
-        self.loaded_info = None
-        self.remote = (url, api_key, model)
+        if self._connecting is not None:
+            self._connecting.close(0.5)
         client = RemoteClient(url, api_key=api_key, model=model, on_event=self._on_reader_event)
-        self._client = client
+        self._connecting = client
+        self._connecting_to = (url, api_key, model)
         self._set_state(LOADING)
 
-        # connect() delivers Loaded through on_event; a failure comes back here, on the GUI thread
-        run_in_background(self, client.connect, on_error=self._connect_failed, name="remote-connect")
+        # connect() delivers Loaded through on_event (the swap happens there); a failure comes back here
+        run_in_background(self, client.connect, on_error=lambda exc: self._connect_failed(client, exc),
+                          name="remote-connect")
 
-    def _connect_failed(self, exc: BaseException) -> None:
-        error = exc.error if isinstance(exc, EngineError) else \
-            P.Error(None, "load_failed", f"{type(exc).__name__}: {exc}")
-        self._dispatch(error)
+    def _take_remote(self) -> None:
+        """The server answered: it becomes the engine, and the one used until now is shut down."""
+        assert self._connecting is not None
+        self._batch.stop()
+        self._pending.clear()
+        cut, self._active_request = self._active_request, None
+        self._client.close(2.0)
+        if cut is not None:  # a reply the old engine had not finished: it ends here, as stopped
+            self.done.emit(P.Done(cut, "", "cancelled", {}))
+        self._client, self._connecting = self._connecting, None
+        self.remote = self._connecting_to
+
+    def _connect_failed(self, client: Any, exc: BaseException) -> None:
+        if client is not self._connecting:
+            return  # an older attempt, already replaced by a newer one
+        client.close(0.5)
+        self._connecting = None
+        reason = exc.error.message if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
+        self._set_state(IDLE if self._client.alive else STOPPED)
+        self.error.emit(P.Error(None, "connect_failed", reason))
 
     def _back_to_local(self) -> None:
         if self.remote is not None:
@@ -157,6 +177,11 @@ class EngineQt(QObject):
             client.close()
 
     @property
+    def connecting(self) -> bool:
+        """A server is being connected to (the current engine is still the one in use)."""
+        return self._connecting is not None
+
+    @property
     def active_request(self) -> str | None:
         return self._active_request
 
@@ -175,11 +200,26 @@ class EngineQt(QObject):
         self._set_state(STARTING)
 
     def load(self, config: P.LoadConfig) -> None:
+        if self._connecting is not None:  # a model chosen while a server was being connected: that wins
+            self._connecting.close(0.5)
+            self._connecting = None
         self._back_to_local()
+        if self._active_request is not None:  # the load supersedes the reply: its Done must not say idle
+            self._finish_request()
         self._last_config = config
         self.start()
         if self._send(P.Load(config)):
             self._set_state(LOADING)
+
+    def unload(self) -> None:
+        """Eject: free the model's memory and keep the engine process (a remote server is disconnected)."""
+        self.loaded_info = None
+        if self.remote is not None:
+            self._back_to_local()
+        elif self._client.alive:
+            self._send(P.Unload())
+            self._set_state(IDLE)
+        self.state_changed.emit(self._state)  # listeners re-read loaded_info
 
     def generate(self, request: P.Generate) -> None:
         if request.stream_interval_ms is None:  # tokens need not arrive more often than the view draws them
@@ -304,6 +344,13 @@ class EngineQt(QObject):
         elif isinstance(event, P.Progress):
             self.progress.emit(event.stage, float(event.fraction))
         elif isinstance(event, P.Loaded):
+            if event.chat_template_source == "server" and self._connecting is None and self.remote is None:
+                return  # a server that answered after a local model was chosen instead: not in use
+            if event.chat_template_source == "server" and self._connecting is not None:
+                self._take_remote()
+            elif event.chat_template_source != "server":
+                self._good_config = self._last_config
+            self.restoring = None
             self.loaded_info = event
             local = event.chat_template_source != "server"  # a remote server decodes on its own machine
             on_gpu = all_layers_on_gpu(event.n_gpu_layers, event.metadata)
@@ -330,7 +377,8 @@ class EngineQt(QObject):
     def _finish_request(self) -> None:
         self._active_request = None
         self._batch.stop()
-        self._set_state(IDLE)
+        if self._state != LOADING:  # a load sent meanwhile is still running: stay "loading"
+            self._set_state(IDLE)
 
     def _fail(self, error: P.Error) -> None:
         if error.fatal:
@@ -343,4 +391,19 @@ class EngineQt(QObject):
             self._finish_request()
         elif self._state in (LOADING, BENCHING):
             self._set_state(IDLE)
+            if error.kind == "load_failed":
+                self.loaded_info = None  # the engine let the old model go before trying the new one
+                self._restore_previous()
         self.error.emit(error)
+
+    def _restore_previous(self) -> None:
+        """A failed load keeps the previous model in use: the engine freed it to make room, so it is loaded
+        again (once: if that fails too, nothing is retried)."""
+        good = self._good_config
+        if good is None or good == self._last_config or self.restoring is not None:
+            self.restoring = None
+            return
+        self.restoring = good
+        self._last_config = good
+        if self._send(P.Load(good)):
+            self._set_state(LOADING)

@@ -31,11 +31,11 @@ from app.core.metrics import PhaseMetrics
 from app.ui import theme
 from app.ui.fitted_text import FittedTextView
 from app.ui.markdown_render import markdown_to_html, plain_to_html, stylesheet
+from app.ui.reply_ending import ending_of
 from app.ui.safe_text import make_plain, set_plain_tooltip
 from app.ui.thinking_box import ThinkingBox
 
 FULL_RENDER_CHARS = 6000  # re-render a finished reply as a whole below this size (≈ 15 ms on a 2-core VM, 2026-11-29)
-STATE_LABELS = {"streaming": "writing…", "interrupted": "interrupted", "error": "error", "complete": ""}
 # Streamed text that Markdown cannot give any meaning: letters, digits, spaces and sentence punctuation that
 # no inline construct (emphasis, code, links, entities, escapes, HTML) starts or ends with.
 _PLAIN_CHUNK = re.compile(r"[^\W_]*(?:[ ,.;:!?'][^\W_]*)*")
@@ -82,7 +82,7 @@ class MessageWidget(QFrame):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
         lay.setSpacing(2)
-        head = QHBoxLayout()
+        self.header = head = QHBoxLayout()  # app/ui/version_nav.py adds ‹1/3› here
         self.role_label = QLabel("You" if message.role == "user" else "Model")
         font = self.role_label.font()
         font.setBold(True)
@@ -255,16 +255,10 @@ class MessageWidget(QFrame):
     def _show_header(self) -> None:
         m = self.message
         c = theme.colors()
-        label = STATE_LABELS.get(m.state, m.state)
-        if m.state in ("interrupted", "error"):
-            self.state_label.setStyleSheet(f"color: {theme.WARN};")
-            tip = m.error or ("stopped" if m.finish_reason == "cancelled" else "")
-            set_plain_tooltip(self.state_label, tip)  # an error message: from an engine, template or server
-            if m.finish_reason == "cancelled":
-                label = "stopped"
-        else:
-            self.state_label.setStyleSheet(f"color: {c.muted};")
-        self.state_label.setText(label)
+        ending = ending_of(m)
+        self.state_label.setStyleSheet(f"color: {theme.WARN if ending.warn else c.muted};")
+        set_plain_tooltip(self.state_label, ending.tooltip)  # may hold an error from an engine, template or server
+        self.state_label.setText(ending.label)
         if m.metrics:
             pm = PhaseMetrics.from_dict(m.metrics)
             if pm.source.startswith("client-side"):  # a remote server: only what the client saw

@@ -21,8 +21,10 @@ CONNECT_REMOTE = "__remote__"
 
 
 def selector_entries(settings: Settings) -> list[Path]:
-    """The last model, the default model, then every model in the models folder, without repeats."""
+    """The last model, the default model, every model in the models folder, then the GGUF files in the
+    Hugging Face cache (the library lists those too), without repeats."""
     from app.core.default_model import default_model_path
+    from app.core.library import hf_cache_dir
 
     entries: list[Path] = []
     if settings.last_model:
@@ -32,6 +34,10 @@ def selector_entries(settings: Settings) -> list[Path]:
         entries += model_files(settings.resolved_models_dir())
     except OSError:
         pass  # an unreadable models folder still leaves the default model and "Open GGUF file…"
+    try:
+        entries += model_files(hf_cache_dir())
+    except OSError:
+        pass
     seen: set[str] = set()
     unique: list[Path] = []
     for path in entries:

@@ -11,8 +11,8 @@ from pathlib import Path
 from app.core.chat_store import ChatStore
 
 DEMO_MODEL_NOTE = ("The bundled model is a tiny demo base model: it continues text rather than following "
-                   "instructions, so its replies will often be odd. Open Models ▸ Discover for instruct models "
-                   "that fit this machine.")
+                   "instructions, so its replies will often be odd. Models ▸ Discover recommends instruct models "
+                   "for this machine (the list and its verdicts work offline).")
 
 
 def demo_model_note(loaded_model: str, store: ChatStore) -> str | None:

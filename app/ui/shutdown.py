@@ -31,6 +31,7 @@ def shut_down(window: MainWindow) -> None:
         session.stop()
         session._abandon()
     window._opening.clear()
+    window.drafts.save()  # what was typed and not sent, for the next start
     window.save_settings()
     if window.lab_page.widget is not None:
         window.lab_page.widget.shutdown()  # type: ignore[attr-defined]

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
@@ -36,6 +36,8 @@ PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the ne
 
 class Dashboard(QWidget):
     """The dashboard's content; `DashboardDock` puts it in a dock with a scroll area."""
+
+    live_kv_changed = Signal(object)  # dashboard_live.LiveKV: the KV cache while a reply streams
 
     def __init__(self, engine: EngineQt, parent: QWidget | None = None):
         super().__init__(parent)
@@ -167,6 +169,20 @@ class Dashboard(QWidget):
         self._set_itl(list(self.history[-1].itl_ms) if self.history else [])
         self._update_kv(None)
 
+    def replace_history(self, metrics: list[PhaseMetrics], redraw: bool = True) -> None:
+        """The conversation's replies changed (one replaced, continued or removed): the series show the
+        replies that exist, the cards stay as they are."""
+        self.history = list(metrics)
+        if redraw:
+            self._update_series()
+
+    def resume_reply(self) -> None:
+        """The shown conversation's reply is being written already (its chat was reopened): live again from
+        its next tokens; its time to first token is known only at the end."""
+        self.start_reply()
+        self._reply_started = None
+        self.card_ttft.set("…", "final at the end")
+
     def add_metrics(self, m: PhaseMetrics) -> None:
         """A reply ended: its numbers at once; the plots in two later frames. Redrawing all five plots in
         software takes ~25 ms; together with the reply's final render that was one 45–50 ms stall at the end
@@ -215,6 +231,7 @@ class Dashboard(QWidget):
             return
         kv = dashboard_live.live_kv(self._prefilled, len(self._live_times), self.loaded)
         dashboard_live.show_kv(kv, self.loaded, self.card_kv, self.kv_bar, self.kv_label)
+        self.live_kv_changed.emit(kv)
 
     def on_tokens(self, times: list[float]) -> None:
         """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram

@@ -1,4 +1,5 @@
-"""The Models page's Discover tab: search the hub, pick a repository, see each quantization's verdict badge
+"""The Models page's Discover tab: the curated instruct models recommended for this machine on top
+(app/ui/discover_picks.py), then search the hub, pick a repository, see each quantization's verdict badge
 (full GPU / partial / CPU / won't fit), max context, predicted prefill and decode speed and quality cost —
 all read from remote headers before any download — with the recommended one highlighted; download it.
 
@@ -31,6 +32,7 @@ from app.core import downloads, hub, paths, remote_gguf
 from app.core.metrics import fmt_bytes
 from app.core.remote_gguf import VariantAssessment
 from app.ui.models_page.page_base import PageBase
+from app.ui.discover_picks import RecommendedPicks
 from app.ui.models_page.tables import SearchModel, VariantModel, make_table
 from app.ui.table_cells import BadgeDelegate
 
@@ -89,10 +91,28 @@ class DiscoverTab(PageBase):
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 5)
         split.setSizes([420, 840])
+        search = QWidget()
+        sl = QVBoxLayout(search)
+        sl.setContentsMargins(0, 0, 0, 0)
+        sl.addLayout(top)
+        sl.addWidget(split, 1)
+        # The curated instruct models first: what a new user needs, and all of it works offline.
+        self.picks = RecommendedPicks()
+        self.picks.download_ready.connect(self._start_planned_download)
+        self.picks.assess()
+        outer = QSplitter(Qt.Orientation.Vertical)
+        outer.addWidget(self.picks)
+        outer.addWidget(search)
+        outer.setStretchFactor(0, 1)
+        outer.setStretchFactor(1, 1)
         lay = QVBoxLayout(w)
-        lay.addLayout(top)
-        lay.addWidget(split, 1)
+        lay.addWidget(outer, 1)
         return w
+
+    def _start_planned_download(self, task: downloads.VariantTask) -> downloads.Job:
+        job = self.manager.add(task)
+        self.downloads_model.add(job)
+        return job
 
     # -------------------------------------------------------------- discover actions
     def search(self) -> None:

@@ -27,6 +27,10 @@ from app.ui.model_preset import ModelPresetControl
 from app.ui.sampling_panel import SamplingPanel
 from app.ui.startup_guard import OpeningGuard
 
+if TYPE_CHECKING:
+    from app.ui.dashboard_live import LiveKV
+    from app.ui.window.drafts import ChatDrafts
+
 
 class WindowBase(QMainWindow):
     settings: settings_mod.Settings
@@ -68,8 +72,13 @@ class WindowBase(QMainWindow):
     _editing: int | None
     _closed: bool
     _default_job: BackgroundJob | None
+    drafts: ChatDrafts
+    _reload_after_reply: bool
 
     if TYPE_CHECKING:  # what one part calls in another (defined in chat_flow.py and model_loading.py)
         def _update_buttons(self) -> None: ...
         def load_model(self, model: Path) -> None: ...
         def _select_model_in_combo(self, path: str | None) -> None: ...
+        def _reload_for_settings(self) -> None: ...
+        def _wire_chat_flow(self) -> None: ...
+        def _live_kv(self, kv: LiveKV) -> None: ...

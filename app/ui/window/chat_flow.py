@@ -1,17 +1,48 @@
 """The chat in the main window: conversations (open, new, deleted, reloaded) and the input (send, edit and
-resend, regenerate, continue, stop), with the buttons kept in step with the session and the engine."""
+resend, regenerate, continue, stop), with the buttons kept in step with the session and the engine.
+
+A reply goes on while another conversation is shown (the engine writes one reply at a time, so Send waits
+for it there); the dashboard follows it only while its own conversation is shown.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app.core.chat_store import Message
 from app.core.metrics import PhaseMetrics
 from app.ui import engine_qt as E
+from app.ui.reply_ending import can_continue
 from app.ui.window.base import WindowBase
+from app.ui.window.drafts import ChatDrafts
+
+
+def ask_to_stop_for_reload(parent: QWidget) -> bool:
+    """Settings that need a reload while a reply is being written: True = stop it and reload now, False =
+    reload once the reply has ended."""
+    box = QMessageBox(QMessageBox.Icon.Question, "Reload the model?",
+                      "These settings take effect when the model is reloaded, which stops the reply being "
+                      "written.", parent=parent)
+    now = box.addButton("Stop the reply and reload", QMessageBox.ButtonRole.AcceptRole)
+    later = box.addButton("Reload after the reply", QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(later)
+    box.exec()
+    return box.clickedButton() is now
 
 
 class ChatFlow(WindowBase):
+
+    def _wire_chat_flow(self) -> None:
+        """Connections and state of the chat flow (called once by the window, before a chat is opened)."""
+        self.drafts = ChatDrafts(self.input, str(self.store.path), self)
+        self._reload_after_reply = False
+        self.session.reply_started.connect(self._reply_started)
+        self.session.message_removed.connect(self._messages_removed)
+        self.session.tokens_timed.connect(self._tokens_timed)
+        self.session.busy_changed.connect(self._reply_busy_changed)
 
     def _open_first_conversation(self) -> list[str]:
         """Reopen the newest chat, unless the last run died while opening one (then start empty and say
@@ -39,8 +70,6 @@ class ChatFlow(WindowBase):
 
     # ------------------------------------------------------------------ conversations
     def new_chat(self) -> None:
-        if self.session.busy:
-            return
         conv = self.session.new_conversation()  # a system prompt belongs to its chat, not to the next one
         self.conversations.search.clear()
         self.conversations.reload(keep=conv.id)
@@ -54,6 +83,9 @@ class ChatFlow(WindowBase):
         self.conversations.select(conversation_id)
 
     def _conversation_deleted(self, conversation_id: int) -> None:
+        self.drafts.forget(conversation_id)
+        if self.session.streaming_conversation_id == conversation_id:
+            self.session.stop()  # nowhere left to write it
         if self.session.conversation and self.session.conversation.id == conversation_id:
             self.session.conversation = None
             self.message_view.clear()
@@ -65,14 +97,27 @@ class ChatFlow(WindowBase):
 
     def _load_conversation(self, conversation_id: int) -> None:
         conv = self.session.conversation
+        self.cancel_edit()
+        self.drafts.switch_to(conversation_id)
         messages = self.store.messages(conversation_id)
         self.message_view.set_messages(messages)
         if conv is not None:
             blocker = self.sampling_panel.system_prompt.blockSignals(True)
             self.sampling_panel.system_prompt.setPlainText(conv.system_prompt)
             self.sampling_panel.system_prompt.blockSignals(blocker)
-        self.dashboard.set_history([PhaseMetrics.from_dict(m.metrics) for m in messages if m.metrics])
+        self.dashboard.set_history(self._history_of(messages))
+        if self.session.streaming_conversation_id == conversation_id:
+            self.dashboard.resume_reply()  # its reply is still being written: live again from its next token
         self._update_buttons()
+
+    @staticmethod
+    def _history_of(messages: list[Message], leave_out: int | None = None) -> list[PhaseMetrics]:
+        """The conversation's reply metrics, one per reply that exists (replaced replies are gone)."""
+        return [PhaseMetrics.from_dict(m.metrics) for m in messages if m.metrics and m.id != leave_out]
+
+    def _shown(self, conversation_id: int | None) -> bool:
+        conv = self.session.conversation
+        return conv is not None and conversation_id == conv.id
 
     def _reload_list(self) -> None:
         conv = self.session.conversation
@@ -80,33 +125,74 @@ class ChatFlow(WindowBase):
 
     def _message_added(self, message: Message) -> None:
         self.message_view.add_message(message)
-        if message.role == "assistant" and message.state == "streaming":
-            self.dashboard.start_reply()
         self._update_buttons()
+
+    def _reply_started(self, message_id: int) -> None:
+        self.dashboard.start_reply()  # a new reply or more of one (Continue): its clock starts now
+        msg = self.store.message(message_id)
+        if msg is not None:  # a continued reply's header says "writing…" again, not how it ended before
+            self.message_view.update_message(msg)
+
+    def _tokens_timed(self, times: list[float]) -> None:
+        if self._shown(self.session.streaming_conversation_id):
+            self.dashboard.on_tokens(times)
+
+    def _messages_removed(self, message_id: int) -> None:
+        """Regenerate or Edit replaced replies: they leave the view and the dashboard's series."""
+        self.message_view.remove_from(message_id)
+        conv = self.session.conversation
+        if conv is not None:
+            self.dashboard.replace_history(self._history_of(self.store.messages(conv.id)))
 
     def _message_finished(self, message: Message) -> None:
         self.message_view.update_message(message)
-        if message.metrics:
-            self.dashboard.add_metrics(PhaseMetrics.from_dict(message.metrics))
+        if self._shown(message.conversation_id):
+            # One point per reply that exists: a continued reply replaces its own earlier point.
+            earlier = self._history_of(self.store.messages(message.conversation_id), leave_out=message.id)
+            if message.metrics:
+                self.dashboard.replace_history(earlier, redraw=False)
+                self.dashboard.add_metrics(PhaseMetrics.from_dict(message.metrics))
+            else:
+                self.dashboard.set_history(earlier)
+        elif self.session.conversation is not None:  # it ended in the background: the shown chat's numbers
+            self.dashboard.set_history(self._history_of(self.store.messages(self.session.conversation.id)))
         self._reload_list()
         self._update_buttons()
+
+    def _reply_busy_changed(self, busy: bool) -> None:
+        if not busy and self._reload_after_reply:
+            self._reload_after_reply = False
+            self.hint_label.setText("")
+            if self.session.model_path:
+                self.load_model(Path(self.session.model_path))
+
+    def _reload_for_settings(self) -> None:
+        """Engine settings changed: reload the model, asking first when that would stop a reply."""
+        if not self.session.model_path:
+            return
+        if self.session.busy and not ask_to_stop_for_reload(self):
+            self._reload_after_reply = True
+            self.hint_label.setText("The model reloads when this reply ends.")  # until it does
+            return
+        self.load_model(Path(self.session.model_path))  # stops a reply as "model reloaded"
 
     # ------------------------------------------------------------------ input
     def submit(self) -> None:
         text = self.input.toPlainText()
-        if not text.strip() or self.session.busy:
+        if not text.strip():
+            return
+        if self.session.busy:
+            if not self._shown(self.session.streaming_conversation_id):
+                self._hint("Not sent: a reply in another chat is still being written (Stop ends it).")
             return
         self._apply_sampling()
         if not self._ready_to_generate():
             return
         if self._editing is not None:
-            ok = self.session.edit_and_resend(self._editing, text)
-            if ok:
-                self.cancel_edit()
-        else:
-            ok = self.session.send(text)
-        if ok:
-            self.input.clear()
+            if self.session.edit_and_resend(self._editing, text):
+                self.cancel_edit()  # the draft set aside for the edit comes back
+        elif self.session.send(text):
+            self.drafts.sent()
 
     def _apply_sampling(self) -> None:
         self.session.sampling = self.sampling_panel.sampling()
@@ -123,20 +209,25 @@ class ChatFlow(WindowBase):
         return self._ready_to_generate() and self.session.continue_reply()
 
     def _ready_to_generate(self) -> bool:
+        if self.engine.connecting:
+            self._hint("Not sent: still connecting to the server.")
+            return False
         if self.engine.loaded_info is None:
             state = self.engine.state
             why = "the model is still loading" if state in (E.LOADING, E.STARTING) else "no model is loaded"
-            self.hint_label.setText(f"Not sent: {why}.")
-            QTimer.singleShot(4000, self, lambda: self.hint_label.setText(""))
+            self._hint(f"Not sent: {why}.")
             return False
         return True
 
+    def _hint(self, text: str) -> None:
+        self.hint_label.setText(text)
+        QTimer.singleShot(4000, self, lambda: self.hint_label.setText(""))
+
     def escape(self) -> None:
-        if self.session.busy:
+        if self._editing is not None:
+            self.cancel_edit()  # the draft typed before Edit comes back
+        elif self.session.busy and self._shown(self.session.streaming_conversation_id):
             self.session.stop()
-        elif self._editing is not None:
-            self.cancel_edit()
-            self.input.clear()
 
     def begin_edit(self, message_id: int) -> None:
         if self.session.busy:
@@ -145,13 +236,14 @@ class ChatFlow(WindowBase):
         if msg is None:
             return
         self._editing = message_id
-        self.input.setPlainText(msg.content)
+        self.drafts.begin_edit(msg.content)
         self.edit_label.show()
         self.send_button.setText("Resend")
         self.input.setFocus()
 
     def cancel_edit(self) -> None:
         self._editing = None
+        self.drafts.end_edit()
         self.edit_label.hide()
         self.send_button.setText("Send")
 
@@ -162,9 +254,13 @@ class ChatFlow(WindowBase):
         ready = self.engine.loaded_info is not None and self.engine.alive
         msgs = self.store.messages(self.session.conversation.id) if self.session.conversation else []
         last = msgs[-1] if msgs else None
+        elsewhere = busy and not self._shown(self.session.streaming_conversation_id)
         self.send_button.setEnabled(not busy)
+        self.send_button.setToolTip("A reply in another chat is still being written: Send waits for it "
+                                    "(Stop ends it)." if elsewhere else "")
         self.stop_button.setEnabled(busy)
+        self.stop_button.setToolTip("Stop the reply being written in another chat" if elsewhere
+                                    else "Stop the reply (Esc)")
         self.regen_button.setEnabled(not busy and ready and last is not None)
-        self.continue_button.setVisible(last is not None and last.role == "assistant"
-                                        and last.state == "interrupted")
+        self.continue_button.setVisible(can_continue(last))
         self.continue_button.setEnabled(not busy and ready)

@@ -10,6 +10,7 @@ from app.core.metrics import fmt_bytes
 from app.engine import protocol as P
 from app.ui import engine_qt as E
 from app.ui import onboarding
+from app.ui.dashboard_live import LiveKV
 from app.ui.safe_text import set_plain_tooltip
 from app.ui.window.base import WindowBase
 
@@ -52,7 +53,19 @@ class EngineEvents(WindowBase):
                 self.banner.show_message(note, info=True)
         if self.lab_page.widget is not None:
             self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
-        if remote:
+        self._show_model_line(loaded)
+        # The status bar's memory line is the local engine's: a server's memory is on its own machine.
+        self.mem_label.setText("memory: on the server" if remote else "")
+        self._engine_state(self.engine.state)  # the state line after a load, whatever came before it
+        if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
+            self.banner.hide()
+        if not self.bandwidth.known and self.measure_bandwidth_on_load:
+            self.bandwidth.request(measure=True)
+        self._update_buttons()
+
+    def _show_model_line(self, loaded: P.Loaded) -> None:
+        """The toolbar's line (and tooltip) about the model in use."""
+        if loaded.chat_template_source == "server":
             self.model_info.setText("remote server · its own chat template · timings measured client-side")
         else:
             self.model_info.setText(
@@ -65,11 +78,6 @@ class EngineEvents(WindowBase):
             f"KV cache {loaded.type_k}/{loaded.type_v}, {fmt_bytes(loaded.kv_bytes_allocated)}; "
             f"threads {loaded.n_threads}/{loaded.n_threads_batch}; GPU layers {loaded.n_gpu_layers}\n"
             f"streaming: {self.engine.pacing.describe()}")
-        if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
-            self.banner.hide()
-        if not self.bandwidth.known and self.measure_bandwidth_on_load:
-            self.bandwidth.request(measure=True)
-        self._update_buttons()
 
     @staticmethod
     def _mark_used(path: str) -> None:
@@ -81,23 +89,46 @@ class EngineEvents(WindowBase):
             pass  # "last used" is a nicety; never let it disturb a load
 
     def _engine_error(self, error: P.Error) -> None:
+        in_use = self.engine.loaded_info
         if error.fatal:
+            self.mem_label.setText("")  # no engine, no memory to show
             self.model_info.setText("engine stopped")
             first = error.message.strip().splitlines()[0] if error.message.strip() else "The engine stopped."
             self.banner.show_message(f"{first} Your text so far is saved; restart the engine to go on "
                                      f"(Continue or Regenerate).", restart=True,
                                      details=error.message)  # the engine's last log lines
+        elif error.kind == "connect_failed":
+            still = f" Still using {in_use.model_desc or Path(in_use.model_path).name}." if in_use else ""
+            self.banner.show_message(f"Could not connect to the server: {error.message}.{still}")
+            if in_use is not None:
+                self._show_model_line(in_use)
+                self._select_model_in_combo(in_use.model_path)
+            else:
+                self.model_info.setText("no model loaded")
         elif error.kind == "load_failed":
-            self.model_info.setText("load failed")
-            self.banner.show_message(f"Could not load the model: {error.message}")
+            previous = self.engine.restoring
+            if previous is not None:  # the engine loads the model used before again
+                name = Path(previous.model_path).name
+                self.model_info.setText(f"load failed · loading {name} again")
+                self.banner.show_message(f"Could not load the model: {error.message} Loading {name} again, "
+                                         f"the model in use before.")
+            else:
+                self.model_info.setText("load failed")
+                self.mem_label.setText("")
+                self.banner.show_message(f"Could not load the model: {error.message}")
         else:
             self.banner.show_message(f"{error.kind.replace('_', ' ')}: {error.message}")
         self.progress.hide()
         self._update_buttons()
 
     def _stats(self, stats: P.Stats) -> None:
-        self.mem_label.setText(f"engine RSS {fmt_bytes(stats.rss_bytes)} · KV {stats.kv_cells_used}/"
-                               f"{stats.kv_cells_allocated} cells")
+        self._rss_text = f"engine RSS {fmt_bytes(stats.rss_bytes)}"
+        self.mem_label.setText(f"{self._rss_text} · KV {stats.kv_cells_used}/{stats.kv_cells_allocated} cells")
+
+    def _live_kv(self, kv: LiveKV) -> None:
+        """While a reply streams the engine sends no stats: the KV count follows the dashboard's live one."""
+        rss = getattr(self, "_rss_text", "")
+        self.mem_label.setText(f"{rss + ' · ' if rss else ''}KV {kv.cells_used}/{kv.cells_allocated} cells")
 
     def restart_engine(self) -> None:
         self.banner.hide()

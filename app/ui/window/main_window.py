@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core import chat_trash
 from app.core import settings as settings_mod
 from app.core.chat_store import ChatStore
 from app.core.store_recovery import OpenedStore, open_chat_store
@@ -38,12 +39,14 @@ from app.ui import theme
 from app.ui.background import BackgroundJob
 from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
+from app.ui.chat_export_ui import ExportControl
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
 from app.ui.dashboard import DashboardDock
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
+from app.ui.model_manager import ModelManager
 from app.ui.model_preset import ModelPresetControl
 from app.ui.safe_text import make_plain
 from app.ui.sampling_panel import SamplingPanel
@@ -51,6 +54,7 @@ from app.ui.serve_switch import ServeSwitch
 from app.ui.shutdown import shut_down
 from app.ui.startup_guard import OpeningGuard
 from app.ui.thinking_box import connect_thinking
+from app.ui.version_nav import VersionsControl
 from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
 from app.ui.window.model_loading import ModelLoading
@@ -69,6 +73,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.store = opened.store
         self._owns_store = store is None
         self.store.recover_streaming()
+        chat_trash.empty(self.store, older_than_days=chat_trash.KEEP_DAYS)
         self._opening = OpeningGuard(self.store.path, self)
         self._plain_conversations: set[int] = set()  # shown as plain text (one crashed the last start)
         self.engine = engine or EngineQt(self)
@@ -173,6 +178,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_combo.activated.connect(self._model_chosen)
         tb.addWidget(self.model_combo)
+        self.model_manager = ModelManager(self, tb)  # Eject, Reload
         self.model_info = QLabel("")
         self.model_info.setContentsMargins(10, 0, 10, 0)
         tb.addWidget(self.model_info)
@@ -216,16 +222,17 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.conversations.open_requested.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_chat)
         self.conversations.deleted.connect(self._conversation_deleted)
+        self.conversations.restored.connect(self.open_conversation)  # Undo shows the chat again
         self.session.conversation_changed.connect(self._load_conversation)
         self.session.message_added.connect(self._message_added)
-        self.session.message_removed.connect(self.message_view.remove_from)
         self.session.stream_text.connect(self.message_view.append_text)
         connect_thinking(self.session, self.message_view)  # a reasoning model's thinking, live
         self.session.message_finished.connect(self._message_finished)
         self.session.busy_changed.connect(lambda _b: self._update_buttons())
-        self.session.tokens_timed.connect(self.dashboard.on_tokens)
         self.session.conversations_changed.connect(self._reload_list)
         self.sampling_panel.system_prompt_changed.connect(self.session.set_system_prompt)
+        self.versions = VersionsControl(self)  # ‹1/3› on regenerated and edited turns
+        self.exports = ExportControl(self)  # the chat list's Export…; a File menu can call export_current()
         self.engine.state_changed.connect(self._engine_state)
         self.engine.progress.connect(self._progress)
         self.engine.loaded.connect(self._loaded)
@@ -236,6 +243,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         if isinstance(app, QGuiApplication):
             theme.apply_system_scheme(app)
 
+        self.dashboard.live_kv_changed.connect(self._live_kv)
+        self._wire_chat_flow()  # drafts, replies in the background, reloads asked for by Settings
         make_plain(self.model_info, self.state_label, self.hint_label)
         self._restore_window()
         self._populate_models()
@@ -267,7 +276,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
             self._populate_models()
             self._select_model_in_combo(self.session.model_path)
             if old is not None and self.session.model_path and old != self.load_config(Path(self.session.model_path)):
-                self.load_model(Path(self.session.model_path))  # engine settings changed: reload
+                self._reload_for_settings()  # engine settings changed: reload (asks first if a reply is written)
 
     def restyle(self) -> None:
         app = QGuiApplication.instance()

@@ -11,6 +11,7 @@ from app.engine import protocol as P
 from app.ui import model_selector
 from app.ui.background import run_in_background
 from app.ui.model_selector import CONNECT_REMOTE, OPEN_FILE
+from app.ui.reply_ending import MODEL_RELOADED
 from app.ui.window.base import WindowBase
 
 
@@ -94,7 +95,7 @@ class ModelLoading(WindowBase):
 
     def load_model(self, model: Path) -> None:
         if self.session.busy:
-            self.session.stop()
+            self.session.stop(MODEL_RELOADED)
         self.session.model_path = str(model)
         self._select_model_in_combo(str(model))
         self.model_info.setText("loading…")
