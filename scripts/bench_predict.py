@@ -57,12 +57,13 @@ def main() -> int:
 
     t_start = time.perf_counter()
     hw = probe_hardware()
-    bw = get_bandwidth(hw.machine_key, remeasure=True)
+    bw = get_bandwidth(hw.machine_key, remeasure=True, threads=args.threads)  # probes at the runs' threads
     print(f"machine: {hw.cpu.model}, {hw.cpu.physical_cores} cores, {(hw.ram_total or 0) / 2**30:.0f} GiB, "
           f"load average {os.getloadavg()[0]:.1f}")
     if os.getloadavg()[0] > (hw.cpu.logical_cores or 1):
         print("WARNING: the machine is busy (load average above the core count): timings are unreliable")
-    print(f"bandwidth: read {bw.read_gbs:.1f} GB/s, copy {bw.copy_gbs:.1f} GB/s ({bw.threads} threads); "
+    print(f"bandwidth: read {bw.read_gbs:.1f} GB/s, one thread {bw.read_gbs_1t:.1f}, copy {bw.copy_gbs:.1f} GB/s "
+          f"({bw.threads} threads); "
           f"float32 GEMM {bw.gemm_gflops:.0f} GFLOP/s")
 
     zoo_dir = Path(home) / "zoo"
@@ -85,7 +86,7 @@ def main() -> int:
         models.append(("synthetic 8L Q8_0", synth))
 
     cfg = MemoryConfig(n_ctx=2048)
-    unc = default_rates(hw, bw)
+    unc = default_rates(hw, bw, threads=args.threads)  # the runs' threads (None: llama.cpp's default)
     unc = Rates(unc.cpu, None)
     rows = []
     with EngineClient() as engine:
@@ -93,7 +94,7 @@ def main() -> int:
         m = measure(engine, info, cfg, str(cal_path), unc, n_gen=32, n_prompt=256, depths=(0, 1024),
                     repetitions=args.repetitions, n_threads=args.threads,
                     progress=lambda s: print(f"  calibration: {s}", file=sys.stderr), label=cal_label)
-        cal = calibration.calibrate(hw.machine_key, "cpu", m.samples, unc.cpu, m.n_threads)
+        cal = calibration.calibrate(hw.machine_key, "cpu", m.samples, unc.cpu, unc.cpu.threads)
         print(f"calibration on {cal_label} only ({m.n_threads} threads): effective bandwidth "
               f"{cal.effective_bandwidth_gbs:.2f} GB/s, decode kernels x{cal.decode_scale:.2f}, t0 "
               f"{cal.t0_s * 1000:.2f} ms{' (fitted)' if cal.t0_fitted else ' (default)'}, prefill kernels "

@@ -6,9 +6,17 @@ repetitions for the big ones) against the speed model, uncalibrated and calibrat
 case last; and llama.cpp's own buffer sizes against the memory estimate for f16, q8_0 and q4_0 KV caches.
 
 The calibration is measured in the same run, interleaved: half of its runs before the evaluation models and
-half after, so a machine whose load drifts during the run affects both alike. It uses the default model and
-the calibration zoo shapes of `roofline calibrate`; models in that set are marked "(cal)" in the table, all
-others are out of sample. It lives in a temporary ROOFLINE_HOME: the user's stored calibration is untouched.
+half after, so a machine whose load drifts during the run affects both alike. It uses three zoo shapes: the
+two of `roofline calibrate` (Llama-3.2-1B in Q6_K and Q4_K_M) and Llama-3.2-3B Q4_K_M (28 wider layers), not
+the default model and no Q8_0/Q5_0 file — zoo files hold zero weights, and zeros decode faster than real
+weights in those two types (1.29x and 1.3-1.4x, one thread; Q4_K and Q6_K the same; docs/estimates.md), so
+a zoo evaluation is calibrated on types where the zoo behaves like real models. Models in that set are marked "(cal)" in the table, all others are out of
+sample. It lives in a temporary ROOFLINE_HOME: the user's stored calibration is untouched.
+The predictions are for the thread count the runs used (`-t`; default: llama.cpp's, the physical cores),
+from probes measured with that many threads.
+
+`--save-json FILE` keeps the measurements (probes, every run's tok/s, llama.cpp's buffers); `--replay FILE`
+prints the same report from such a file with the current speed model, without measuring anything.
 Targets (issue 13): calibrated decode within ±15 % for every zoo model of 1B parameters or more, prefill
 within ±25 %; uncalibrated decode within ±35 %; memory within 2 % of llama.cpp's buffers.
 """
@@ -16,6 +24,7 @@ within ±25 %; uncalibrated decode within ±35 %; memory within 2 % of llama.cpp
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -23,6 +32,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,6 +47,215 @@ EVALUATION = [
     ("qwen2.5-0.5b", "Q8_0"), ("qwen2.5-0.5b", "F16"),
 ]  # the models the targets are about first, then the other quantizations (a busy machine may not reach them)
 RAM_SHARE = 0.8  # use at most this share of the RAM available now (others share the machine)
+CAL_CTX, CAL_GEN, CAL_PROMPT = 2048, 32, 256  # the calibration runs (as `roofline calibrate` measures)
+BENCH_CALIBRATION_EXTRA = ("llama-3.2-3b:Q4_K_M",)  # with `roofline calibrate`'s zoo shapes: three shapes
+
+
+def _model_path(name: str, zoo_dir: Path, default: Path) -> Path:
+    from app.core.zoo import zoo_path
+
+    if name == "default":
+        return default
+    key, quant = name.split(":")
+    return zoo_path(key, quant, zoo_dir)
+
+
+def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[str, Any]:
+    """Run the calibration (two halves) and the zoo; every number the report needs, as plain data."""
+    import psutil
+
+    from app.commands.calibrate import CALIBRATION_ZOO
+    from app.core.bandwidth import get_bandwidth
+    from app.core.gguf_info import inspect_gguf
+    from app.core.hardware import probe_hardware
+    from app.core.memory import MemoryConfig, MiB, estimate_memory
+    from app.core.zoo import ZOO, zoo_path
+    from app.engine import protocol as P
+    from app.engine.client import EngineClient
+
+    t_start = time.perf_counter()
+    hw = probe_hardware()
+    data: dict[str, Any] = {
+        "date": datetime.now(UTC).isoformat(timespec="minutes"), "load_before": list(os.getloadavg()),
+        "machine": f"{hw.cpu.model}, {hw.cpu.logical_cores} logical cores, {(hw.ram_total or 0) / 2**30:.0f} GiB "
+                   f"({psutil.virtual_memory().available / 2**30:.1f} GiB available)",
+        "cpus_allowed": len(os.sched_getaffinity(0)), "isolated": os.environ.get("ROOFLINE_BENCH_ISOLATE") == "1",
+        "calibration": [], "runs": [], "memory": [], "skipped": [], "n_threads": args.threads,
+    }
+    # the probes with the thread count the runs use (all cores this process may use when not given)
+    bw = get_bandwidth(hw.machine_key, remeasure=True, threads=args.threads or data["cpus_allowed"])
+    data["probes"] = {"read_gbs": bw.read_gbs, "gemm_gflops": bw.gemm_gflops, "threads": bw.threads,
+                      "read_gbs_1t": getattr(bw, "read_gbs_1t", 0.0)}
+
+    def say(msg: str) -> None:
+        print(f"  {msg} ...", file=sys.stderr, flush=True)
+
+    cal_names = [*BENCH_CALIBRATION_EXTRA, *(f"{k}:{q}" for k, q in CALIBRATION_ZOO)]
+
+    def calibration_round(engine: EngineClient, which: str) -> None:
+        for name in cal_names:
+            path = _model_path(name, zoo_dir, default)
+            first = name == cal_names[0]  # decoded at a depth too (attention over a filled cache)
+            engine.load(P.LoadConfig(model_path=str(path), n_ctx=CAL_CTX + (1024 if first else 0),
+                                     n_threads=args.threads))
+            for depth in (0, 512) if first else (0,):
+                say(f"calibration {which}: {name} tg{CAL_GEN} at depth {depth}")
+                res = engine.bench(P.Bench(request_id=engine.new_request_id("cal"), n_gen=CAL_GEN, n_depth=depth,
+                                           repetitions=1, warmup=depth == 0))
+                data["n_threads_used"] = res.n_threads
+                for ns in res.samples_ns:
+                    data["calibration"].append({"model": name, "kind": "decode", "depth": depth,
+                                                "tps": CAL_GEN / (ns / 1e9), "half": which})
+            res = engine.bench(P.Bench(request_id=engine.new_request_id("cal"), n_prompt=CAL_PROMPT, repetitions=1,
+                                       warmup=False))
+            for ns in res.samples_ns:
+                data["calibration"].append({"model": name, "kind": "prefill", "depth": 0,
+                                            "tps": CAL_PROMPT / (ns / 1e9), "half": which})
+            last = data["calibration"][-1]
+            print(f"calibration {which}: {name}: ... prefill {last['tps']:.1f} tok/s", flush=True)
+
+    with EngineClient() as engine:
+        calibration_round(engine, "1/2")
+        reserve = time.perf_counter() - t_start  # the closing calibration round takes about as long
+        measured: list[tuple[str, Path, Any]] = []
+        for key, quant in args.wanted:
+            spec = ZOO[key]
+            path = zoo_path(spec, quant, zoo_dir)
+            info = inspect_gguf(path)
+            label = f"{spec.name} {quant}"
+            est = estimate_memory(info, MemoryConfig(n_ctx=4096), has_gpu=False)
+            avail = psutil.virtual_memory().available
+            if est.cpu.total > RAM_SHARE * avail:
+                data["skipped"].append(f"{label}: needs {est.cpu.total / 2**30:.1f} GiB (weights, repacked copy, KV, "
+                                       f"compute), {avail / 2**30:.1f} GiB available now")
+                continue
+            if time.perf_counter() - t_start + reserve > args.budget_s:
+                data["skipped"].append(f"{label}: time budget of {args.budget_s:.0f} s spent")
+                continue
+            big = info.tensor_bytes > 2e9
+            reps = 1 if big else args.repetitions
+            say(f"{label}: load")
+            loaded = engine.load(P.LoadConfig(model_path=str(path), n_ctx=4096, n_threads=args.threads))
+            data["memory"].append({"model": f"{key}:{quant}", "kv": "f16", "estimated_mib": est.cpu.total / MiB,
+                                   "llama_mib": sum(loaded.buffers_mib.values())})
+            if big:  # page the weights in and start the threads without a full extra run
+                engine.bench(P.Bench(request_id=engine.new_request_id("w"), n_gen=4, repetitions=1, warmup=False))
+            for n_prompt, n_gen in ((512, 0), (0, 128)):
+                test = "pp512" if n_prompt else "tg128"
+                say(f"{label}: {test} x{reps}")
+                res = engine.bench(P.Bench(request_id=engine.new_request_id("z"), n_prompt=n_prompt, n_gen=n_gen,
+                                           repetitions=reps, warmup=not big))
+                tps = [(n_prompt or n_gen) / (ns / 1e9) for ns in res.samples_ns]
+                data["runs"].append({"model": f"{key}:{quant}", "test": test, "tps": tps,
+                                     "load": os.getloadavg()[0]})
+                print(f"measured {label} {test}: {statistics.fmean(tps):.2f} tok/s", flush=True)
+            measured.append((f"{key}:{quant}", path, info))
+        calibration_round(engine, "2/2")
+        # memory does not depend on the machine's load: the other KV types after the timed runs
+        for name, path, info in measured if not args.no_memory else []:
+            for kv in KV_TYPES[1:]:
+                say(f"{name}: memory with a {kv} KV cache")
+                ld = engine.load(P.LoadConfig(model_path=str(path), n_ctx=4096, type_k=kv, type_v=kv,
+                                              n_threads=args.threads, warmup=False))
+                est = estimate_memory(info, MemoryConfig(n_ctx=4096, type_k=kv, type_v=kv), has_gpu=False)
+                data["memory"].append({"model": name, "kv": kv, "estimated_mib": est.cpu.total / MiB,
+                                       "llama_mib": sum(ld.buffers_mib.values())})
+    data["load_after"] = list(os.getloadavg())
+    data["seconds"] = time.perf_counter() - t_start
+    return data
+
+
+def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
+    """Print the tables and the targets' verdicts from measured data with the current speed model."""
+    from app.core import calibration
+    from app.core.bandwidth import BandwidthResult
+    from app.core.calibration import Sample
+    from app.core.gguf_info import inspect_gguf
+    from app.core.hardware import probe_hardware
+    from app.core.memory import MemoryConfig
+    from app.core.speed import Rates, cost_parts, default_rates, predict
+    from app.core.zoo import ZOO
+
+    pr = data["probes"]
+    threads = data.get("n_threads_used") or data.get("n_threads") or pr["threads"]
+    lb, la = data["load_before"], data.get("load_after", [0, 0, 0])
+    print(f"date: {data['date']}; machine: {data['machine']}; "
+          f"{'isolated on one CPU' if data.get('isolated') else 'not isolated'}; {threads} llama.cpp thread(s)")
+    print(f"load average before {lb[0]:.2f} / {lb[1]:.2f} / {lb[2]:.2f}, after {la[0]:.2f} / {la[1]:.2f} / "
+          f"{la[2]:.2f} (1/5/15 min)")
+    print(f"probes ({pr['threads']} thread(s)): read {pr['read_gbs']:.1f} GB/s"
+          + (f" (one thread {pr['read_gbs_1t']:.1f})" if pr.get("read_gbs_1t") else "")
+          + f", float32 GEMM {pr['gemm_gflops']:.0f} GFLOP/s")
+    bw = BandwidthResult(read_gbs=pr["read_gbs"], copy_gbs=0.0, threads=pr["threads"], buffer_bytes=0, runs=0,
+                         seconds=0.0, measured_at=data["date"], gemm_gflops=pr["gemm_gflops"])
+    if pr.get("read_gbs_1t"):
+        bw.read_gbs_1t = pr["read_gbs_1t"]
+    unc = default_rates(probe_hardware(), bw, threads=threads)
+    unc = Rates(unc.cpu, None)
+    infos: dict[str, Any] = {}
+
+    def info_of(name: str) -> Any:
+        if name not in infos:
+            infos[name] = inspect_gguf(_model_path(name, zoo_dir, default))
+        return infos[name]
+
+    samples = []
+    cfg_cal = MemoryConfig(n_ctx=CAL_CTX)
+    for c in data["calibration"]:
+        info = info_of(c["model"])
+        if c["kind"] == "decode":
+            parts = cost_parts(info, unc, cfg_cal, depth=c["depth"] + (CAL_GEN - 1) // 2)["cpu"]
+            samples.append(Sample("decode", c["tps"], 1, parts, c["model"], c["depth"]))
+        else:
+            samples.append(Sample("prefill", c["tps"], CAL_PROMPT, cost_parts(info, unc, cfg_cal,
+                                                                            n_prompt=CAL_PROMPT)["cpu"], c["model"]))
+    cal = calibration.calibrate("bench", "cpu", samples, unc.cpu, n_threads=threads)
+    calibrated = Rates(calibration.apply(unc.cpu, cal), None)
+    print(f"calibration ({len(samples)} runs on {', '.join(cal.models)}): effective bandwidth "
+          f"{cal.effective_bandwidth_gbs:.1f} GB/s, decode kernels x{cal.decode_scale:.2f}, prefill kernels "
+          f"x{cal.prefill_scale:.2f}, per layer {cal.t_layer_s * 1e6:.0f} µs, fit error {cal.fit_error * 100:.0f} % rms")
+    for c in data["calibration"]:
+        print(f"  calibration {c['half']}: {c['model']} {c['kind']} depth {c['depth']}: {c['tps']:.1f} tok/s")
+    cal_set = {c["model"] for c in data["calibration"]}
+    cfg = MemoryConfig(n_ctx=4096)
+    table = []
+    for r in data["runs"]:
+        info, (key, quant) = info_of(r["model"]), r["model"].split(":")
+        meas = statistics.fmean(r["tps"])
+        spread = statistics.stdev(r["tps"]) / meas if len(r["tps"]) > 1 else 0.0
+        pu, pc = (predict(info, rates, cfg, n_prompt=512, n_gen=128) for rates in (unc, calibrated))
+        pick = (lambda p: p.prefill_tps) if r["test"] == "pp512" else (lambda p: p.decode_tps)
+        label = f"{ZOO[key].name} {quant}" + (" (cal)" if r["model"] in cal_set else "")
+        table.append((label, ZOO[key].params_b, r["test"], meas, spread, pick(pu), pick(pc),
+                      pc.decode_bound if r["test"] == "tg128" else ""))
+    print("\n| model | test | measured tok/s | uncalibrated | calibrated | decode bound (calibrated) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for label, _p, test, meas, spread, pu, pc, bound in sorted(table, key=lambda r: abs(r[6] / r[3] - 1)):
+        print(f"| {label} | {test} | {meas:.1f} ± {spread * 100:.0f} % | {pu:.1f} ({pu / meas:.2f}x) | "
+              f"{pc:.1f} ({pc / meas:.2f}x) | {bound} |")
+    print()
+    ok, target = True, {"tg128": 0.15, "pp512": 0.25}
+    for label, params_b, test, meas, _s, pu, pc, _b in table:
+        if params_b < 1.0 and "(cal)" not in label:
+            continue
+        if abs(pc / meas - 1) > target[test] or (test == "tg128" and abs(pu / meas - 1) > 0.35):
+            ok = False
+            print(f"MISSED: {label} {test}: calibrated {pc / meas - 1:+.0%} (target ±{target[test]:.0%}), "
+                  f"uncalibrated {pu / meas - 1:+.0%}" + (" (target ±35%)" if test == "tg128" else ""))
+    if data["memory"]:
+        print("\n| model | KV | estimated MiB | llama.cpp buffers MiB | ratio |\n| --- | --- | --- | --- | --- |")
+        ordered = sorted(data["memory"], key=lambda m: abs(m["estimated_mib"] / m["llama_mib"] - 1))
+        for m in ordered:
+            key, quant = m["model"].split(":")
+            print(f"| {ZOO[key].name} {quant} | {m['kv']} | {m['estimated_mib']:.1f} | {m['llama_mib']:.1f} | "
+                  f"{m['estimated_mib'] / m['llama_mib']:.3f} |")
+            if abs(m["estimated_mib"] / m["llama_mib"] - 1) > 0.02:
+                ok = False
+                print(f"MISSED: memory {m['model']} {m['kv']} (target ±2%)")
+    for s in data["skipped"]:
+        print(f"skipped: {s}")
+    print(f"\ntotal {data.get('seconds', 0):.0f} s; targets {'met' if ok else 'NOT all met'}")
+    return ok
 
 
 def main() -> int:
@@ -49,176 +268,28 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=1800.0,
                     help="skip the remaining zoo models (said so) once this much time has gone, keeping time for "
                          "the closing calibration runs")
+    ap.add_argument("--save-json", default=None, help="also write the measurements to this file")
+    ap.add_argument("--replay", default=None, help="report from a --save-json file; measure nothing")
     args = ap.parse_args()
+    args.wanted = [(k, q) for k, q in EVALUATION if not args.only or k in args.only or f"{k}:{q}" in args.only]
 
-    home = tempfile.mkdtemp(prefix="roofline-bench-")
     from app.core.default_model import default_model_path
 
     default = default_model_path()  # resolve before ROOFLINE_HOME moves the models directory
-    os.environ["ROOFLINE_HOME"] = home
+    os.environ["ROOFLINE_HOME"] = tempfile.mkdtemp(prefix="roofline-bench-")
     os.environ["ROOFLINE_DEFAULT_MODEL"] = str(default)
     zoo_dir = Path(args.zoo_dir or tempfile.mkdtemp(prefix="roofline-zoo-"))
-
-    import psutil
-
-    from app.commands.calibrate import CALIBRATION_ZOO, measure
-    from app.core import calibration
-    from app.core.bandwidth import get_bandwidth
-    from app.core.gguf_info import inspect_gguf
-    from app.core.hardware import probe_hardware
-    from app.core.memory import MemoryConfig, MiB, estimate_memory
-    from app.core.speed import Rates, default_rates, predict
-    from app.core.zoo import ZOO, zoo_path
-    from app.engine import protocol as P
-    from app.engine.client import EngineClient
-
-    t_start = time.perf_counter()
-    load_before = os.getloadavg()
-    hw = probe_hardware()
-    bw = get_bandwidth(hw.machine_key, remeasure=True)
-    print(f"date: {datetime.now(UTC).isoformat(timespec='minutes')}")
-    print(f"machine: {hw.cpu.model}, {hw.cpu.logical_cores} logical cores, {(hw.ram_total or 0) / 2**30:.0f} GiB "
-          f"({psutil.virtual_memory().available / 2**30:.1f} GiB available); load average before "
-          f"{load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} (1/5/15 min)")
-    print(f"probes: read {bw.read_gbs:.1f} GB/s, float32 GEMM {bw.gemm_gflops:.0f} GFLOP/s")
-    if load_before[0] > (hw.cpu.logical_cores or 1):
-        print("WARNING: the machine is busy (load average above the core count): absolute speeds are depressed and "
-              "noisy; the calibration is interleaved with the zoo runs so the ratios mean what they can")
-    unc = default_rates(hw, bw)
-    unc = Rates(unc.cpu, None)
-
-    wanted = EVALUATION
-    if args.only:
-        wanted = [(k, q) for k, q in EVALUATION if k in args.only or f"{k}:{q}" in args.only]
-    cal_set = {("default", "Q4_K_M")} | set(CALIBRATION_ZOO)
-    cfg_cal = MemoryConfig(n_ctx=2048)
-    cal_runs = [("default", default, (0, 512))] + [
-        (f"{k}:{q}", zoo_path(k, q, zoo_dir), (0,)) for k, q in CALIBRATION_ZOO]
-    samples: list = []
-    rows: list[tuple] = []  # (label, params_b, test, measured, spread, pred_unc, pred_cal_placeholder, info, cfg)
-    mem_rows: list[tuple[str, str, float, float]] = []
-    skipped: list[str] = []
-    measured_models: list[tuple[str, Path, object]] = []
-
-    def say(msg: str) -> None:
-        print(f"  {msg} ...", file=sys.stderr, flush=True)
-
-    def calibration_round(engine: EngineClient, which: str) -> None:
-        for label, path, depths in cal_runs:
-            m = measure(engine, inspect_gguf(path), cfg_cal, str(path), unc, depths=depths, n_gen=32, n_prompt=256,
-                        repetitions=1, n_threads=args.threads, progress=lambda s: say(f"calibration {which}: {s}"),
-                        label=label)
-            samples.extend(m.samples)
-            for smp in m.samples:
-                print(f"calibration {which}: {label} {smp.kind} depth {smp.depth}: {smp.tokens_per_s:.1f} tok/s",
-                      flush=True)
-
-    with EngineClient() as engine:
-        calibration_round(engine, "1/2")
-        reserve = time.perf_counter() - t_start  # the closing calibration round takes about as long
-        for key, quant in wanted:
-            spec = ZOO[key]
-            path = zoo_path(spec, quant, zoo_dir)
-            info = inspect_gguf(path)
-            label = f"{spec.name} {quant}"
-            cfg = MemoryConfig(n_ctx=4096)
-            est = estimate_memory(info, cfg, has_gpu=False)
-            avail = psutil.virtual_memory().available
-            if est.cpu.total > RAM_SHARE * avail:
-                skipped.append(f"{label}: needs {est.cpu.total / 2**30:.1f} GiB (weights, repacked copy, KV, "
-                               f"compute), {avail / 2**30:.1f} GiB available now")
-                continue
-            if time.perf_counter() - t_start + reserve > args.budget_s:
-                skipped.append(f"{label}: time budget of {args.budget_s:.0f} s spent (machine load)")
-                continue
-            big = info.tensor_bytes > 2e9
-            reps = 1 if big else args.repetitions
-            say(f"{label}: load")
-            loaded = engine.load(P.LoadConfig(model_path=str(path), n_ctx=4096, n_threads=args.threads))
-            mem_rows.append((label, "f16", est.cpu.total / MiB, sum(loaded.buffers_mib.values())))
-            print(f"memory {label} f16: estimated {mem_rows[-1][2]:.1f} MiB, llama.cpp {mem_rows[-1][3]:.1f} MiB",
-                  flush=True)
-            if big:  # page the weights in and start the threads without a full extra run
-                engine.bench(P.Bench(request_id=engine.new_request_id("w"), n_gen=4, repetitions=1, warmup=False))
-            for n_prompt, n_gen in ((512, 0), (0, 128)):
-                say(f"{label}: {'pp512' if n_prompt else 'tg128'} x{reps}")
-                res = engine.bench(P.Bench(request_id=engine.new_request_id("z"), n_prompt=n_prompt, n_gen=n_gen,
-                                           repetitions=reps, warmup=not big))
-                n = n_prompt or n_gen
-                tps = [n / (ns / 1e9) for ns in res.samples_ns]
-                meas = statistics.fmean(tps)
-                spread = statistics.stdev(tps) / meas if len(tps) > 1 else 0.0
-                pu = predict(info, unc, cfg, n_prompt=512, n_gen=128)
-                print(f"measured {label} {'pp512' if n_prompt else 'tg128'}: {meas:.2f} tok/s ±{spread * 100:.0f} % "
-                      f"(uncalibrated prediction {pu.prefill_tps if n_prompt else pu.decode_tps:.2f}); load "
-                      f"{os.getloadavg()[0]:.1f}", flush=True)
-                rows.append((label + (" (cal)" if (key, quant) in cal_set else ""), spec.params_b,
-                             "pp512" if n_prompt else "tg128", meas, spread,
-                             pu.prefill_tps if n_prompt else pu.decode_tps, info, cfg, pu.decode_bound))
-            measured_models.append((label, path, info))
-        calibration_round(engine, "2/2")
-        # memory does not depend on the machine's load: the other KV types after the timed runs
-        for label, path, info in measured_models if not args.no_memory else []:
-            for kv in KV_TYPES[1:]:
-                kcfg = MemoryConfig(n_ctx=4096, type_k=kv, type_v=kv)
-                say(f"{label}: memory with a {kv} KV cache")
-                ld = engine.load(P.LoadConfig(model_path=str(path), n_ctx=4096, type_k=kv, type_v=kv,
-                                              n_threads=args.threads, warmup=False))
-                mem_rows.append((label, kv, estimate_memory(info, kcfg, has_gpu=False).cpu.total / MiB,
-                                 sum(ld.buffers_mib.values())))
-                print(f"memory {label} {kv}: estimated {mem_rows[-1][2]:.1f} MiB, llama.cpp {mem_rows[-1][3]:.1f} MiB",
-                      flush=True)
-
-    cal = calibration.calibrate(hw.machine_key, "cpu", samples, unc.cpu)
-    calibrated = Rates(calibration.apply(unc.cpu, cal), None)
-    load_after = os.getloadavg()
-    print(f"\ncalibration ({len(samples)} runs on {', '.join(cal.models)}): effective bandwidth "
-          f"{cal.effective_bandwidth_gbs:.1f} GB/s, decode kernels x{cal.decode_scale:.2f}, prefill kernels "
-          f"x{cal.prefill_scale:.2f}, t0 {cal.t0_s * 1000:.2f} ms, fit error {cal.fit_error * 100:.0f} % rms")
-    table = []
-    for label, params_b, test, meas, spread, pu, info, cfg, bound_u in rows:
-        pc = predict(info, calibrated, cfg, n_prompt=512, n_gen=128)
-        pcv = pc.prefill_tps if test == "pp512" else pc.decode_tps
-        table.append((label, params_b, test, meas, spread, pu, pcv, pc.decode_bound if test == "tg128" else ""))
-    kind_target = {"tg128": 0.15, "pp512": 0.25}
-
-    def worst(r: tuple) -> float:
-        return abs(r[6] / r[3] - 1)
-
-    print()
-    print("| model | test | measured tok/s | uncalibrated | calibrated | decode bound (calibrated) |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for r in sorted(table, key=worst):
-        label, _p, test, meas, spread, pu, pc, bound = r
-        print(f"| {label} | {test} | {meas:.1f} ± {spread * 100:.0f} % | {pu:.1f} ({pu / meas:.2f}x) | "
-              f"{pc:.1f} ({pc / meas:.2f}x) | {bound} |")
-    print()
-    ok = True
-    for label, params_b, test, meas, _s, pu, pc, _b in table:
-        if params_b < 1.0 and "(cal)" not in label:
-            continue
-        cal_ok = abs(pc / meas - 1) <= kind_target[test]
-        unc_ok = test != "tg128" or abs(pu / meas - 1) <= 0.35
-        if not (cal_ok and unc_ok):
-            ok = False
-            print(f"MISSED: {label} {test}: calibrated {pc / meas - 1:+.0%} (target ±{kind_target[test]:.0%}), "
-                  f"uncalibrated {pu / meas - 1:+.0%}" + (" (target ±35%)" if test == "tg128" else ""))
-    if mem_rows:
-        print("\n| model | KV | estimated MiB | llama.cpp buffers MiB | ratio |")
-        print("| --- | --- | --- | --- | --- |")
-        ordered = sorted(mem_rows, key=lambda r: abs(r[2] / r[3] - 1))
-        for label, kv, e, b in ordered:
-            print(f"| {label} | {kv} | {e:.1f} | {b:.1f} | {e / b:.3f} |")
-        print()
-        for label, kv, e, b in ordered:
-            if abs(e / b - 1) > 0.02:
-                ok = False
-                print(f"MISSED: memory {label} {kv}: {e / b - 1:+.1%} (target ±2%)")
-    for s in skipped:
-        print(f"skipped: {s}")
-    print(f"\nload average after {load_after[0]:.2f} / {load_after[1]:.2f} / {load_after[2]:.2f}; "
-          f"total {time.perf_counter() - t_start:.0f} s; targets {'met' if ok else 'NOT all met'}")
-    return 0 if ok else 1
+    if args.replay:
+        try:
+            data = json.loads(Path(args.replay).read_text())
+        except (OSError, ValueError) as exc:
+            print(f"bench_zoo: cannot read {args.replay}: {exc}", file=sys.stderr)
+            return 2
+    else:
+        data = measure_all(args, default, zoo_dir)
+        if args.save_json:
+            Path(args.save_json).write_text(json.dumps(data, indent=1))
+    return 0 if report(data, default, zoo_dir) else 1
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def test_vocabularies_must_match_exactly_and_the_reason_is_said() -> None:
 
 def roofline(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "app.cli", "chat", "-t", "2", *args], capture_output=True,
-                          text=True, timeout=900, env=dict(os.environ))
+                          text=True, timeout=900, env=dict(os.environ), check=False)
 
 
 @pytest.mark.model
@@ -62,6 +62,7 @@ def test_greedy_output_is_the_same_with_a_draft_model_and_drafts_are_counted(def
     assert b["text"] == a["text"] and a["text"].strip()
     assert a["metrics"]["draft_tokens"] == 0
     assert b["metrics"]["draft_tokens"] > 0 and 0 < b["metrics"]["draft_accepted"] <= b["metrics"]["draft_tokens"]
+    assert (a["metrics"]["drafter"], b["metrics"]["drafter"]) == ("", "draft model")  # which drafter ran
 
 
 @pytest.mark.model
@@ -80,3 +81,15 @@ def test_the_summary_names_the_draft_model_and_gives_measured_and_predicted_spee
     assert res.returncode == 0, res.stderr
     assert "draft   : " in res.stdout and "draft model)" in res.stdout and "lookup  :" not in res.stdout
     assert "speed-up: measured ×" in res.stdout and "; predicted ×" in res.stdout
+
+
+@pytest.mark.model
+@pytest.mark.xfail(reason="known: tokens verified in a batch keep the KV values the batch computed, which llama.cpp "
+                          "rounds slightly differently from one-token steps; a later step whose top two logits are "
+                          "0.015 apart (token 26 here, repeat penalty 1.1) then flips", strict=False)
+def test_greedy_output_is_the_same_past_a_near_tie_after_verified_drafts(default_model: Path) -> None:
+    args = ("--raw", "--temp", "0", "-n", "40", "--json", "The capital of France is")
+    plain = roofline(*args)
+    drafted = roofline(*args, "--draft-model", str(default_model))
+    assert plain.returncode == 0 and drafted.returncode == 0, (plain.stderr, drafted.stderr)
+    assert json.loads(drafted.stdout)["text"] == json.loads(plain.stdout)["text"]

@@ -258,18 +258,19 @@ def test_calibrate_and_apply_scale_every_rate() -> None:
 
 def test_calibration_storage(tmp_path: Path) -> None:
     base = DeviceRates("cpu", 20.0, 1.0, 0.0005, 50e9)
-    cal = calibration.calibrate("m1", "cpu", _samples(1.0, 1.0, 0.001), base)
+    cal = calibration.calibrate("m1", "cpu", _samples(1.0, 1.0, 0.001), base, n_threads=2)
     calibration.store(cal)
     calibration.store(dataclasses.replace(cal, backend="gpu", effective_bandwidth_gbs=500.0))
-    assert calibration.load("m1", "cpu") == cal
-    assert calibration.load("m1", "gpu").effective_bandwidth_gbs == 500.0  # type: ignore[union-attr]
-    assert calibration.load("m2", "cpu") is None
+    assert calibration.load("m1", "cpu", 2) == cal
+    assert calibration.load("m1", "gpu", 2).effective_bandwidth_gbs == 500.0  # type: ignore[union-attr]
+    assert calibration.load("m2", "cpu", 2) is None
+    assert calibration.load("m1", "cpu", 1) is None  # measured with two threads: not for one
     old = json.loads(calibration._path().read_text())
-    old["m1/cpu"].pop("version")  # an entry of the single-rate model: calibrate again
+    old["m1/cpu/t2"].pop("version")  # an entry of the single-rate model: calibrate again
     calibration._path().write_text(json.dumps(old))
-    assert calibration.load("m1", "cpu") is None
+    assert calibration.load("m1", "cpu", 2) is None
     calibration._path().write_text("[1, 2")
-    assert calibration.load("m1", "gpu") is None  # damaged file: calibrate again
+    assert calibration.load("m1", "gpu", 2) is None  # damaged file: calibrate again
 
 
 # ----------------------------------------------------------------------------- the command
@@ -288,5 +289,5 @@ def test_calibrate_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     assert cal["backend"] == "cpu" and cal["n_decode_samples"] >= 3 and cal["prefill_gflops"] > 0
     assert len(cal["models"]) == 2  # the given model and a zoo shape, written on the fly
     assert out["calibrated"]["label"] == "calibrated" and out["uncalibrated"]["label"] == "uncalibrated"
-    stored = calibration.load(probe_hardware().machine_key, "cpu")
+    stored = calibration.load(probe_hardware().machine_key, "cpu", cal["n_threads"])
     assert stored is not None and "tiny.gguf" in stored.models

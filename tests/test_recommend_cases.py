@@ -140,7 +140,8 @@ def test_calibrated_label(llama8b: dict[str, GGUFInfo]) -> None:
 
     m = desktop(gpu=None)
     cal = calibration.Calibration(m.hw.machine_key, "cpu", effective_bandwidth_gbs=20.0, t0_s=0.002,
-                                  t0_fitted=True, prefill_gflops=150.0, n_decode_samples=4, n_prefill_samples=3)
+                                  t0_fitted=True, prefill_gflops=150.0, n_decode_samples=4, n_prefill_samples=3,
+                                  n_threads=m.rates.cpu.threads)
     calibration.store(cal)
     rates = calibration.calibrated_rates(m.rates, m.hw.machine_key)
     rec = recommend([llama8b["Q4_K_M"]], Machine(m.hw, rates), n_ctx=4096)

@@ -46,3 +46,6 @@ def test_memory_bound_batches_multiply_then_the_compute_roof_flattens(info) -> N
 def test_stops_paying() -> None:
     assert stops_paying([(1, 10.0), (2, 19.0), (4, 30.0), (8, 31.0)]) == 8
     assert stops_paying([(1, 10.0), (2, 19.0)]) is None
+    # a dip is not the end when later counts still gain (measured on one thread, 2026-11-30)
+    assert stops_paying([(1, 42.6), (2, 37.7), (4, 63.0), (8, 84.2), (16, 110.6)]) is None
+    assert stops_paying([(1, 42.6), (2, 37.7), (4, 44.0), (8, 45.0)]) == 2

@@ -73,6 +73,7 @@ def test_greedy_text_is_identical_with_and_without_lookup(engine: EngineClient, 
     assert on.text == off.text and len(on.text) > 40
     m_on, m_off = PhaseMetrics.from_dict(on.metrics), PhaseMetrics.from_dict(off.metrics)
     assert m_off.draft_tokens == 0 and m_on.draft_tokens > 0
+    assert (m_off.drafter, m_on.drafter) == ("", "prompt lookup")
     assert 0 <= m_on.draft_accepted <= m_on.draft_tokens
     if kind == "code":  # the answer copies the prompt: drafts are right (how many batches run depends on
         assert m_on.draft_accepted > 0  # timing: lookup pauses itself while it is slower than plain steps)

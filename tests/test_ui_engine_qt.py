@@ -91,8 +91,11 @@ def test_pacing_follows_whether_llama_cpp_leaves_a_core_free(qtbot, monkeypatch)
                          (_loaded(n_threads=2, n_gpu_layers=18, metadata=blocks), ROOMY),  # decodes on the GPU
                          (_loaded(n_threads=2, n_gpu_layers=-1), ROOMY),
                          (_loaded(n_threads=2, n_gpu_layers=9, metadata=blocks), SHARED)):  # half: CPU too
+        # a server's Loaded counts only while the window uses that server (a late one is ignored)
+        engine.remote = ("http://127.0.0.1:1", None, None) if loaded.chat_template_source == "server" else None
         engine._dispatch(loaded)
         assert engine.pacing == want and engine._batch.interval() == want.text_ms
+    engine.remote = None
     assert len(seen) == 6
 
 

@@ -375,7 +375,8 @@ def test_a_server_that_answers_takes_over_and_the_status_bar_says_so(window, qtb
     class AnsweringServer:
         alive, pid = True, None
 
-        def __init__(self, url: str, api_key: str | None = None, model: str | None = None, on_event=None):  # type: ignore[no-untyped-def]
+        def __init__(self, url: str, api_key: str | None = None, model: str | None = None,
+                     on_event=None):  # type: ignore[no-untyped-def]
             self.on_event = on_event
 
         def connect(self) -> P.Loaded:
@@ -418,7 +419,8 @@ def test_a_model_chosen_while_a_server_connects_wins(window, qtbot, monkeypatch)
     class LateServer:
         alive, pid = True, None
 
-        def __init__(self, url: str, api_key: str | None = None, model: str | None = None, on_event=None):  # type: ignore[no-untyped-def]
+        def __init__(self, url: str, api_key: str | None = None, model: str | None = None,
+                     on_event=None):  # type: ignore[no-untyped-def]
             self.on_event = on_event
 
         def connect(self) -> P.Loaded:

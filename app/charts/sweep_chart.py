@@ -187,6 +187,10 @@ def make_plot(background: str = ON_WHITE.base) -> pg.PlotWidget:
     w.setMouseEnabled(x=False, y=False)
     w.hideButtons()
     w.setMinimumHeight(300)
+    for name in ("left", "bottom"):
+        # The units are in the axis titles: pyqtgraph's own "(x0.001)" on a range under 1 (an empty or
+        # cancelled sweep) reads as a wrong number.
+        w.getAxis(name).enableAutoSIPrefix(False)
     return w
 
 

@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 
 # Zoo models that calibrate alongside the given one: small enough to write and run in seconds, big enough
 # that their weights, not the per-layer overhead, set their speed; one shape in two quantizations, so the
-# memory bandwidth (Q8_0: cheap kernels, many bytes) and the 4-bit kernels (Q4_K_M) are told apart. The
-# default model (18 small layers) pins the per-layer overhead.
-CALIBRATION_ZOO = (("llama-3.2-1b", "Q8_0"), ("llama-3.2-1b", "Q4_K_M"))
+# memory bandwidth (Q6_K: memory-bound) and the 4-bit kernels (Q4_K_M) are told apart. Zoo files hold zero
+# weights: Q4_K and Q6_K decode as fast on zeros as on real weights, Q8_0 and Q5_0 do not (1.3-1.4x faster
+# on zeros, one thread), so no Q8_0 shape here. The default model (18 small layers) pins the per-layer cost.
+CALIBRATION_ZOO = (("llama-3.2-1b", "Q6_K"), ("llama-3.2-1b", "Q4_K_M"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     hw = probe_hardware()
     bw = get_bandwidth(hw.machine_key)
-    before = default_rates(hw, bw)
+    before = default_rates(hw, bw, threads=args.threads)  # the engine gets the same threads (args or default)
     cfg = MemoryConfig(n_ctx=2048, n_gpu_layers=args.n_gpu_layers)
     depths = (0, args.depth) if args.depth > 0 else (0,)
 
@@ -132,7 +133,9 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"the engine failed: {exc}")
     backend = "gpu" if gpu and args.n_gpu_layers else "cpu"
     base = before.cpu if backend == "cpu" or before.gpu is None else before.gpu
-    cal = calibration.calibrate(hw.machine_key, backend, samples, base, n_threads=threads)
+    if threads and threads != before.cpu.threads:
+        return fail(f"the engine ran {threads} threads, the speed model assumed {before.cpu.threads}: pass -t")
+    cal = calibration.calibrate(hw.machine_key, backend, samples, base, n_threads=before.cpu.threads)
     calibration.store(cal)
     after = calibration.calibrated_rates(before, hw.machine_key, "cpu", "gpu")
     p0, p1 = predict(info, before, cfg, n_gen=32, n_prompt=256), predict(info, after, cfg, n_gen=32, n_prompt=256)

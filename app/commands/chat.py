@@ -145,14 +145,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print("\n")
     print(f"-- finished: {done.finish_reason}; {metrics.source}")
-    for line in metrics.summary_lines(drafter="draft model" if args.draft_model and not args.remote
-                                      else "prompt lookup"):
+    for line in metrics.summary_lines():  # the engine's metrics name the drafter that ran
         print(line)
     from app.commands._draft_summary import speedup_lines
 
     draft = resolve_model(args.draft_model) if args.draft_model and not args.remote else None
     for line in speedup_lines(done.metrics, None if args.remote else resolve_model(args.model), draft,
-                              args.ctx, args.kv_type, args.n_gpu_layers):
+                              plan.values["n_ctx"], plan.values["type_k"], plan.values["n_gpu_layers"]):
         print(line)
     if done.metrics.get("reasoning_tokens") or done.reasoning:
         ttfa = done.metrics.get("ttft_answer_ms")

@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GGUF files to compare (e.g. several quants of one model; default: the embedded model)")
     p.add_argument("--ctx", type=A.context_size, default=None, help="context you want (default 8192, or the model's if less)")
     p.add_argument("--kv-type", default=DEFAULT_KV_TYPE, choices=KV_TYPES, help="KV cache type")
+    p.add_argument("-t", "--threads", type=A.threads, default=None,
+                   help="llama.cpp threads to predict for (default: what a load would use: settings, preset, tune)")
     p.add_argument("--remeasure", action="store_true", help="measure memory bandwidth again first")
     p.add_argument("--draft-model", default=None, metavar="GGUF",
                    help="also predict the decode speed-up of speculative decoding with this draft model")
@@ -42,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
                                size=path.stat().st_size))
     if args.ctx is not None and args.ctx <= 0:
         return fail("--ctx must be positive")
-    machine = Machine.from_system(remeasure=args.remeasure)
+    from app.core.load_plan import planned_threads
+
+    threads, batch = planned_threads(paths[0], n_threads=args.threads)  # the threads a load of it would use
+    machine = Machine.from_system(remeasure=args.remeasure, threads=threads, batch_threads=batch)
     rec = recommend(cands, machine, n_ctx=args.ctx, kv_type=args.kv_type)
     draft: dict[str, Any] | None = None
     if args.draft_model:
@@ -52,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         draft = predicted
     if args.json:
         data = rec.to_dict()
+        data["threads"] = machine.rates.cpu.threads
         data["machine"] = machine.hw.to_dict()
         data["rates"] = machine.rates.to_dict()
         if draft is not None:
@@ -59,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(data)
         return 0
     print_report(rec)
+    print(f"speeds for {machine.rates.cpu.threads} llama.cpp thread(s) on the CPU "
+          f"({'-t' if args.threads else 'settings, preset or tune result; llama.cpp default when unset'})")
     if draft is not None:
         print(draft["line"])
         if draft["vocabulary"]:

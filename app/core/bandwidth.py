@@ -1,8 +1,9 @@
 """Measured main-memory bandwidth of this machine (what CPU decode speed is bound by).
 
 A read probe sums buffers far larger than the last-level cache, one thread per core (numpy releases the
-GIL inside reductions, so threads run in parallel); a copy probe is kept for reference, and a small
-float32 matrix multiply gives a yardstick for compute (prefill). The best of a
+GIL inside reductions, so threads run in parallel), and once more with a single thread (the speed model
+predicts for the threads a load uses: one thread rarely saturates the memory system); a copy probe is kept
+for reference, and a small float32 matrix multiply gives a yardstick for compute (prefill). The best of a
 few runs counts, and the whole measurement stays within about two seconds, allocation included.
 Results are cached per machine (CPU model + RAM + core count) in `paths.cache_dir()`.
 """
@@ -40,6 +41,7 @@ class BandwidthResult:
     cached: bool = False
     gemm_gflops: float = 0.0  # float32 matrix multiply (numpy BLAS): a yardstick for prefill compute
     busy: bool = False  # other work competed for the cores: numbers are low, measure again next time
+    read_gbs_1t: float = 0.0  # the read probe with one thread
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,12 +53,18 @@ class BandwidthResult:
 
 
 def default_threads() -> int:
+    """Physical cores, no more than the CPUs this process may run on (a probe confined to fewer CPUs would
+    time-share them and report per-thread rates too low)."""
     try:
         import psutil
 
-        return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+        n = max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
     except Exception:  # noqa: BLE001 - psutil refusing: fall back to os.cpu_count
-        return max(1, os.cpu_count() or 1)
+        n = max(1, os.cpu_count() or 1)
+    try:
+        return max(1, min(n, len(os.sched_getaffinity(0))))
+    except (AttributeError, OSError):  # no affinity API (macOS, Windows)
+        return n
 
 
 def measure_bandwidth(threads: int | None = None, total_bytes: int | None = None,
@@ -83,6 +91,13 @@ def measure_bandwidth(threads: int | None = None, total_bytes: int | None = None
         while runs < max_runs and (runs < 2 or time.perf_counter() - start < budget_s * 0.7):
             read_best = min(read_best, timed(lambda b: b.sum()))
             runs += 1
+        read_1t = read_best
+        if n > 1:  # one thread alone, on one of the same buffers
+            read_1t = float("inf")
+            for _ in range(max(2, runs // 2)):
+                t = time.perf_counter()
+                bufs[0].sum()
+                read_1t = min(read_1t, time.perf_counter() - t)
         half = per // 16
 
         def copy(b: np.ndarray) -> None:
@@ -96,6 +111,7 @@ def measure_bandwidth(threads: int | None = None, total_bytes: int | None = None
     return BandwidthResult(
         gemm_gflops=round(gemm, 1),
         read_gbs=round(per * n / read_best / 1e9, 2),
+        read_gbs_1t=round(per / read_1t / 1e9, 2),
         copy_gbs=round(2 * half * 8 * n / copy_best / 1e9, 2),
         threads=n, buffer_bytes=per * n, runs=runs,
         seconds=round(time.perf_counter() - start, 3),
@@ -155,8 +171,8 @@ def load_cached(key: str) -> BandwidthResult | None:
         result = BandwidthResult.from_dict(entry)
     except (OSError, ValueError, TypeError):
         return None  # missing or damaged cache: measure again
-    if not result.gemm_gflops:
-        return None  # written before the compute yardstick existed
+    if not result.gemm_gflops or not result.read_gbs_1t:
+        return None  # written before the compute yardstick or the one-thread probe existed
     result.cached = True
     return result
 
@@ -190,5 +206,6 @@ def get_bandwidth(machine_key: str, remeasure: bool = False, **measure_kwargs: A
         result.read_gbs = max(result.read_gbs, cached.read_gbs)
         result.copy_gbs = max(result.copy_gbs, cached.copy_gbs)
         result.gemm_gflops = max(result.gemm_gflops, cached.gemm_gflops)
+        result.read_gbs_1t = max(result.read_gbs_1t, cached.read_gbs_1t)
     store(result)
     return result

@@ -67,8 +67,12 @@ def predict_batch(info: GGUFInfo, rates: Rates, streams: list[int], cfg: MemoryC
 
 
 def stops_paying(points: list[tuple[int, float]], min_gain: float = 1.1) -> int | None:
-    """The first stream count whose aggregate rate is under `min_gain` × the previous count's, or None."""
-    for (_, before), (n, rate) in itertools.pairwise(points):
-        if before > 0 and rate < min_gain * before:
-            return n
+    """The first stream count from which no count, this one or any later, gains `min_gain` × the best
+    aggregate rate before it; None while the last count still gains. A dip followed by growth is not the
+    end: on one CPU thread 2 streams can run slower than 1 (llama.cpp's quantized kernels only switch to
+    matrix-matrix products at 4 columns) and 4, 8 and 16 still gain."""
+    for i in range(1, len(points)):
+        best_before = max(rate for _, rate in points[:i])
+        if best_before > 0 and all(rate < min_gain * best_before for _, rate in points[i:]):
+            return points[i][0]
     return None

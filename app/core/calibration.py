@@ -13,7 +13,9 @@ Samples from models of different shapes and quantizations (the default model and
 `roofline calibrate`) pin the two decode scales apart: a model whose groups are memory-bound constrains
 the bandwidth, a compute-bound one the kernels. With one model the two scales trade off, so the fit
 prefers the pair closest to the uncalibrated rates among those that explain the runs about equally well.
-Results live in `paths.cache_dir()/calibration.json`, keyed by machine key and backend.
+Results live in `paths.cache_dir()/calibration.json`, keyed by machine key, backend and llama.cpp thread
+count: the overheads and the kernels' share of the cores differ with the threads, so a calibration only
+applies to rates for the thread count it was measured with (`DeviceRates.threads`).
 """
 
 from __future__ import annotations
@@ -165,9 +167,9 @@ def apply(rates: DeviceRates, cal: Calibration) -> DeviceRates:
 
 def calibrated_rates(rates: Rates, machine_key: str, cpu_backend: str = "cpu",
                      gpu_backend: str | None = None) -> Rates:
-    """`rates` with stored calibrations applied where there are any."""
-    cpu_cal = load(machine_key, cpu_backend)
-    gpu_cal = load(machine_key, gpu_backend) if gpu_backend and rates.gpu else None
+    """`rates` with stored calibrations applied where there are any for the rates' thread count."""
+    cpu_cal = load(machine_key, cpu_backend, rates.cpu.threads)
+    gpu_cal = load(machine_key, gpu_backend, rates.cpu.threads) if gpu_backend and rates.gpu else None
     return Rates(
         cpu=apply(rates.cpu, cpu_cal) if cpu_cal else rates.cpu,
         gpu=apply(rates.gpu, gpu_cal) if gpu_cal and rates.gpu else rates.gpu,
@@ -189,16 +191,22 @@ def _read_all() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _key(machine_key: str, backend: str, n_threads: int | None) -> str:
+    return f"{machine_key}/{backend}/t{n_threads or 0}"
+
+
 def store(cal: Calibration) -> None:
     data = _read_all()
-    data[f"{cal.machine_key}/{cal.backend}"] = cal.to_dict()
+    data[_key(cal.machine_key, cal.backend, cal.n_threads)] = cal.to_dict()
     atomic_write.write_json(_path(), data)
 
 
-def load(machine_key: str, backend: str) -> Calibration | None:
-    entry = _read_all().get(f"{machine_key}/{backend}")
+def load(machine_key: str, backend: str, n_threads: int | None) -> Calibration | None:
+    """The calibration measured with `n_threads` llama.cpp threads, if any (one for other threads does not
+    apply: their overheads and share of the cores differ)."""
+    entry = _read_all().get(_key(machine_key, backend, n_threads))
     if not isinstance(entry, dict) or entry.get("version") != VERSION:
-        return None  # none, or one from the single-rate model: calibrate again
+        return None  # none, or one from an earlier model: calibrate again
     try:
         return Calibration.from_dict(entry)
     except TypeError:

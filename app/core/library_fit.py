@@ -47,16 +47,20 @@ def _rate(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 
-def machine_for_library() -> Machine:
-    """This computer from cached facts only: probed hardware, the cached bandwidth probe (or none), stored
-    calibrations."""
+def machine_for_library(model_path: str | None = None) -> Machine:
+    """This computer from cached facts only: probed hardware, the cached bandwidth probe (or none), the stored
+    calibration — for the threads a load of `model_path` would use (settings, its preset and tune result;
+    no path: the settings alone)."""
     from app.core.bandwidth import load_cached
     from app.core.calibration import calibrated_rates
     from app.core.hardware import probe_hardware
+    from app.core.load_plan import planned_threads
     from app.core.speed import default_rates
 
     hw = probe_hardware()
-    return Machine(hw, calibrated_rates(default_rates(hw, load_cached(hw.machine_key)), hw.machine_key, "cpu", "gpu"))
+    threads, batch = planned_threads(model_path)
+    rates = default_rates(hw, load_cached(hw.machine_key), threads=threads, batch_threads=batch)
+    return Machine(hw, calibrated_rates(rates, hw.machine_key, "cpu", "gpu"))
 
 
 def assess_models(models: list[Any], machine: Machine, n_ctx: int = LIBRARY_CTX) -> dict[str, LibraryFit]:

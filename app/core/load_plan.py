@@ -165,3 +165,15 @@ def plan_load(model_path: str | Path | None, settings: Settings, flags: dict[str
         put(("n_ubatch",), values["n_batch"], sources["n_batch"])
     shown_key = preset_key(model_path) if preset is not None and model_path is not None else None
     return LoadPlan(str(model_path or ""), values, sources, notes, shown_key)
+
+
+def planned_threads(model_path: str | Path | None, settings: Settings | None = None,
+                    n_threads: int | None = None) -> tuple[int | None, int | None]:
+    """(n_threads, n_threads_batch) a load of `model_path` will use — settings, preset, tune result, then an
+    explicit `n_threads` — so predictions are for the threads the engine gets (None: llama.cpp's default)."""
+    if settings is None:
+        from app.core.settings import load_settings
+
+        settings = load_settings(move_aside=False).settings  # predicting never moves the user's file aside
+    plan = plan_load(model_path, settings, {"n_threads": n_threads, "n_threads_batch": n_threads})
+    return plan.values["n_threads"], plan.values["n_threads_batch"]

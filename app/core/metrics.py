@@ -51,6 +51,12 @@ class PhaseMetrics:
     # speculative decoding (prompt lookup or a draft model)
     draft_tokens: int = 0
     draft_accepted: int = 0
+    drafter: str = ""  # what proposed the drafts: "prompt lookup" or "draft model" ("" when none ran)
+    # a chat's KV cache loaded from disk instead of prefilled (app.core.saved_kv)
+    kv_restored_tokens: int = 0
+    kv_restore_ms: float = 0.0
+    kv_restore_prefill_ms: float = 0.0  # what prefilling those tokens would have taken (estimate)
+    kv_restore_note: str = ""  # why a saved state was not used
     source: str = "llama.cpp perf counters"  # or "client-side wall clock" for remote backends
 
     @property
@@ -94,9 +100,10 @@ class PhaseMetrics:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
-    def summary_lines(self, drafter: str = "prompt lookup") -> list[str]:
+    def summary_lines(self, drafter: str | None = None) -> list[str]:
         """Human summary for the CLI and tooltips: the two phases on separate lines. `drafter` names what
-        proposed the draft tokens ("prompt lookup" or "draft model")."""
+        proposed the draft tokens ("prompt lookup" or "draft model"); by default the one the engine recorded."""
+        drafter = drafter or self.drafter or "prompt lookup"
 
         def fmt(v: float, unit: str = "") -> str:
             return "n/a" if math.isnan(v) else f"{v:.1f}{unit}"
@@ -116,11 +123,26 @@ class PhaseMetrics:
             f"{fmt_bytes(self.kv_bytes_used)} used of {fmt_bytes(self.kv_bytes_allocated)} allocated",
             f"engine  : RSS {fmt_bytes(self.rss_bytes)}, model load {self.load_ms:.0f} ms",
         ]
+        lines += self.restore_lines()
         if self.draft_tokens:
             label = "draft   " if drafter == "draft model" else "lookup  "
             lines.append(f"{label}: {self.draft_accepted}/{self.draft_tokens} draft tokens accepted "
                          f"({100 * self.draft_acceptance:.0f} %, {drafter})")
         return lines
+
+    def restore_text(self) -> str:
+        """"restored N tokens in X ms (prefill would take ~Y ms)", or "" when no saved KV was loaded."""
+        if not self.kv_restored_tokens:
+            return ""
+        text = f"restored {self.kv_restored_tokens} tokens in {self.kv_restore_ms:.0f} ms"
+        if self.kv_restore_prefill_ms > 0:
+            text += f" (prefill would take ~{self.kv_restore_prefill_ms:.0f} ms)"
+        return text
+
+    def restore_lines(self) -> list[str]:
+        if self.kv_restored_tokens:
+            return [f"saved KV: {self.restore_text()}"]
+        return [f"saved KV: {self.kv_restore_note}"] if self.kv_restore_note else []
 
     def _remote_summary_lines(self, fmt: Any) -> list[str]:
         """A remote server's kernels are invisible: say what was measured at the client, and no more."""

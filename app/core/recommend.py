@@ -134,15 +134,18 @@ class Machine:
     rates: Rates
 
     @classmethod
-    def from_system(cls, remeasure: bool = False, gpu_offload: bool | None = None) -> Machine:
-        """This computer: probed hardware, cached (or fresh) bandwidth, stored calibrations applied."""
+    def from_system(cls, remeasure: bool = False, gpu_offload: bool | None = None, threads: int | None = None,
+                    batch_threads: int | None = None) -> Machine:
+        """This computer: probed hardware, cached (or fresh) bandwidth, the stored calibration for the threads
+        a load uses (None: llama.cpp's default) applied."""
         from app.core.bandwidth import get_bandwidth
         from app.core.calibration import calibrated_rates
         from app.core.hardware import probe_hardware
 
         hw = probe_hardware(gpu_offload=gpu_offload)
         bw = get_bandwidth(hw.machine_key, remeasure=remeasure)
-        return cls(hw, calibrated_rates(default_rates(hw, bw), hw.machine_key, "cpu", "gpu"))
+        rates = default_rates(hw, bw, threads=threads, batch_threads=batch_threads)
+        return cls(hw, calibrated_rates(rates, hw.machine_key, "cpu", "gpu"))
 
 
 # ------------------------------------------------------------------------------------------ placement

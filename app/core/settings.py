@@ -69,6 +69,7 @@ class WindowState(BaseModel):
     geometry: str = ""  # base64 of QWidget.saveGeometry()
     state: str = ""  # base64 of QMainWindow.saveState() (dock layout)
     dashboard_visible: bool = True
+    theme: Literal["system", "light", "dark"] = "system"  # View ▸ Theme
 
 
 class Settings(BaseSettings):
@@ -89,6 +90,8 @@ class Settings(BaseSettings):
     # The most a hub file's header (metadata + tensor table) may take before it is refused; real ones are 1-10 MiB.
     max_remote_header_mib: int = Field(default=64, ge=1, le=4096)
     context_overflow: ContextOverflow = "stop"
+    # Saved KV caches of chats (app.core.saved_kv): the most their folder may hold; 0: none saved or restored
+    saved_kv_budget_mib: int = Field(default=2048, ge=0, le=1 << 24)
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     window: WindowState = Field(default_factory=WindowState)
     presets: dict[str, ModelPreset] = Field(default_factory=dict)  # key: app.core.presets.preset_key

@@ -30,6 +30,7 @@ from app.core.memory import CTX_PAD, MemoryConfig, gpu_layout, kv_caches, pad, r
 from app.core.speed_rates import (  # noqa: F401  (re-exported: the speed model's public names)
     ETA_CPU,
     ETA_GPU,
+    MOE_PREFILL_EFFICIENCY,
     PREFILL_WIDTH,
     T0_CPU,
     T0_GPU,
@@ -48,6 +49,7 @@ class Group:
     bytes: float = 0.0  # per decode step (active experts only)
     elements: float = 0.0  # multiplied per token (active experts only)
     bytes_all: float = 0.0  # touched by a large prompt batch (every expert)
+    expert_elements: float = 0.0  # the part of `elements` in MoE experts (active ones)
 
 
 @dataclass
@@ -100,6 +102,7 @@ class SpeedPrediction:
     depth: int
     decode_memory_s: float = 0.0  # the two times the label compares (summed over devices)
     decode_compute_s: float = 0.0
+    threads: int = 0  # the CPU threads the prediction is for (0: not said)
 
     @property
     def label(self) -> str:
@@ -137,6 +140,8 @@ def weight_groups(info: GGUFInfo, cfg: MemoryConfig, has_gpu: bool = True) -> di
         g.bytes += t.n_bytes * f
         g.elements += t.n_elements * f if len(t.shape) >= 2 else 0  # norms, biases: read, barely computed
         g.bytes_all += t.n_bytes
+        if "_exps." in t.name and len(t.shape) >= 2:
+            g.expert_elements += t.n_elements * f
     return groups
 
 
@@ -238,7 +243,9 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
                 # the output matrix: logits for the last token only, a matrix-vector product
                 out_rate = r.decode_rate(gtype)
                 out_t_s = out_el / out_rate if out_rate else 2 * out_el / rate
-                p.alu.append(2 * (g.elements - out_el) * n_prompt / rate + out_t_s if rate else 0.0)
+                # MoE experts: each multiplies only the tokens routed to it (mul_mat_id), a slower product
+                dense = g.elements - g.expert_elements - out_el + g.expert_elements / MOE_PREFILL_EFFICIENCY
+                p.alu.append(2 * dense * n_prompt / rate + out_t_s if rate else 0.0)
             else:
                 rate = r.decode_rate(gtype)
                 p.mem.append(g.bytes / bw)
@@ -310,6 +317,7 @@ def predict(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None, depth
                       "compute" if t_alu > t_mem else "memory bandwidth"),
         prefill_bound="compute" if compute_t >= read_t else "memory bandwidth",  # PCIe counts as bandwidth
         calibrated=calibrated, depth=depth, decode_memory_s=t_mem, decode_compute_s=t_alu,
+        threads=rates.cpu.threads,
     )
 
 

@@ -11,8 +11,15 @@ threads after every graph node: ~25 nodes a layer), and per ggml type two comput
   Q8_0/F16, the generic vec_dot loop for Q6_K).
 
 Uncalibrated CPU rates are the machine's own probes (numpy read bandwidth, a float32 GEMM) times
-per-type factors measured with llama.cpp (llama-cpp-python 0.3.36, 2 threads) on zoo models of the same
-shape in each quantization on an AVX-512 VNNI CPU; `roofline calibrate` scales them to this machine.
+per-type factors measured with llama.cpp (llama-cpp-python 0.3.36) on zoo models of the same shape in each
+quantization on an AVX-512 VNNI CPU; `roofline calibrate` scales them to this machine.
+
+Threads: CPU rates are for the thread count a load uses (`threads_for`: llama.cpp's default is the
+physical cores for decode, all logical cores for prompt batches). Kernel rates scale with the threads
+(each thread runs its share of every matrix product; more threads than physical cores add nothing), memory
+bandwidth saturates: n threads read at min(all cores' probe, n × one thread's probe). The per-layer
+synchronisation (every graph node ends in a barrier all threads wait at) only exists with two threads or
+more; one thread pays a small per-node dispatch cost instead.
 GPUs keep one prefill rate and no decode compute roof (decode there is bandwidth-bound).
 """
 
@@ -22,31 +29,42 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Published efficiencies (reference.md): decode reaches 0.85-0.95 of a GPU's theoretical bandwidth; t0 of
-# 3-6 ms on GPUs. CPU figures were fitted to quiet-machine measurements on the 2-vCPU AMD EPYC development VM
-# (2026-11-30, docs/estimates.md): llama.cpp's decode streams ~1.25x faster than the numpy read probe (prefetching on
-# both cores), and synchronising its two threads after each graph node costs ~0.3 ms a layer there, which
-# is most of a small model's token time. `roofline calibrate` refits all of them on the user's machine.
-ETA_CPU, T0_CPU, T_LAYER_CPU = 1.25, 0.0005, 0.0003
+# 3-6 ms on GPUs. CPU figures come from runs of llama.cpp alone on one isolated CPU of the 2-vCPU AMD EPYC
+# development VM (one thread, docs/estimates.md), where the kernels and the memory can be told apart: models
+# whose weights stream at ~24 GB/s (Q8_0, Q6_K) are bound by memory at 0.75 of the one-thread numpy read
+# probe (~31 GB/s), the 4-bit kernels are slower than their bytes arrive (a 7B Q4_K_M streams at ~18 GB/s).
+# With two threads the kernels run twice as fast while the memory saturates, so the same 7B becomes
+# memory-bound (6-7.5 tok/s measured on 2 quiet threads, ~0.8 x a 35 GB/s probe). Synchronising the threads
+# after every graph node costs ~0.3 ms a layer with two threads; one thread only dispatches the nodes
+# (~55 us a layer, measured on 2- vs 18-layer models). `roofline calibrate` refits them on the user's machine.
+ETA_CPU, T0_CPU, T_LAYER_CPU = 0.75, 0.0005, 0.0003
+T_LAYER_1T = 0.000055  # one thread: no barrier to wait at, only dispatching ~25 graph nodes a layer
 ETA_GPU, T0_GPU = 0.90, 0.004
 CPU_FLOPS_PER_CORE = 30e9  # float32 GEMM fallback when no probe ran
-# Decode kernel throughput in weights per second per GEMM FLOP/s of the float32 probe (type → factor):
-# Q4_K ≈ 47 G weights/s on a 200 GFLOP/s probe (a 7B Q4_K_M decodes at 6-7.5 tok/s there).
+# Decode kernel throughput in weights per second per GEMM FLOP/s of the float32 probe (type → factor), one
+# thread: Q4_K ≈ 34 G weights/s and Q4_0 ≈ 27 on a 104 GFLOP/s probe (both slower than their bytes arrive);
+# Q6_K is memory-bound at one thread already. Q8_0 (14.6 G weights/s) and Q5_0 (~13) are from real weights:
+# zoo files (zero weights) decode 1.3-1.4x faster in those two types, not in Q4_0/Q4_K/Q6_K.
 DECODE_PER_GEMM: dict[str, float] = {
-    "Q4_0": 0.28, "Q4_K": 0.235, "Q5_0": 0.20, "Q5_1": 0.20, "Q5_K": 0.18, "Q6_K": 0.17, "Q8_0": 0.30,
-    "F16": 0.12, "BF16": 0.10, "F32": 0.08, "IQ4_NL": 0.24, "Q2_K": 0.20, "Q3_K": 0.18,
+    "Q4_0": 0.26, "Q4_K": 0.33, "Q5_0": 0.125, "Q5_1": 0.125, "Q5_K": 0.25, "Q6_K": 0.30, "Q8_0": 0.14,
+    "F16": 0.17, "BF16": 0.14, "F32": 0.11, "IQ4_NL": 0.34, "Q2_K": 0.28, "Q3_K": 0.25,
 }
-DECODE_DEFAULT = 0.15
-# Prefill matmul FLOP/s per GEMM FLOP/s of the probe (type → factor), for wide matrices: int8 dot products
-# (repacked Q4_0/Q4_K GEMMs, tinyBLAS Q8_0) beat the float32 probe; Q6_K takes the generic path.
+DECODE_DEFAULT = 0.21
+# Prefill matmul FLOP/s per GEMM FLOP/s of the probe (type → factor), for wide matrices, one thread (pp512 of
+# Llama-3.2-1B in each type): int8 dot products beat the float32 probe; Q6_K's GEMM is the fastest there.
 PREFILL_PER_GEMM: dict[str, float] = {
-    "Q4_0": 1.6, "Q4_K": 1.5, "Q5_0": 1.1, "Q5_1": 1.1, "Q5_K": 1.0, "Q6_K": 1.0, "Q8_0": 1.5,
-    "F16": 1.0, "BF16": 0.8, "F32": 0.6, "IQ4_NL": 1.4, "Q2_K": 0.8, "Q3_K": 0.8,
+    "Q4_0": 1.53, "Q4_K": 1.75, "Q5_0": 1.25, "Q5_1": 1.25, "Q5_K": 1.4, "Q6_K": 2.3, "Q8_0": 1.36,
+    "F16": 1.15, "BF16": 0.9, "F32": 0.7, "IQ4_NL": 1.5, "Q2_K": 0.9, "Q3_K": 0.9,
 }
-PREFILL_DEFAULT = 0.8
+PREFILL_DEFAULT = 0.9
 # The element-wise work around each prefill matmul (norms, rope, activations, copies) grows with the width
 # alone, so a width-n model reaches n / (n + PREFILL_WIDTH) of the kernels' rate (640-wide Gemma 3 270M:
 # ~140 GFLOP/s, a 1024-wide model ~176, a 3584-wide 7B ~250 on the development VM).
 PREFILL_WIDTH = 740.0
+# A MoE prompt batch multiplies each expert by only the tokens routed to it (llama.cpp's mul_mat_id: rows
+# gathered per expert, ~n_tokens x used / experts of them, e.g. 64 of 512 for OLMoE): these small products
+# reach ~0.6 of a dense matmul's rate (OLMoE-1B-7B pp512, one thread).
+MOE_PREFILL_EFFICIENCY = 0.6
 ATTENTION_PER_GEMM = 0.5  # attention's own products (KQ, KQV) in f32/f16
 # Effective prefill FLOP/s per byte/s of memory bandwidth, by GPU family (published llama.cpp pp512).
 GPU_FLOPS_PER_BYTE = {"nvidia": 100.0, "amd": 60.0, "apple": 20.0}
@@ -65,6 +83,7 @@ class DeviceRates:
     prefill_rates: dict[str, float] = field(default_factory=dict)  # type → FLOP/s (absent: prefill_flops)
     t_layer_s: float = 0.0  # per repeating layer per token (graph-node synchronisation)
     source: str = ""
+    threads: int = 0  # CPU: the llama.cpp threads (decode) these rates are for; 0: not said (GPU)
 
     @property
     def effective_bandwidth(self) -> float:
@@ -88,21 +107,60 @@ class Rates:
         return asdict(self)
 
 
-def cpu_rates(read_gbs: float, gemm_flops: float, source: str) -> DeviceRates:
-    """Uncalibrated CPU rates from a read bandwidth (GB/s) and a float32 GEMM rate (FLOP/s)."""
-    decode = {t: f * gemm_flops for t, f in DECODE_PER_GEMM.items()} | {"*": DECODE_DEFAULT * gemm_flops}
-    prefill = {t: f * gemm_flops for t, f in PREFILL_PER_GEMM.items()} | {"*": PREFILL_DEFAULT * gemm_flops}
-    return DeviceRates("cpu", read_gbs, ETA_CPU, T0_CPU, ATTENTION_PER_GEMM * gemm_flops, decode_rates=decode,
-                       prefill_rates=prefill, t_layer_s=T_LAYER_CPU, source=source)
+def threads_for(hw: Any, n_threads: int | None = None, n_threads_batch: int | None = None) -> tuple[int, int]:
+    """(decode threads, prompt-batch threads) a load uses, as the engine decides them: the given ones, else
+    llama.cpp's default (physical cores for decode, logical cores for batches; batches follow n_threads
+    when only that is given)."""
+    cpu = getattr(hw, "cpu", None)
+    physical = getattr(cpu, "physical_cores", None) or getattr(cpu, "logical_cores", None) or 1
+    logical = getattr(cpu, "logical_cores", None) or physical
+    decode = n_threads or physical
+    return decode, n_threads_batch or n_threads or logical
 
 
-def default_rates(hw: Any, bandwidth: Any = None) -> Rates:
-    """Uncalibrated rates for a machine: `hw` a HardwareInfo, `bandwidth` a BandwidthResult (or None)."""
+def thread_scale(threads: int, probe_threads: int, cores: int) -> float:
+    """Compute of `threads` llama.cpp threads relative to a probe run on `probe_threads` (one kernel per
+    thread): linear up to the cores, nothing gained beyond them."""
+    return max(1, min(threads, cores)) / max(1, min(probe_threads, cores))
+
+
+def bandwidth_for_threads(threads: int, read_gbs: float, read_gbs_1t: float, probe_threads: int) -> float:
+    """Read bandwidth (GB/s) with `threads` threads from the all-thread and one-thread probes: n threads
+    read n times one thread's bandwidth until the memory system saturates at the all-thread figure."""
+    if threads >= probe_threads or not read_gbs_1t:
+        return read_gbs if threads >= probe_threads else read_gbs * threads / probe_threads
+    return min(read_gbs, read_gbs_1t * threads)
+
+
+def cpu_rates(read_gbs: float, gemm_flops: float, source: str, *, threads: int = 0, batch_threads: int = 0,
+              probe_threads: int = 0, cores: int = 0, read_gbs_1t: float = 0.0) -> DeviceRates:
+    """Uncalibrated CPU rates from a read bandwidth (GB/s) and a float32 GEMM rate (FLOP/s) measured with
+    `probe_threads` threads, for `threads` decode and `batch_threads` prompt-batch threads (0: as probed)."""
+    probe = probe_threads or threads or 1
+    cores = cores or max(probe, threads, batch_threads, 1)
+    n, nb = threads or probe, batch_threads or threads or probe
+    dec_flops, pre_flops = gemm_flops * thread_scale(n, probe, cores), gemm_flops * thread_scale(nb, probe, cores)
+    bw = bandwidth_for_threads(n, read_gbs, read_gbs_1t, probe)
+    decode = {t: f * dec_flops for t, f in DECODE_PER_GEMM.items()} | {"*": DECODE_DEFAULT * dec_flops}
+    prefill = {t: f * pre_flops for t, f in PREFILL_PER_GEMM.items()} | {"*": PREFILL_DEFAULT * pre_flops}
+    return DeviceRates("cpu", bw, ETA_CPU, T0_CPU, ATTENTION_PER_GEMM * pre_flops, decode_rates=decode,
+                       prefill_rates=prefill, t_layer_s=T_LAYER_CPU if n > 1 else T_LAYER_1T, source=source,
+                       threads=n)
+
+
+def default_rates(hw: Any, bandwidth: Any = None, threads: int | None = None,
+                  batch_threads: int | None = None) -> Rates:
+    """Uncalibrated rates for a machine: `hw` a HardwareInfo, `bandwidth` a BandwidthResult (or None), for
+    the threads a load uses (None: llama.cpp's default, see `threads_for`)."""
+    n, nb = threads_for(hw, threads, batch_threads)
+    cores = (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) if hw is not None else 1
     bw = float(getattr(bandwidth, "read_gbs", 0.0) or 0.0) or 20.0
     gemm = float(getattr(bandwidth, "gemm_gflops", 0.0) or 0.0) * 1e9
-    cores = (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) if hw is not None else 1
+    probe = int(getattr(bandwidth, "threads", 0) or 0) if gemm else cores
     cpu = cpu_rates(bw, gemm or CPU_FLOPS_PER_CORE * cores,
-                    "measured bandwidth" if bandwidth is not None else "assumed 20 GB/s")
+                    "measured bandwidth" if bandwidth is not None else "assumed 20 GB/s", threads=n, batch_threads=nb,
+                    probe_threads=probe or cores, cores=cores,
+                    read_gbs_1t=float(getattr(bandwidth, "read_gbs_1t", 0.0) or 0.0))
     gpu = None
     best = hw.best_gpu if hw is not None else None
     if best is not None:

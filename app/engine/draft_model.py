@@ -2,7 +2,9 @@
 
 The draft model proposes a few tokens greedily; the main model checks them in one batch (the verification,
 acceptance and KV trimming are PromptLookup's, app.engine.speculative), so with greedy sampling the output
-is exactly what the main model alone would write; only the number of main-model calls changes.
+is what the main model alone would write; only the number of main-model calls changes. Not bit for bit: the
+accepted tokens keep the KV values the batch computed, which differ from one-token steps by rounding, so a later
+near-tie can flip (tests/test_draft_model.py, the xfail).
 
 Drafted token ids are only meaningful when both models number their tokens the same way, so a draft is
 accepted only when the GGUF headers agree (app.core.vocabulary, which says why not in words).
@@ -63,6 +65,8 @@ class DraftModel:
 
 class DraftModelLookup(PromptLookup):
     """PromptLookup's verification with drafts from a draft model instead of from the text so far."""
+
+    drafter = "draft model"
 
     def __init__(self, llm: Any, sampler: Sampler, draft: DraftModel, plain_ms_hint: float | None = None) -> None:
         super().__init__(llm, sampler, max_draft=draft.max_draft, plain_ms_hint=plain_ms_hint)

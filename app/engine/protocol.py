@@ -37,6 +37,12 @@ class LoadConfig:
     draft_model: str | None = None  # a small model with the same vocabulary for speculative decoding
     draft_max: int = 8  # most tokens it drafts per step
     warmup: bool = True  # a short uncounted decode after loading, so the first reply is not measured cold
+    # Saved KV of conversations (app.core.saved_kv): the folder for the states, None: none saved or restored
+    kv_store_dir: str | None = None
+    kv_store_budget_mib: int = 2048  # the folder's most; least recently used states go first; 0: off
+    # States up to this size are written right after each reply; a bigger one (a long chat of a big model: a
+    # write of hundreds of MB) waits until the chat is left: another chat's turn, a load, unload or shutdown.
+    kv_save_eager_mib: int = 64
 
 
 @dataclass
@@ -83,6 +89,9 @@ class Generate:
     # of a too-long prompt) or "rolling" (also shift the KV cache mid-reply and go on); app.engine.context_overflow.
     context_overflow: str = "stop"
     n_keep: int | None = None  # tokens at the start that overflow never drops (None: system + first turn)
+    # The chat this request belongs to: its KV cache is saved after the reply and restored from disk when a
+    # later prompt starts with what was saved (LoadConfig.kv_store_dir). None: nothing saved.
+    conversation_id: str | None = None
 
 
 @dataclass
@@ -192,6 +201,11 @@ class Prefilled:
     kv_cells_used: int
     kv_bytes_used: int
     kv_bytes_per_cell: float  # what each further token adds (full-attention caches; 0: unknown)
+    # a saved KV cache loaded from disk instead of prefilling (app.core.saved_kv); 0/"" when none was
+    restored_tokens: int = 0
+    restore_ms: float = 0.0
+    restore_prefill_ms: float = 0.0  # what prefilling the restored tokens would have taken (estimate)
+    restore_note: str = ""  # why a saved state was not used
 
     @property
     def prefill_tps(self) -> float:

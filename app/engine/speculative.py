@@ -60,6 +60,8 @@ class PromptLookup:
     `llm.n_tokens`/`input_ids` exactly as the plain path would (prompt + emitted tokens minus the last).
     """
 
+    drafter = "prompt lookup"  # what proposes the drafts, as the metrics name it
+
     def __init__(self, llm: Any, sampler: Sampler, *, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
                  min_ngram: int = MIN_NGRAM, tie_margin: float = TIE_MARGIN,
                  plain_ms_hint: float | None = None) -> None:

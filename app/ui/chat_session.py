@@ -202,7 +202,8 @@ class ChatSession(QObject):
         self._stop_reason = None
         self.reply_started.emit(reply.id)
         self.engine.generate(P.Generate(request_id=request_id, messages=messages, sampling=sampling,
-                                        prompt_lookup=self.prompt_lookup, context_overflow=self.context_overflow))
+                                        prompt_lookup=self.prompt_lookup, context_overflow=self.context_overflow,
+                                        conversation_id=str(self.conversation.id)))  # its KV is saved by chat
         self._flush_timer.start()
         self.busy_changed.emit(True)
         return True

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.metrics import fmt_bytes
+from app.core.metrics import PhaseMetrics, fmt_bytes
 from app.engine import protocol as P
 
 
@@ -37,7 +37,17 @@ def prefill_texts(ev: P.Prefilled) -> tuple[tuple[str, str], tuple[str, str]]:
         prefill = (f"{ev.prefill_tps:.0f} tok/s", f"{ev.prefill_tokens} tok in {ev.prefill_ms:.0f} ms")
     else:
         prefill = ("—", "nothing new to evaluate")
-    return prefill, (f"{ev.prompt_tokens}", f"{ev.prompt_tokens - reused} new · {reused} reused")
+    restored = PhaseMetrics(kv_restored_tokens=ev.restored_tokens, kv_restore_ms=ev.restore_ms,
+                            kv_restore_prefill_ms=ev.restore_prefill_ms).restore_text()
+    return prefill, (f"{ev.prompt_tokens}", prompt_detail(ev.prompt_tokens - reused, reused, restored,
+                                                          ev.restore_note))
+
+
+def prompt_detail(new: int, reused: int, restored: str, note: str) -> str:
+    """The Prompt-tokens card's line: new vs reused, and a saved KV cache restored from disk (or why not)."""
+    if restored:
+        return f"{new} new · {restored}"
+    return f"{new} new · {reused} reused" + (f" · {note}" if note else "")  # the card's tooltip has all of it
 
 
 def live_kv(ev: P.Prefilled, n_tokens: int, loaded: P.Loaded) -> LiveKV:

@@ -5,8 +5,9 @@ the GGUF headers by app.core.vocabulary, the same check `roofline chat --draft-m
 every other library model is listed greyed out with the reason. A model not smaller than the loaded one can
 be chosen but is marked: drafting with it can only be slower. The headers are read off the GUI thread.
 
-Self-contained: the window opens it with the loaded model's path and, when it is accepted, loads with
-`draft_model = dialog.selected_path()` and `draft_max = dialog.draft_max()`.
+Self-contained: the window opens it with the loaded model's path (app.ui.draft_control) and, when it is
+accepted, loads with `draft_model = dialog.selected_path()` and `draft_max = dialog.draft_max()`, or without a
+draft model when `turned_off` (the "No draft model" button, offered while one is in use: `current`).
 """
 
 from __future__ import annotations
@@ -72,10 +73,12 @@ class DraftPickerDialog(QDialog):
     ROLE = Qt.ItemDataRole.UserRole
 
     def __init__(self, main_model: str | Path, parent: QWidget | None = None, draft_max: int = 8,
-                 candidates: Callable[[], list[str]] = library_paths):
+                 candidates: Callable[[], list[str]] = library_paths, current: str | None = None):
         super().__init__(parent)
         self.setWindowTitle("Draft model")
         self.main_model = str(main_model)
+        self.current = current  # the draft model in use, selected when the list arrives
+        self.turned_off = False
         self.options: list[DraftOption] = []
         self.ready = False
         intro = QLabel(f"A small model that shares the vocabulary of {clean_text(Path(self.main_model).name)} "
@@ -98,6 +101,10 @@ class DraftPickerDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
         self.ok.setEnabled(False)
+        if current is not None:
+            off = self.buttons.addButton("No draft model", QDialogButtonBox.ButtonRole.ResetRole)
+            off.setToolTip("Reload the model without a draft model")
+            off.clicked.connect(self._turn_off)
         layout = QVBoxLayout(self)
         for w in (intro, self.status, self.list):
             layout.addWidget(w)
@@ -133,7 +140,16 @@ class DraftPickerDialog(QDialog):
                                 "(a draft must come from the same family, e.g. a 0.5B beside a 7B).")
         else:
             self.status.setText(f"{usable} of {len(options)} library models can draft for this model.")
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if self.current is not None and item.data(self.ROLE) == self.current \
+                    and item.flags() & Qt.ItemFlag.ItemIsEnabled:
+                self.list.setCurrentItem(item)
         self.ready = True
+
+    def _turn_off(self) -> None:
+        self.turned_off = True
+        self.accept()
 
     def _failed(self, exc: BaseException) -> None:
         self.status.setText(clean_text(f"Could not read the library: {exc}"))

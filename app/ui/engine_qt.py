@@ -26,7 +26,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.core.pacing import ROOMY, Pacing, all_layers_on_gpu, view_pacing
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
-from app.ui.background import run_in_background
+from app.ui.engine_remote import RemoteConnecting, ServerAnswered
 
 # Engine states shown in the status bar.
 STOPPED, STARTING, IDLE, LOADING, GENERATING, BENCHING, DEAD = (
@@ -44,7 +44,7 @@ def _engine_client(on_event: Callable[[Any], None] | None, nice: int = ENGINE_NI
     return EngineClient(on_event=on_event, nice=nice)
 
 
-class EngineQt(QObject):
+class EngineQt(RemoteConnecting, QObject):
     ready = Signal(object)  # P.Ready
     progress = Signal(str, float)  # stage, fraction 0..1
     loaded = Signal(object)  # P.Loaded
@@ -106,53 +106,6 @@ class EngineQt(QObject):
     def client(self) -> Any:
         return self._client
 
-    # ------------------------------------------------------------------ remote servers
-    def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
-        """Chat with an OpenAI-compatible server instead of the local engine. Connecting runs in the
-        background while the current engine (and its model) stays in use: only once the server has answered
-        is the local engine shut down to free its memory; a failure leaves everything as it was and arrives
-        as a `connect_failed` error."""
-        from app.engine.remote import RemoteClient
-
-        if self._connecting is not None:
-            self._connecting.close(0.5)
-        client = RemoteClient(url, api_key=api_key, model=model, on_event=self._on_reader_event)
-        self._connecting = client
-        self._connecting_to = (url, api_key, model)
-        self._set_state(LOADING)
-
-        # connect() delivers Loaded through on_event (the swap happens there); a failure comes back here
-        run_in_background(self, client.connect, on_error=lambda exc: self._connect_failed(client, exc),
-                          name="remote-connect")
-
-    def _take_remote(self) -> None:
-        """The server answered: it becomes the engine, and the one used until now is shut down."""
-        assert self._connecting is not None
-        self._batch.stop()
-        self._pending.clear()
-        cut, self._active_request = self._active_request, None
-        self._client.close(2.0)
-        if cut is not None:  # a reply the old engine had not finished: it ends here, as stopped
-            self.done.emit(P.Done(cut, "", "cancelled", {}))
-        self._client, self._connecting = self._connecting, None
-        self.remote = self._connecting_to
-
-    def _connect_failed(self, client: Any, exc: BaseException) -> None:
-        if client is not self._connecting:
-            return  # an older attempt, already replaced by a newer one
-        client.close(0.5)
-        self._connecting = None
-        reason = exc.error.message if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
-        self._set_state(IDLE if self._client.alive else STOPPED)
-        self.error.emit(P.Error(None, "connect_failed", reason))
-
-    def _back_to_local(self) -> None:
-        if self.remote is not None:
-            self._client.close(2.0)
-            self.remote = None
-            self._client = self._factory(on_event=self._on_reader_event)
-            self._set_state(STOPPED)
-
     # ------------------------------------------------------------------ the Lab's measuring engine
     @contextlib.contextmanager
     def measuring_engine(self) -> Iterator[EngineClient]:
@@ -175,11 +128,6 @@ class EngineQt(QObject):
                 if client in self._measuring:
                     self._measuring.remove(client)
             client.close()
-
-    @property
-    def connecting(self) -> bool:
-        """A server is being connected to (the current engine is still the one in use)."""
-        return self._connecting is not None
 
     @property
     def active_request(self) -> str | None:
@@ -343,12 +291,13 @@ class EngineQt(QObject):
             self.ready.emit(event)
         elif isinstance(event, P.Progress):
             self.progress.emit(event.stage, float(event.fraction))
+        elif isinstance(event, ServerAnswered):
+            if event.client is not self._connecting:
+                return  # a connection given up meanwhile (a local model chosen, another server): not in use
+            self._take_remote()
+            self._dispatch(event.loaded)
         elif isinstance(event, P.Loaded):
-            if event.chat_template_source == "server" and self._connecting is None and self.remote is None:
-                return  # a server that answered after a local model was chosen instead: not in use
-            if event.chat_template_source == "server" and self._connecting is not None:
-                self._take_remote()
-            elif event.chat_template_source != "server":
+            if event.chat_template_source != "server":
                 self._good_config = self._last_config
             self.restoring = None
             self.loaded_info = event

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.charts.sweep_chart import KIND_TITLES, draw_result, make_plot
+from app.charts.sweep_chart import KIND_TITLES, draw_result, make_plot, render_png
 from app.core.default_model import default_model_path
 from app.core.sweeps import KINDS, SweepResult, context_needed, plan, run_sweep
 from app.engine import protocol as P
@@ -266,8 +266,8 @@ class LabPage(QWidget):
             Path(json_path).write_text(json.dumps(self.result.rows(), indent=2) + "\n", encoding="utf-8")
         if csv_path:
             Path(csv_path).write_text(self.result.csv_text(), encoding="utf-8")
-        if png_path and not self.plot.grab().save(str(png_path)):
-            raise OSError(f"could not write {png_path}")
+        if png_path:  # the chart with its finding under it, as `roofline sweep --png` draws it
+            render_png(self.result, png_path)
 
     def _export_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export sweep", f"sweep-{self.kind.currentData()}.json",

@@ -1,7 +1,8 @@
 """A page that builds its real widget the first time it is shown.
 
 The Models and Lab pages scan disks, read headers and start workers; building them only when the user
-opens them keeps start-up fast and keeps their background work out of the chat's way.
+opens them keeps start-up fast and keeps their background work out of the chat's way. The page scrolls when the window is smaller than it: a
+page's minimum size must not become the window's (the Lab kept the window 644 px high).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 
 class LazyPage(QWidget):
@@ -25,7 +26,11 @@ class LazyPage(QWidget):
             self.widget = self._factory()
             layout = self.layout()
             assert layout is not None
-            layout.addWidget(self.widget)
+            scroll = QScrollArea()
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            scroll.setWidget(self.widget)
+            layout.addWidget(scroll)
         return self.widget
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)

@@ -30,6 +30,7 @@ from app.core.chat_store import Message
 from app.core.metrics import PhaseMetrics
 from app.ui import theme
 from app.ui.fitted_text import FittedTextView
+from app.ui.header_wrap import HeaderWrap
 from app.ui.markdown_render import markdown_to_html, plain_to_html, stylesheet
 from app.ui.reply_ending import ending_of
 from app.ui.safe_text import make_plain, set_plain_tooltip
@@ -114,6 +115,7 @@ class MessageWidget(QFrame):
         self.copy_button.clicked.connect(self.copy_text)
         head.addWidget(self.copy_button)
         lay.addLayout(head)
+        self.header_wrap = HeaderWrap(self, lay, head, self.metrics_label)  # metrics under the name when narrow
         lay.addWidget(thinking := ThinkingBox())
         self.thinking = thinking  # a reasoning model's thinking, collapsed above the answer
         self.body = FittedTextView()

@@ -89,7 +89,7 @@ class ModelPresetControl(QObject):
         w.sampling_panel.set_values(SamplingDefaults(**base))
         set_preset(w.settings, model, preset)
         if old != w.load_config(Path(model)):
-            w._reload_for_settings()  # load options changed: reload, asking first during a reply (applies the preset)
+            w._reload_for_settings()  # load options changed: reload (asks first during a reply)
         else:
             self.apply(Path(model))
         w.save_settings()

@@ -36,8 +36,9 @@ def annotate_paths(paths: list[str]) -> Annotations:
     except Exception:  # noqa: BLE001 - advice is optional: never break the selector
         return out
     infos: dict[str, Any] = {str(m.path): m.info for m in models if m.info is not None and not m.broken}
-    try:
-        out.advice = selector_advice(infos, machine)
+    try:  # each model's advice for the threads its own load would use (its preset or tune result)
+        for path, info in infos.items():
+            out.advice.update(selector_advice({path: info}, machine_for_library(path)))
         fits = assess_models(models, machine)
     except Exception:  # noqa: BLE001
         fits = {}

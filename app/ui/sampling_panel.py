@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
 from app.core.settings import SamplingDefaults
 from app.engine import protocol as P
 
+FIELD_MIN_WIDTH = 64  # px: narrower than the largest value (a seed has 10 digits); the text scrolls
+
 
 def _dspin(lo: float, hi: float, step: float, decimals: int, tip: str) -> QDoubleSpinBox:
     box = QDoubleSpinBox()
@@ -59,6 +61,7 @@ class SamplingPanel(QWidget):
 
         box = QGroupBox("Sampling")
         form = QFormLayout(box)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a narrow sidebar: fields under labels
         self.temperature = _dspin(0.0, 5.0, 0.05, 2, "Randomness; 0 picks the most likely token every time")
         self.top_p = _dspin(0.0, 1.0, 0.01, 2, "Nucleus: keep the smallest set of tokens with this total probability")
         self.top_k = _ispin(0, 100_000, "Keep only the k most likely tokens (0: off)")
@@ -72,6 +75,9 @@ class SamplingPanel(QWidget):
         self.seed_fixed.toggled.connect(self.seed.setEnabled)
         seed_row.addWidget(self.seed_fixed)
         seed_row.addWidget(self.seed, 1)
+        for field in (self.temperature, self.top_p, self.top_k, self.min_p, self.repeat_penalty, self.max_tokens,
+                      self.seed):
+            field.setMinimumWidth(FIELD_MIN_WIDTH)  # not as wide as the largest value: the sidebar is narrow
         form.addRow("Temperature", self.temperature)
         form.addRow("Top-p", self.top_p)
         form.addRow("Top-k", self.top_k)
@@ -79,11 +85,11 @@ class SamplingPanel(QWidget):
         form.addRow("Repeat penalty", self.repeat_penalty)
         form.addRow("Max tokens", self.max_tokens)
         form.addRow("Seed", seed_row)
-        self.prompt_lookup = QCheckBox("Prompt lookup (speculative)")
+        self.prompt_lookup = QCheckBox("Prompt lookup")
         self.prompt_lookup.setToolTip(
-            "Drafts tokens by copying from the conversation and checks them in one batch. Helps when the reply "
-            "repeats its input (editing code); can be slower otherwise: the dashboard shows the acceptance rate.")
-        form.addRow("", self.prompt_lookup)
+            "Speculative decoding without a draft model: drafts tokens by copying from the conversation and "
+            "checks them in one batch. Helps when the reply repeats its input (editing code); can be slower otherwise: the dashboard shows the acceptance rate.")
+        form.addRow(self.prompt_lookup)
         reset = QPushButton("Reset to defaults")
         reset.clicked.connect(lambda: self.set_values(SamplingDefaults()))
         form.addRow(reset)

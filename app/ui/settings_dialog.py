@@ -1,5 +1,5 @@
 """Settings dialog: models directory, threads, context, GPU layers, KV cache type, flash attention,
-batch sizes, default sampling. Under the context and GPU-layers fields: what the choice costs in memory for
+batch sizes, the disk budget of saved chat caches, default sampling. Under the context and GPU-layers fields: what the choice costs in memory for
 the current model and the largest that fits (`settings_memory`). Returns a new Settings; the caller saves it and reloads the model if
 engine settings changed."""
 
@@ -24,6 +24,7 @@ from app.core import paths
 from app.core.kv_types import KV_TYPE_LABELS
 from app.core.settings import Settings
 from app.ui.sampling_panel import SamplingPanel
+from app.ui.settings_checks import SettingsChecks
 from app.ui.settings_memory import MemoryAdvisor
 
 AUTO = -2  # spin-box value that means "auto"/"default"
@@ -86,6 +87,15 @@ class SettingsDialog(QDialog):
         self.n_ubatch.setRange(1, 1 << 16)
         self.n_ubatch.setValue(settings.n_ubatch)
         form.addRow("Micro-batch size", self.n_ubatch)
+        self.saved_kv = QSpinBox()
+        self.saved_kv.setRange(0, 1 << 24)
+        self.saved_kv.setSingleStep(256)
+        self.saved_kv.setSuffix(" MiB")
+        self.saved_kv.setSpecialValueText("off")
+        self.saved_kv.setValue(settings.saved_kv_budget_mib)
+        self.saved_kv.setToolTip("Chats' KV caches kept on disk, so reopening a long chat loads its cache instead "
+                                 "of evaluating the whole chat again; the least recently used go first")
+        form.addRow("Saved chat caches", self.saved_kv)
         lay.addLayout(form)
         lay.addWidget(QLabel("Default sampling for new replies:"))
         self.sampling = SamplingPanel()
@@ -100,11 +110,31 @@ class SettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
         self._result: Settings | None = None
+        self._check_as_typed(form, buttons)
         self.advisor = MemoryAdvisor.for_model(model_path)
         for spin in (self.n_ctx, self.gpu_layers):
             spin.valueChanged.connect(self._show_costs)
         self.kv_type.currentIndexChanged.connect(self._show_costs)
         self._show_costs()
+
+    def _check_as_typed(self, form: QFormLayout, buttons: QDialogButtonBox) -> None:
+        """Each field's problem under it as the user types; OK only when there is none (app/ui/settings_checks)."""
+        self.checks = checks = SettingsChecks(buttons.button(QDialogButtonBox.StandardButton.Ok))
+        checks.folder(form, self.models_dir)
+        for spin in (self.threads, self.n_ctx, self.gpu_layers, self.n_batch, self.n_ubatch):
+            checks.spin(form, spin)
+        checks.rule(form, self.flash, lambda: "A quantized KV cache needs flash attention: choose auto or on."
+                    if self.kv_type.currentData() != "f16" and self.flash.currentData() is False else None,
+                    self.kv_type, self.flash)
+        checks.rule(form, self.n_ubatch, lambda: f"At most the batch size ({self.n_batch.value()})."
+                    if self.n_ubatch.value() > self.n_batch.value() else None, self.n_batch, self.n_ubatch)
+        p = self.sampling
+        sampling_box = p.temperature.parentWidget()
+        sampling_form = sampling_box.layout() if sampling_box is not None else None
+        if isinstance(sampling_form, QFormLayout):
+            for field in (p.temperature, p.top_p, p.top_k, p.min_p, p.repeat_penalty, p.max_tokens):
+                checks.spin(sampling_form, field)
+        checks.check()
 
     def _show_costs(self) -> None:
         if self.advisor is None:
@@ -134,6 +164,7 @@ class SettingsDialog(QDialog):
             flash_attn=self.flash.currentData(),
             n_batch=self.n_batch.value(),
             n_ubatch=min(self.n_ubatch.value(), self.n_batch.value()),
+            saved_kv_budget_mib=self.saved_kv.value(),
             sampling=self.sampling.values().model_dump(),
         )
         return Settings.model_validate(data)

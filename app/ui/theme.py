@@ -1,6 +1,6 @@
 """Colours shared by every widget: one colour per phase (prefill orange, decode blue) everywhere, defined in
 app.charts.colors with the charts that use them too; light/dark taken from the system palette (Qt follows
-the OS colour scheme; we re-read it on change)."""
+the OS colour scheme; we re-read it on change) unless the user chose Light or Dark (View ▸ Theme, `set_choice`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,29 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
 
 from app.charts.colors import DECODE, PREFILL, ROOF
 
 __all__ = ["DECODE", "GOOD", "PREFILL", "ROOF", "WARN", "Colors", "apply_system_scheme", "colors", "dark_palette",
-           "is_dark"]
+           "is_dark", "set_choice"]
 
 GOOD = "#188038"
 WARN = "#c5221f"
+
+
+_choice = "system"  # "system", "light" or "dark": View ▸ Theme
+_forced = False  # the palette now shown was set for a forced choice, not by the system
+
+
+def set_choice(choice: str) -> None:
+    """Follow the system ("system") or force "light" / "dark"; `apply_system_scheme` makes the palette match."""
+    global _choice
+    _choice = choice if choice in ("light", "dark") else "system"
+    hints = QGuiApplication.styleHints()
+    if QGuiApplication.instance() is not None and hasattr(hints, "setColorScheme"):  # Qt 6.8+: native widgets too
+        scheme = {"light": Qt.ColorScheme.Light, "dark": Qt.ColorScheme.Dark}.get(_choice, Qt.ColorScheme.Unknown)
+        hints.setColorScheme(scheme)
 
 
 @dataclass
@@ -34,6 +49,8 @@ class Colors:
 
 
 def is_dark() -> bool:
+    if _choice != "system":
+        return _choice == "dark"
     app = QGuiApplication.instance()
     if app is None:
         return False
@@ -50,14 +67,29 @@ def apply_system_scheme(app: QGuiApplication) -> None:
     """Make the palette match the system's colour scheme.
 
     Platform themes (Windows, macOS, GNOME/KDE) recolour the palette themselves; where Qt knows the scheme
-    is dark but the palette stayed light (Fusion without a platform theme), switch to a dark palette.
+    is dark but the palette stayed light (Fusion without a platform theme), switch to a dark palette. A theme
+    the user chose wins over the system's.
     """
+    global _forced
     scheme = QGuiApplication.styleHints().colorScheme()
+    if _choice != "system":
+        scheme = Qt.ColorScheme.Dark if _choice == "dark" else Qt.ColorScheme.Light
     light_palette = QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() >= 128
     if scheme == Qt.ColorScheme.Dark and light_palette:
         app.setPalette(dark_palette())
+        _forced = _choice != "system"
     elif scheme == Qt.ColorScheme.Light and not light_palette:
+        # A forced Light on a dark system: the style's own light palette (an empty one is the system's dark)
+        app.setPalette(_light_palette() if _choice == "light" else QPalette())
+        _forced = _choice != "system"
+    elif _forced and _choice == "system":  # back to the system's after a forced theme, even if it says nothing
         app.setPalette(QPalette())
+        _forced = False
+
+
+def _light_palette() -> QPalette:
+    style = QApplication.style() if isinstance(QApplication.instance(), QApplication) else None
+    return style.standardPalette() if style is not None else QPalette()
 
 
 def dark_palette() -> QPalette:

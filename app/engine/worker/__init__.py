@@ -11,6 +11,7 @@ One module per job:
     engine.py   `Engine`: the command loop, KV and memory state, and the calls below
     load.py     load: GGUF pre-flight, llama.cpp construction with progress and cancel, Loaded
     generate.py one generation: prompt tokens, the decode loop, stop strings, phase metrics
+    saved_kv.py a chat's KV cache written to disk after a reply and loaded back instead of a prefill
     bench.py    llama-bench style pp/tg measurement
     logs.py     llama.cpp's log lines (buffer sizes, the tail shown on errors), resident memory
 

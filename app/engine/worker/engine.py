@@ -15,6 +15,7 @@ import llama_cpp
 
 from app.core.chat_templates import ChatTemplate, ChatTemplateError
 from app.engine import protocol as P
+from app.engine.worker import saved_kv
 from app.engine.worker.bench import run_bench
 from app.engine.worker.generate import Perf, prompt_tokens, read_perf, run_generation
 from app.engine.worker.load import construct, load_model
@@ -38,6 +39,8 @@ class Engine:
         self._gguf: Any = None  # GGUFInfo of the loaded file (parsed in Python before llama.cpp sees it)
         self._piece_buf = ctypes.create_string_buffer(256)
         self._plain_ms_per_token: float | None = None  # last decode rate without prompt lookup
+        self._prefill_ms_per_token: float | None = None  # last prefill rate of a long enough prompt (saved KV)
+        self.unsaved: P.Generate | None = None  # the chat whose (big) KV state waits to be written (saved_kv)
         self.draft: Any = None  # DraftModel when the load asked for one
         self._warmup_ms = 0.0
 
@@ -75,6 +78,9 @@ class Engine:
                              else "generation_failed", f"{type(exc).__name__}: {exc}"))
 
     def dispatch(self, cmd: Any) -> None:
+        if self.unsaved is not None and not isinstance(cmd, (P.GetStats, P.Cancel)) and not (
+                isinstance(cmd, P.Generate) and cmd.conversation_id == self.unsaved.conversation_id):
+            saved_kv.save_unsaved(self)  # the cache is about to hold something else
         if isinstance(cmd, P.Shutdown):
             self.shutdown = True
         elif isinstance(cmd, P.Load):
@@ -95,6 +101,7 @@ class Engine:
 
     # --------------------------------------------------------------- load
     def unload(self) -> None:
+        saved_kv.save_unsaved(self)
         if self.draft is not None:
             self.draft.close()
             self.draft = None

@@ -6,6 +6,7 @@ token bursts, and the phase metrics split at the first token from llama.cpp's ow
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import random
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from app.engine.draft_model import DraftModelLookup
 from app.engine.live import prefilled_event
 from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 from app.engine.speculative import PromptLookup
+from app.engine.worker import saved_kv
 from app.engine.worker.stream import TokenOut, burst_interval_s, send
 
 if TYPE_CHECKING:
@@ -91,6 +93,7 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
     tokens, dropped = engine._prompt_tokens(req)
     tokens, overflow = fit_prompt(llm, req, tokens, engine.template)
     max_tokens = overflow.max_tokens(s.max_tokens, len(tokens))
+    restored = saved_kv.restore(engine, req, tokens)  # the chat's saved KV, when it holds more than the cache
     seed = s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1)
     sampler = Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
                                     repeat_penalty=s.repeat_penalty), llm.n_vocab(), seed)
@@ -125,7 +128,11 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
             if perf_first is None:
                 perf_first = engine._perf()
                 metrics.ttft_ms = (now - t_request) * 1000.0
-                send(prefilled_event(engine, req.request_id, len(tokens), perf0, perf_first, metrics.ttft_ms))
+                pre = prefilled_event(engine, req.request_id, len(tokens), perf0, perf_first, metrics.ttft_ms)
+                restored.estimate(engine._prefill_ms_per_token, len(tokens), pre.prefill_tokens, pre.prefill_ms)
+                send(dataclasses.replace(pre, restored_tokens=restored.tokens, restore_ms=restored.ms,
+                                         restore_prefill_ms=restored.prefill_estimate_ms,
+                                         restore_note=restored.note))
             if llama_cpp.llama_vocab_is_eog(vocab, token) and not s.ignore_eos:
                 finish = "stop"
                 break
@@ -175,6 +182,7 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
         metrics.decode_ms += perf1.t_p_eval_ms - first.t_p_eval_ms
         metrics.draft_tokens = lookup.drafted
         metrics.draft_accepted = lookup.accepted
+        metrics.drafter = lookup.drafter
     metrics.generated_tokens = generated
     metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:])]
     metrics.decode_wall_ms = (times[-1] - times[0]) * 1000.0 if len(times) > 1 else 0.0
@@ -198,7 +206,11 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
         data["lookup_pauses"] = lookup.pauses  # times drafting stopped because it was losing
     elif metrics.decode_tokens > 0:
         engine._plain_ms_per_token = metrics.decode_ms / metrics.decode_tokens  # reference for lookup runs
+    if metrics.prefill_tokens >= saved_kv.MIN_RATE_TOKENS and metrics.prefill_ms > 0:
+        engine._prefill_ms_per_token = metrics.prefill_ms / metrics.prefill_tokens
+    data.update(restored.metrics())
     send(P.Done(req.request_id, reply.answer, finish, data, reasoning=reply.reasoning))
+    saved_kv.save(engine, req, shifted=bool(data.get("context_shifts")))  # after Done: the reply is not kept waiting
 
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.metrics import PhaseMetrics
 from app.ui import theme
+from app.ui.dashboard_live import prompt_detail
 
 
 def fmt(v: float, digits: int = 0, unit: str = "") -> str:
@@ -18,8 +20,15 @@ def fmt(v: float, digits: int = 0, unit: str = "") -> str:
 
 
 def fmt_ms(v: float) -> str:
-    """Milliseconds, one decimal below 100 ms: short enough for a card."""
-    return fmt(v, 1 if v < 100 else 0)
+    """A latency with its unit, short enough for a card: "25.3 ms", "253 ms", "2.5 s"."""
+    if isinstance(v, float) and not math.isnan(v) and v >= 1000:
+        return f"{v / 1000:.1f} s"
+    text = fmt(v, 1 if v < 100 else 0)
+    return text if text == "—" else text + " ms"
+
+
+def itl_detail(p95: float, p99: float) -> str:
+    return f"p95 {fmt_ms(p95)} · p99 {fmt_ms(p99)}"
 
 
 class Card(QFrame):
@@ -63,6 +72,39 @@ class Card(QFrame):
         self.detail.setToolTip(detail)  # a narrow dock cuts the line: the whole of it on hover
 
 
+class CardGrid(QWidget):
+    """The cards in as many columns as fit (3 in a wide dock, 2 or 1 in a narrow one): a card narrower than
+    its detail line would cut it ("p99 2530 m")."""
+
+    CARD_MIN_WIDTH = 165  # the widest detail line: "p95 25.3 ms · p99 253 ms"
+
+    def __init__(self, cards: list[Card], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.cards = cards
+        self.grid = QGridLayout(self)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setSpacing(6)
+        self.columns = 0
+        self._place(3)
+
+    def _place(self, columns: int) -> None:
+        if columns == self.columns:
+            return
+        self.columns = columns
+        for card in self.cards:
+            self.grid.removeWidget(card)
+        for i, card in enumerate(self.cards):
+            self.grid.addWidget(card, i // columns, i % columns)
+        for col in range(3):
+            self.grid.setColumnStretch(col, 1 if col < columns else 0)
+        self.updateGeometry()  # more rows, more height: the dashboard must lay out again (from inside a resize)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        width = event.size().width()
+        self._place(max(1, min(3, (width + self.grid.spacing()) // (self.CARD_MIN_WIDTH + self.grid.spacing()))))
+        super().resizeEvent(event)
+
+
 def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Card, m: PhaseMetrics | None) -> None:
     """A finished reply's numbers on the five per-message cards (dashes when there is none)."""
     if m is None:
@@ -76,12 +118,13 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
         ttft.set(fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
         prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
     detail = f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
-    if m.draft_tokens:  # prompt lookup was on: how many drafted tokens the model agreed with
-        detail += f" · lookup {100 * m.draft_acceptance:.0f} % accepted"
+    if m.draft_tokens:  # speculative decoding: how many drafted tokens the model agreed with, and whose
+        who = "draft model" if m.drafter == "draft model" else "lookup"
+        detail += f" · {who} {100 * m.draft_acceptance:.0f} % accepted"
     decode.set(fmt(m.decode_tps, 1, " tok/s"), detail)
-    itl.set(fmt(m.itl_p50, 1, " ms"), f"p95 {fmt_ms(m.itl_p95)} · p99 {fmt_ms(m.itl_p99)} ms")
+    itl.set(fmt(m.itl_p50, 1, " ms"), itl_detail(m.itl_p95, m.itl_p99))
     new = m.prompt_tokens - m.reused_tokens
     if m.source.startswith("client-side") and not m.prompt_tokens:
         prompt.set("n/a", "not reported")
     else:
-        prompt.set(f"{m.prompt_tokens}", f"{new} new · {m.reused_tokens} reused")
+        prompt.set(f"{m.prompt_tokens}", prompt_detail(new, m.reused_tokens, m.restore_text(), m.kv_restore_note))

@@ -30,6 +30,8 @@ class MemoryPanel(QGroupBox):
         self.vram_label = QLabel("")
         self.ram_bar = QProgressBar()
         self.ram_label = QLabel("—")
+        for label in (self.engine_label, self.vram_label, self.ram_label):
+            label.setWordWrap(True)  # a narrow dock wraps them instead of widening the window
         ml.addWidget(QLabel("KV cache"), 0, 0)
         ml.addWidget(self.kv_bar, 0, 1)
         ml.addWidget(self.kv_label, 1, 0, 1, 2)

@@ -35,6 +35,8 @@ def make_plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
     w.setMouseEnabled(x=False, y=False)
     w.hideButtons()
     for name in ("left", "bottom"):
+        # Units are in the axis titles: pyqtgraph's automatic "(x0.001)" on a range under 1 only confuses.
+        w.getAxis(name).enableAutoSIPrefix(False)
         # Axes are drawn once into a pixmap and reused until their range changes: replaying their tick text
         # (shaped by HarfBuzz on every paint) was the largest part of a live-plot update.
         w.getPlotItem().getAxis(name).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)

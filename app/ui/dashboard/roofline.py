@@ -50,6 +50,7 @@ class RooflinePanel(QGroupBox):
             f"<span style='color:{theme.PREFILL}'>●</span> prefill &nbsp; "
             f"<span style='color:{theme.DECODE}'>■</span> decode &nbsp; "
             f"<span style='color:{theme.ROOF}'>━</span> roof = min(compute peak, bandwidth × intensity)")
+        self.roof_legend.setWordWrap(True)
         rl.addWidget(self.roof_legend)
         self.roof_explain = QLabel(
             "Decode reads every weight for each token, so it sits on the bandwidth slope; prefill reuses each "

@@ -13,7 +13,6 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QDockWidget,
     QFrame,
-    QGridLayout,
     QGroupBox,
     QScrollArea,
     QVBoxLayout,
@@ -23,14 +22,17 @@ from PySide6.QtWidgets import (
 from app.core.metrics import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
 from app.ui import dashboard_live, theme
-from app.ui.dashboard.cards import Card, fmt_ms, show_message
+from app.ui.dashboard.cards import Card, CardGrid, itl_detail, show_message
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.roofline import RooflinePanel
 from app.ui.dashboard.traffic import ServerTrafficPanel
+from app.ui.dashboard_context import attach_context_line
 from app.ui.dashboard_reasoning import attach_reasoning_line
+from app.ui.dashboard_speculative import attach_speedup_line
 from app.ui.engine_qt import EngineQt
 
+DOCK_MIN_WIDTH = 250  # with the chat and the sidebar, the window still fits 800 px
 PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
 
 
@@ -64,8 +66,6 @@ class Dashboard(QWidget):
         lay.addWidget(self.server_traffic)
 
         # --- per message cards
-        grid = QGridLayout()
-        grid.setSpacing(6)
         self.card_ttft = Card("TTFT", None, "Time to first token (wall clock): what the user waits for")
         self.card_prefill = Card("Prefill", theme.PREFILL,
                                  "Prompt processing rate: compute-bound, sets the time to first token")
@@ -76,9 +76,8 @@ class Dashboard(QWidget):
         self.card_kv = Card("KV cache", None, "Tokens held in the KV cache and the room left")
         self.cards = [self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt,
                       self.card_kv]
-        for i, card in enumerate(self.cards):
-            grid.addWidget(card, i // 3, i % 3)
-        lay.addLayout(grid)
+        self.card_grid = CardGrid(self.cards)
+        lay.addWidget(self.card_grid)
 
         # --- time series: prefill and decode never blended, each on its own plot
         self.plot_prefill = make_plot("Prefill tok/s per reply", "tok/s", "reply #")
@@ -144,6 +143,8 @@ class Dashboard(QWidget):
         engine.loaded.connect(self.set_loaded)
         engine.prefilled.connect(self.on_prefilled)
         attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
+        attach_context_line(engine, self.card_prompt)  # and when the context filled, how many tokens went
+        attach_speedup_line(engine, self.card_decode)  # and what drafting gained or lost
         self.restyle()
         self.poll()
         self._update_roofline()
@@ -260,7 +261,7 @@ class Dashboard(QWidget):
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
             self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
-                              f"p95 {fmt_ms(percentile(gaps, 95))} · p99 {fmt_ms(percentile(gaps, 99))}")
+                              itl_detail(percentile(gaps, 95), percentile(gaps, 99)))
 
     def on_stats(self, stats: P.Stats) -> None:
         self._last_stats = stats
@@ -355,4 +356,4 @@ class DashboardDock(QDockWidget):
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setWidget(self.dashboard)
         self.setWidget(scroll)
-        self.setMinimumWidth(470)
+        self.setMinimumWidth(DOCK_MIN_WIDTH)

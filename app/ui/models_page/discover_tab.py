@@ -71,6 +71,10 @@ class DiscoverTab(PageBase):
         self.variant_view.doubleClicked.connect(lambda _i: self.download_selected())
         self.download_btn = QPushButton("Download")
         self.download_btn.clicked.connect(self.download_selected)
+        # Disabled, saying why, until a quantization is picked (it did nothing, silently)
+        self.variant_view.selectionModel().selectionChanged.connect(lambda *_: self._update_download_button())
+        self.variant_model.modelReset.connect(self._update_download_button)
+        self._update_download_button()
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
@@ -142,6 +146,12 @@ class DiscoverTab(PageBase):
     def selected_variant(self) -> VariantAssessment | None:
         rows = self.variant_view.selectionModel().selectedRows()
         return self.variant_model.row(rows[0]) if rows else None
+
+    def _update_download_button(self) -> None:
+        chosen = self.selected_variant() is not None
+        self.download_btn.setEnabled(chosen)
+        self.download_btn.setToolTip("Download the selected quantization into the models folder" if chosen else
+                                     "Pick a repository, then one of its quantizations, to download it")
 
     def download_selected(self) -> downloads.Job | None:
         a = self.selected_variant()

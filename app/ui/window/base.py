@@ -19,6 +19,7 @@ from app.ui.bandwidth_feed import BandwidthFeed
 from app.ui.banner import Banner
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
+from app.ui.draft_control import DraftModelControl
 from app.ui.dashboard import Dashboard, DashboardDock
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
@@ -46,6 +47,7 @@ class WindowBase(QMainWindow):
     conversations: ConversationPanel
     sampling_panel: SamplingPanel
     model_preset: ModelPresetControl
+    draft_control: DraftModelControl
     banner: Banner
     message_view: MessageView
     edit_label: QLabel

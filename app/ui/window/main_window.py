@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
+from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -43,6 +43,7 @@ from app.ui.chat_export_ui import ExportControl
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
 from app.ui.dashboard import DashboardDock
+from app.ui.draft_control import DraftModelControl
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
@@ -57,7 +58,12 @@ from app.ui.thinking_box import connect_thinking
 from app.ui.version_nav import VersionsControl
 from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
+from app.ui.window.menus import WindowMenus
 from app.ui.window.model_loading import ModelLoading
+from app.ui.window.room_for_chat import RoomForChat
+from app.ui.window.status_speed import StatusSpeed
+
+SIDEBAR_MIN_WIDTH = 200  # with the chat and the dashboard's narrowest dock, the window fits 800 px
 
 
 class MainWindow(ChatFlow, EngineEvents, ModelLoading):
@@ -101,9 +107,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         sampling_scroll.setWidgetResizable(True)
         sampling_scroll.setFrameShape(QFrame.Shape.NoFrame)
         sampling_scroll.setWidget(self.sampling_panel)
-        sampling_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        sampling_scroll.setMinimumWidth(self.sampling_panel.minimumSizeHint().width()
-                                        + sampling_scroll.verticalScrollBar().sizeHint().width())
+        # Narrower than its fields in a small window: it scrolls sideways rather than widen the window.
+        sampling_scroll.setMinimumWidth(SIDEBAR_MIN_WIDTH)
         left.addWidget(sampling_scroll)
         left.setStretchFactor(0, 1)
         left.setStretchFactor(1, 1)
@@ -140,9 +145,13 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.continue_button.setToolTip("Continue the interrupted reply")
         self.continue_button.clicked.connect(self.continue_reply)
         for b in (self.send_button, self.stop_button, self.regen_button, self.continue_button):
+            # The style's 80 px minimum is for roomy dialogs: in a small window the buttons may shrink to their text.
+            b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + 16)
             buttons.addWidget(b)
         buttons.addStretch(1)
         self.hint_label = QLabel("")
+        self.hint_label.setMinimumWidth(1)  # a long hint is cut (its tooltip has it), never the buttons
+        self.hint_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         buttons.addWidget(self.hint_label)
         cl.addLayout(buttons)
 
@@ -174,7 +183,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         tb.setMovable(False)
         tb.addWidget(QLabel(" Model "))
         self.model_combo = QComboBox()
-        self.model_combo.setMinimumContentsLength(28)
+        self.model_combo.setMinimumContentsLength(22)
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_combo.activated.connect(self._model_chosen)
         tb.addWidget(self.model_combo)
@@ -188,23 +197,19 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.dashboard_action = self.dock.toggleViewAction()
         self.dashboard_action.setText("Dashboard")
         tb.addAction(self.dashboard_action)
-        quit_action = QAction("Quit", self)
-        quit_action.setShortcut(QKeySequence("Ctrl+Q"))  # Ctrl+Q, as in every desktop app
-        quit_action.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
-        quit_action.triggered.connect(self.close)
-        self.addAction(quit_action)
-        settings_action = QAction("Settings…", self)
-        settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
-        settings_action.triggered.connect(self.open_settings)
-        tb.addAction(settings_action)
+        self.menus = WindowMenus(self)
+        tb.addAction(self.menus.settings)
         self.model_preset = ModelPresetControl(self)  # the chosen model's preset: applied on load, edited here
         tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
+        self.draft_control = DraftModelControl(self)  # speculative decoding with a small model of the same family
+        self.draft_action = tb.addAction("Draft model…", self.draft_control.open_dialog)
+        self.draft_action.setToolTip("Speculative decoding: a small model with the same vocabulary drafts tokens")
         self.addToolBar(tb)
         self.serve_switch = ServeSwitch(self, tb)  # `roofline serve` on the loaded model, from the toolbar
-        new_action = QAction("New chat", self)
-        new_action.setShortcut(QKeySequence.StandardKey.New)
-        new_action.triggered.connect(self.new_chat)
-        self.addAction(new_action)
+        self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
+        # a narrowed window: the chat keeps its room first, the toolbar its buttons
+        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)
+        self.statusBar().addPermanentWidget(self.speed_label)
 
         # ---- status bar
         self.state_label = QLabel("engine: stopped")
@@ -276,7 +281,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
             self._populate_models()
             self._select_model_in_combo(self.session.model_path)
             if old is not None and self.session.model_path and old != self.load_config(Path(self.session.model_path)):
-                self._reload_for_settings()  # engine settings changed: reload (asks first if a reply is written)
+                self._reload_for_settings()  # engine settings changed: reload (asks during a reply)
 
     def restyle(self) -> None:
         app = QGuiApplication.instance()

@@ -90,8 +90,11 @@ class ModelLoading(WindowBase):
 
     def load_config(self, model: Path) -> P.LoadConfig:
         from app.core.load_plan import plan_load  # the CLI's way too: settings, preset, tune result
+        from app.core.saved_kv import default_dir
 
-        return P.LoadConfig(model_path=str(model), **plan_load(model, self.settings).load_kwargs())
+        return P.LoadConfig(model_path=str(model), **plan_load(model, self.settings).load_kwargs(),
+                            **self.draft_control.load_kwargs(model), kv_store_dir=str(default_dir()),
+                            kv_store_budget_mib=self.settings.saved_kv_budget_mib)
 
     def load_model(self, model: Path) -> None:
         if self.session.busy:

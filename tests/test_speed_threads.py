@@ -1,0 +1,118 @@
+"""The thread count as an input of the speed model: kernel rates scale with the threads a load uses (up to
+the physical cores), memory bandwidth saturates (one-thread and all-thread probes), the per-layer barrier
+cost exists only with two threads or more, calibrations apply to their own thread count, and predictions
+take the threads from the load plan (settings, preset, tune result, flags)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from synth_gguf import write_synthetic_gguf
+
+from app.core import calibration
+from app.core.bandwidth import BandwidthResult, load_cached, measure_bandwidth, store
+from app.core.gguf_info import inspect_gguf
+from app.core.hardware import CPUInfo, GiB, HardwareInfo
+from app.core.load_plan import planned_threads
+from app.core.memory import MemoryConfig
+from app.core.settings import Settings
+from app.core.speed import Rates, default_rates, predict
+from app.core.speed_rates import T_LAYER_CPU, bandwidth_for_threads, threads_for
+
+
+def _hw(physical: int = 4, logical: int = 8) -> HardwareInfo:
+    return HardwareInfo(CPUInfo("test cpu", "x86_64", physical, logical, ["AVX2"]), 32 * GiB, 30 * GiB, [], False)
+
+
+def _bw(read: float = 40.0, read_1t: float = 15.0, gemm: float = 200.0, threads: int = 4) -> BandwidthResult:
+    return BandwidthResult(read_gbs=read, copy_gbs=0.0, threads=threads, buffer_bytes=0, runs=1, seconds=0.0,
+                           measured_at="now", gemm_gflops=gemm, read_gbs_1t=read_1t)
+
+
+def test_threads_follow_llama_cpp_defaults() -> None:
+    assert threads_for(_hw(4, 8)) == (4, 8)  # physical cores decode, logical cores batch
+    assert threads_for(_hw(4, 8), 2) == (2, 2)  # batches follow n_threads when only that is given
+    assert threads_for(_hw(4, 8), 2, 6) == (2, 6)
+    assert threads_for(None) == (1, 1)
+
+
+def test_kernel_rates_scale_with_threads_up_to_the_cores() -> None:
+    hw, bw = _hw(4, 8), _bw()
+    r1, r2, r4 = (default_rates(hw, bw, threads=n).cpu for n in (1, 2, 4))
+    assert r1.threads == 1 and r2.threads == 2 and r4.threads == 4
+    for t in ("Q4_K", "Q8_0", "*"):
+        assert r2.decode_rate(t) == pytest.approx(2 * r1.decode_rate(t))
+        assert r4.decode_rate(t) == pytest.approx(4 * r1.decode_rate(t))
+        assert r4.prefill_rate(t) == pytest.approx(4 * r1.prefill_rate(t))
+    assert r4.prefill_flops == pytest.approx(4 * r1.prefill_flops)
+    r8 = default_rates(hw, bw, threads=8).cpu  # hyper-threads share the cores' units: nothing gained
+    assert r8.decode_rate("Q4_K") == pytest.approx(r4.decode_rate("Q4_K"))
+    # the all-thread probe ran on 4 threads: 4 decode threads get exactly the probe's rate x the type factor
+    assert r4.decode_rate("Q4_K") == pytest.approx(default_rates(hw, bw).cpu.decode_rate("Q4_K"))
+    # prompt batches run on their own thread count
+    split = default_rates(hw, bw, threads=1, batch_threads=4).cpu
+    assert split.decode_rate("Q4_K") == pytest.approx(r1.decode_rate("Q4_K"))
+    assert split.prefill_rate("Q4_K") == pytest.approx(r4.prefill_rate("Q4_K"))
+
+
+def test_bandwidth_saturates() -> None:
+    hw, bw = _hw(4, 8), _bw(read=40.0, read_1t=15.0)
+    gbs = [default_rates(hw, bw, threads=n).cpu.bandwidth_gbs for n in (1, 2, 3, 4, 8)]
+    assert gbs == pytest.approx([15.0, 30.0, 40.0, 40.0, 40.0])
+    assert bandwidth_for_threads(2, 40.0, 0.0, 4) == pytest.approx(20.0)  # no one-thread probe: a share
+
+
+def test_barrier_cost_only_with_several_threads() -> None:
+    hw, bw = _hw(4, 8), _bw()
+    assert default_rates(hw, bw, threads=2).cpu.t_layer_s == T_LAYER_CPU
+    assert default_rates(hw, bw, threads=1).cpu.t_layer_s < T_LAYER_CPU / 5
+
+
+def test_predictions_for_the_threads(tmp_path: Path) -> None:
+    info = inspect_gguf(write_synthetic_gguf(tmp_path / "m.gguf", n_layers=4, n_embd=1024, n_ff=4096, n_head=8,
+                                             n_head_kv=4, n_vocab=4096, tensor_type="Q4_0"))
+    hw, cfg = _hw(4, 8), MemoryConfig(n_ctx=1024)
+    # memory plentiful: the kernels set the pace, so 4 threads decode and prefill ~4x as fast as one
+    fast = _bw(read=4000.0, read_1t=4000.0)
+    p1, p4 = (predict(info, Rates(default_rates(hw, fast, threads=n).cpu), cfg) for n in (1, 4))
+    assert p1.threads == 1 and p4.threads == 4 and p1.decode_bound == "compute"
+    assert p1.decode_compute_s == pytest.approx(4 * p4.decode_compute_s)
+    assert p1.decode_memory_s == pytest.approx(p4.decode_memory_s)
+    assert 1.5 < p4.decode_tps / p1.decode_tps < 4.0  # four threads pay the barrier after each node
+    assert p4.prefill_tps / p1.prefill_tps == pytest.approx(4.0, rel=0.1)
+    # one thread already saturates the memory: more threads decode no faster (the barriers even cost)
+    slow = _bw(read=0.5, read_1t=0.5, gemm=2000.0)
+    s1, s4 = (predict(info, Rates(default_rates(hw, slow, threads=n).cpu), cfg) for n in (1, 4))
+    assert s1.decode_bound == "memory bandwidth" and s4.decode_tps <= s1.decode_tps
+
+
+def test_calibration_applies_to_its_own_thread_count() -> None:
+    hw = _hw(4, 8)
+    r1, r4 = (default_rates(hw, _bw(), threads=n) for n in (1, 4))
+    cal = calibration.Calibration("m", "cpu", effective_bandwidth_gbs=12.0, t0_s=0.001, t0_fitted=False,
+                                  prefill_gflops=50.0, n_decode_samples=3, n_prefill_samples=1, n_threads=1)
+    calibration.store(cal)
+    assert calibration.calibrated_rates(r1, "m").cpu.calibrated
+    assert not calibration.calibrated_rates(r4, "m").cpu.calibrated  # measured with one thread only
+    calibration.store(dataclasses.replace(cal, n_threads=4, effective_bandwidth_gbs=30.0))
+    assert calibration.calibrated_rates(r4, "m").cpu.effective_bandwidth == pytest.approx(30e9)
+    assert calibration.calibrated_rates(r1, "m").cpu.effective_bandwidth == pytest.approx(12e9)
+
+
+def test_planned_threads_follow_the_load_plan(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    assert planned_threads(model, Settings()) == (None, None)  # llama.cpp's default
+    assert planned_threads(model, Settings(threads=3)) == (3, 3)
+    assert planned_threads(model, Settings(threads=3), n_threads=1) == (1, 1)  # a flag wins
+
+
+def test_bandwidth_probe_measures_one_thread_too() -> None:
+    r = measure_bandwidth(threads=2, total_bytes=64 << 20, budget_s=0.5, max_runs=2)
+    assert r.read_gbs_1t > 0 and r.read_gbs > 0
+    r.machine_key = "k"
+    store(r)
+    assert load_cached("k") is not None
+    store(dataclasses.replace(r, read_gbs_1t=0.0))  # a probe from before the one-thread read: measure again
+    assert load_cached("k") is None
