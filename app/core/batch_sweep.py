@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.batching import BatchPoint, predict_batch, stops_paying
+from app.core.speed import Rates
 
 MIN_GAIN = 1.1  # a count that adds less than 10 % aggregate tok/s over the count before "stops paying"
 
@@ -28,17 +29,23 @@ class BatchSweepRow:
     intensity: float | None  # predicted FLOPs per byte of one step: grows with the batch
 
 
-def predicted_curve(model_path: str | Path, counts: list[int]) -> tuple[list[BatchPoint], bool]:
-    """app.core.batching's prediction with this machine's rates: (points, calibrated?). A stored
-    `roofline calibrate` result is used when there is one."""
+def machine_rates() -> Rates:
+    """This machine's speed-model rates: a stored `roofline calibrate` result when there is one."""
     from app.core.bandwidth import get_bandwidth
     from app.core.calibration import calibrated_rates
-    from app.core.gguf_info import inspect_gguf
     from app.core.hardware import probe_hardware
     from app.core.speed import default_rates
 
     hw = probe_hardware()
-    rates = calibrated_rates(default_rates(hw, get_bandwidth(hw.machine_key)), hw.machine_key)
+    return calibrated_rates(default_rates(hw, get_bandwidth(hw.machine_key)), hw.machine_key)
+
+
+def predicted_curve(model_path: str | Path, counts: list[int],
+                    rates: Rates | None = None) -> tuple[list[BatchPoint], bool]:
+    """app.core.batching's prediction with this machine's rates (or `rates`): (points, calibrated?)."""
+    from app.core.gguf_info import inspect_gguf
+
+    rates = rates or machine_rates()
     return predict_batch(inspect_gguf(str(model_path)), rates, counts), bool(rates.cpu.calibrated)
 
 

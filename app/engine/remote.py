@@ -2,10 +2,10 @@
 
 `RemoteClient` mirrors `EngineClient` where it makes sense (context manager, start/close, send, generate,
 new_request_id, on_event on a thread) so the CLI and the GUI drive either one. It streams
-`/v1/chat/completions` (messages) or `/v1/completions` (raw prompt) with `stream=true` over httpx2 (every
-read bounded: app.engine.remote_http), and measures the phases on the client's wall clock: TTFT at the first
-content chunk, decode rate and ITL from chunk arrival times. Those include the network, and the server
-applies its own chat template, which we never see; both are said in the metrics (`source`) and in Loaded.
+`/v1/chat/completions` (messages) or `/v1/completions` (raw prompt) with `stream=true` over httpx2 (reads
+bounded: app.engine.remote_http). TTFT and ITL are the client's wall clock (network included); prefill and
+decode come from the server's llama-server `timings` when it sends them (app.engine.server_timings), else
+from chunk arrival times. The server's chat template is never seen: see `source` in the metrics and Loaded.
 
 Security default: plain http only to loopback hosts; anything else needs https, or an explicit opt-in
 (`allow_insecure_http=True` or ROOFLINE_ALLOW_INSECURE_HTTP=1), which warns. API keys come from the caller
@@ -51,6 +51,7 @@ from app.engine.remote_http import (
     not_a_stream,
     read_body,
 )
+from app.engine.server_timings import apply_server_timings, timings_in_line
 
 
 def _err(kind: str, message: str, request_id: str | None = None) -> EngineError:
@@ -285,6 +286,7 @@ class RemoteClient:
         # `reasoning` on some) or inline as <think>…</think> in content; either way it is kept apart.
         reply = ReasoningStream(rid, t_request, split=req.messages is not None and req.split_reasoning)
         usage: dict[str, Any] = {}
+        timings: dict[str, float] | None = None  # llama-server's (or roofline serve's) own phase numbers
         finish = "length"
         resp: httpx2.Response | None = None
         too_much = (f"The server at {self._where()} sent more than a reply can hold (an event over "
@@ -320,7 +322,7 @@ class RemoteClient:
                                f"mid-reply after {len(times)} tokens (it stopped or crashed).", rid)
                 if len(times) > MAX_REPLY_CHUNKS:
                     raise _err("generation_failed", too_much, rid)
-                chunk = parse_data(payload)
+                chunk, timings = parse_data(payload), timings_in_line(payload) or timings
                 if chunk is None:
                     continue
                 if chunk.done:
@@ -346,7 +348,8 @@ class RemoteClient:
         tail = reply.finish(time.monotonic())
         if tail is not None:
             yield tail
-        data = client_metrics(t_request, time.monotonic(), ttft_ms, times, usage, req.messages is not None)
+        data = apply_server_timings(client_metrics(t_request, time.monotonic(), ttft_ms, times, usage,
+                                                   req.messages is not None), timings)
         data.update(reply.metrics())
         details = usage.get("completion_tokens_details")
         if isinstance(details, dict) and details.get("reasoning_tokens"):
@@ -387,12 +390,9 @@ class RemoteClient:
 
     def collect(self, request: P.Generate) -> P.Done:
         """Run a request to the end and return its Done (sweeps)."""
-        done = None
-        for event in self.generate(request):
-            if isinstance(event, P.Done):
-                done = event
-        assert done is not None
-        return done
+        done = [event for event in self.generate(request) if isinstance(event, P.Done)]
+        assert done
+        return done[-1]
 
 
 class _Cancelled(Exception):

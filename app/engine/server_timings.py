@@ -7,9 +7,8 @@ Measured on the server's clock they are the real prefill and decode numbers, whe
 only see the time to the first token (network and queueing included). No llama_cpp, no HTTP: the remote
 backend hands in the lines it reads and the metrics it built.
 
-Wiring (in app/engine/remote.py's reading loop and where it builds Done's metrics):
-    timings = timings_in_line(raw) or timings
-    data = apply_server_timings(data, timings)
+app/engine/remote.py reads every stream line with `timings_in_line` and builds Done's metrics through
+`apply_server_timings`.
 """
 
 from __future__ import annotations

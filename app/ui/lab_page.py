@@ -42,6 +42,7 @@ from app.engine.remote import RemoteClient
 from app.engine.sweep_backend import EngineSweepBackend, RemoteSweepBackend
 from app.ui import theme
 from app.ui.background import BackgroundJob, run_in_background
+from app.ui.batch_lab import BatchLabPanel
 from app.ui.engine_qt import EngineQt
 from app.ui.length_fields import LengthFieldsCheck, parse_lengths
 
@@ -68,6 +69,9 @@ class LabPage(QWidget):
         self.kind = QComboBox()
         for k in KINDS:
             self.kind.addItem(KIND_TITLES[k], k)
+        self.kind.addItem("Batching: decode tok/s with 1–16 concurrent streams", "batch")
+        self.batch_lab = BatchLabPanel()  # its own controls and plots (app.ui.batch_lab)
+        self.batch_lab.base_provider = self._batch_base
         self.prompts = QLineEdit("64,128,256,512,1024")
         self.gens = QLineEdit("32,128")
         self.depths = QLineEdit("0,256,512,1024,2048")
@@ -117,6 +121,7 @@ class LabPage(QWidget):
         lay.addWidget(self.status)
         lay.addWidget(self.plot, 1)
         lay.addWidget(self.finding)
+        lay.addWidget(self.batch_lab, 1)
 
         self.run_button.clicked.connect(self.start_sweep)
         self.cancel_button.clicked.connect(self.cancel)
@@ -133,7 +138,13 @@ class LabPage(QWidget):
 
     def _kind_changed(self) -> None:
         kind = self.kind.currentData()
-        rows = {"grid": (self.prompts, self.gens, self.remote), "depth": (self.depths,),
+        batch = kind == "batch"
+        for w in (self.run_button, self.cancel_button, self.export_button, self.progress, self.status, self.plot,
+                  self.finding):
+            w.setVisible(not batch)
+        self.form.setRowVisible(self.reps, not batch)
+        self.batch_lab.setVisible(batch)
+        rows = {"batch": (), "grid": (self.prompts, self.gens, self.remote), "depth": (self.depths,),
                 "ubatch": (self.ubatches,), "threads": (), "kv": ()}[kind]
         for w in (self.prompts, self.gens, self.depths, self.ubatches, self.remote):
             self.form.setRowVisible(w, w in rows)
@@ -186,8 +197,13 @@ class LabPage(QWidget):
             self.cancel_button.setEnabled(False)
             self.status.setText("Cancelling after the current measurement…")
 
+    def _batch_base(self) -> P.LoadConfig:
+        threads = self.load_overrides.get("n_threads")
+        return P.LoadConfig(model_path=self.model_path or str(default_model_path()), n_threads=threads)
+
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop a running sweep (window close): it ends within one repetition, its engine closes."""
+        self.batch_lab.shutdown(timeout)
         self._cancel.set()
         if self._job is not None:
             self._job.finished.wait(timeout)

@@ -1,9 +1,9 @@
 """Closing the main window in an order that leaves nothing half-done and nothing touching a closed store.
 
 Order: end the reply being written (its text is saved as `interrupted`), clear the "opening" marker, save
-the settings, stop the Lab's runs, cut the engine's signals off from the window and the chat session (an
-engine that reports a state change or dies during shutdown must not reach a handler that reads the store),
-stop the engine, and only then close the store.
+the settings, stop the Lab's runs and the server the Serve switch started, cut the engine's signals off from
+the window and the chat session (an engine that reports a state change or dies during shutdown must not
+reach a handler that reads the store), stop the engine, and only then close the store.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def shut_down(window: MainWindow) -> None:
     window.save_settings()
     if window.lab_page.widget is not None:
         window.lab_page.widget.shutdown()  # type: ignore[attr-defined]
+    window.serve_switch.stop()  # a server started from the window does not outlive it
     engine = window.engine
     for signal, slot in ((engine.state_changed, window._engine_state), (engine.progress, window._progress),
                          (engine.loaded, window._loaded), (engine.error, window._engine_error),

@@ -319,8 +319,9 @@ class BatchEngine(Engine):
         for seq, idx in outputs:
             token = seq.sampler.sample(logits_row(self.llm, idx))
             eog = bool(llama_cpp.llama_vocab_is_eog(vocab, token))
+            emitted = seq.emitted
             text = seq.accept(token, eog, b"" if eog else self._piece(token), now)
-            if text:
+            if seq.emitted > emitted:  # one Token per reply token, its text maybe empty (see Sequence)
                 lines.append(P.encode(P.Token(seq.request_id, text, seq.emitted - 1, now)))
             if seq.finish is not None:
                 if lines:

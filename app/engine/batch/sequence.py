@@ -37,7 +37,7 @@ class Sequence:
     pending: int | None = None  # the last sampled token: fed to the next step
     prefill_steps: int = 0  # decode steps that carried a chunk of this prompt
     generated: int = 0
-    emitted: int = 0
+    emitted: int = 0  # tokens streamed (one chunk each, even when its text is empty or held back)
     finish: str | None = None
     t_admit: float = 0.0
     t_first: float = 0.0
@@ -54,7 +54,9 @@ class Sequence:
         return self.n_prefilled < len(self.prompt)
 
     def accept(self, token: int, is_eog: bool, piece: bytes, now: float) -> str:
-        """Take a sampled token; returns the text that may be streamed now (maybe empty).
+        """Take a sampled token; returns the text that may be streamed now (maybe empty: a token that
+        detokenizes to nothing, or text held back while it may begin a stop string). A reply token is
+        counted in `emitted` either way (an end-of-generation token is not): it is streamed as one chunk.
 
         Sets `finish` when the reply is over; the token is then not fed back."""
         self.generated += 1
@@ -83,7 +85,7 @@ class Sequence:
         self.pending = token if self.finish is None else None
         if out:
             self.text_parts.append(out)
-            self.emitted += 1
+        self.emitted += 1  # every reply token is streamed, as llama-server does: clients see progress
         return out
 
     def timings(self, now: float | None = None) -> dict[str, Any]:

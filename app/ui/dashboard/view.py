@@ -26,6 +26,7 @@ from app.ui.dashboard.cards import Card, CardGrid, itl_detail, show_message
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.roofline import RooflinePanel
+from app.ui.dashboard.traffic import ServerTrafficPanel
 from app.ui.dashboard_context import attach_context_line
 from app.ui.dashboard_reasoning import attach_reasoning_line
 from app.ui.dashboard_speculative import attach_speedup_line
@@ -60,6 +61,9 @@ class Dashboard(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.setSpacing(8)
+
+        self.server_traffic = ServerTrafficPanel()  # shown only while the window serves the model
+        lay.addWidget(self.server_traffic)
 
         # --- per message cards
         self.card_ttft = Card("TTFT", None, "Time to first token (wall clock): what the user waits for")
@@ -331,6 +335,7 @@ class Dashboard(QWidget):
         c = theme.colors()
         for card in self.cards:
             card.restyle()
+        self.server_traffic.restyle()
         for plot in (self.plot_prefill, self.plot_decode, self.plot_ttft, self.plot_itl, self.plot_roof):
             restyle_plot(plot, c.base, c.muted, c.text)
         for label in (self.roof_explain, self.swa_label):

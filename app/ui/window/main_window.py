@@ -42,15 +42,16 @@ from app.ui.banner import Banner
 from app.ui.chat_export_ui import ExportControl
 from app.ui.chat_session import ChatSession
 from app.ui.conversation_list import ConversationPanel
-from app.ui.draft_control import DraftModelControl
 from app.ui.dashboard import DashboardDock
+from app.ui.draft_control import DraftModelControl
 from app.ui.engine_qt import EngineQt
 from app.ui.lazy_page import LazyPage
 from app.ui.message_view import InputBox, MessageView
-from app.ui.safe_text import make_plain
 from app.ui.model_manager import ModelManager
 from app.ui.model_preset import ModelPresetControl
+from app.ui.safe_text import make_plain
 from app.ui.sampling_panel import SamplingPanel
+from app.ui.serve_switch import ServeSwitch
 from app.ui.shutdown import shut_down
 from app.ui.startup_guard import OpeningGuard
 from app.ui.thinking_box import connect_thinking
@@ -204,6 +205,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.draft_action = tb.addAction("Draft model…", self.draft_control.open_dialog)
         self.draft_action.setToolTip("Speculative decoding: a small model with the same vocabulary drafts tokens")
         self.addToolBar(tb)
+        self.serve_switch = ServeSwitch(self, tb)  # `roofline serve` on the loaded model, from the toolbar
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
         # a narrowed window: the chat keeps its room first, the toolbar its buttons
         self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)

@@ -1,0 +1,80 @@
+"""A running `roofline serve`'s traffic, read from its Prometheus `/metrics` text (llama-server's names).
+
+Two polls make a snapshot: requests in flight and KV cells are gauges, read as they are; the aggregate decode
+rate and the time to first token of the requests that finished in between are the counters' and the TTFT
+histogram's differences over the interval. Pure Python (the window polls, the dashboard draws), and the text
+is a server's answer, so whatever does not parse is ignored, never raised.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PREFIX = "llamacpp:"
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """`name -> value` for every sample line without labels (histogram buckets, which have labels, and
+    comments are skipped; a malformed line is ignored)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "{" in line:
+            continue
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        try:
+            value = float(parts[1])
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            out[parts[0]] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What the server is doing now, and over the last poll interval."""
+
+    t: float  # monotonic time of the poll
+    processing: int  # requests holding a slot
+    deferred: int  # requests waiting for one
+    kv_tokens: int  # KV cells held by all sequences (finished slots' cached prefixes included)
+    kv_ratio: float  # of the whole context
+    decode_tps: float  # aggregate: reply tokens of all requests per second over the interval
+    ttft_ms: float | None  # mean TTFT of the requests that finished in the interval (None: none finished)
+    finished: int  # requests finished in the interval
+    tokens_total: int  # reply tokens since the server started
+
+    @property
+    def in_flight(self) -> int:
+        return self.processing + self.deferred
+
+
+def _get(m: dict[str, float], name: str) -> float:
+    return m.get(PREFIX + name, 0.0)
+
+
+def traffic(now: dict[str, float], t: float, before: dict[str, float] | None = None,
+            t_before: float | None = None) -> Traffic:
+    """The snapshot of `now` (parsed /metrics at time `t`), with rates against the poll `before`."""
+    tokens = _get(now, "tokens_predicted_total")
+    count, total = _get(now, "time_to_first_token_seconds_count"), _get(now, "time_to_first_token_seconds_sum")
+    rate, ttft, finished = 0.0, None, 0
+    if before is not None and t_before is not None and t > t_before:
+        # a counter that went down is a restarted server: its new totals are the interval's
+        d_tokens = tokens - _get(before, "tokens_predicted_total")
+        rate = max(0.0, d_tokens if d_tokens >= 0 else tokens) / (t - t_before)
+        d_count = count - _get(before, "time_to_first_token_seconds_count")
+        d_sum = total - _get(before, "time_to_first_token_seconds_sum")
+        if d_count < 0:
+            d_count, d_sum = count, total
+        if d_count > 0:
+            finished = int(d_count)
+            ttft = max(0.0, d_sum) / d_count * 1000.0
+    return Traffic(t=t, processing=int(_get(now, "requests_processing")),
+                   deferred=int(_get(now, "requests_deferred")), kv_tokens=int(_get(now, "kv_cache_tokens")),
+                   kv_ratio=min(1.0, max(0.0, _get(now, "kv_cache_usage_ratio"))), decode_tps=rate,
+                   ttft_ms=ttft, finished=finished, tokens_total=int(tokens))
