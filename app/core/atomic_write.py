@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,22 @@ def temp_path(path: Path) -> Path:
 
 def write_bytes(path: str | Path, data: bytes, mode: int = DEFAULT_MODE) -> Path:
     """Replace `path` with `data` atomically; `mode` applies to the new file (0o600 for private stores)."""
+    return write_chunks(path, (data,), mode)
+
+
+def write_chunks(path: str | Path, chunks: Iterable[bytes | memoryview], mode: int = DEFAULT_MODE,
+                 temp: Path | None = None) -> Path:
+    """Replace `path` with the chunks written one after the other, atomically: a large state is written
+    without first being joined into one copy. `temp`: another temporary name in the same folder (when
+    several processes may write the same file at once, each needs its own)."""
     path = Path(path)
-    tmp = temp_path(path)
+    tmp = temp or temp_path(path)
     tmp.unlink(missing_ok=True)  # a leftover could carry other permissions
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for chunk in chunks:
+                fh.write(chunk)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -10,6 +10,8 @@ import json
 import os
 from pathlib import Path
 
+from app.core import atomic_write
+
 MAX_DRAFT_CHARS = 1_000_000  # a pasted book is kept; anything larger is not a draft worth a slow start
 MAX_DRAFTS = 500  # conversations with a draft; the oldest are dropped beyond that
 
@@ -57,16 +59,11 @@ class DraftBook:
         the file could not be written (the drafts stay in memory)."""
         if not self._dirty:
             return True
-        tmp = self.path.with_name(self.path.name + ".tmp")
         data = json.dumps({str(k): v for k, v in self._drafts.items()}).encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.unlink(missing_ok=True)
             # Drafts are chat text: private to the user, like the chat store (0600).
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, self.path)
+            atomic_write.write_bytes(self.path, data, 0o600)
         except OSError:
             return False
         self._dirty = False

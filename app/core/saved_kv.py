@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from app.core import paths
+from app.core import atomic_write, paths
 
 MAGIC = b"ROOFLINE-KV1\n"
 SUFFIX = ".kv"
@@ -109,17 +109,9 @@ def write_state(path: Path, key: dict[str, Any], tokens: list[int], state: memor
         "saved_at": time.time(),
     }, separators=(",", ":")).encode()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.unlink(missing_ok=True)  # a leftover could carry other permissions
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(MAGIC + _LEN.pack(len(header)) + header)
-            fh.write(state)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    # one temporary name per process: two engines may save the same chat at once
+    atomic_write.write_chunks(path, (MAGIC + _LEN.pack(len(header)) + header, state), 0o600,
+                              temp=path.with_name(f"{path.name}.tmp-{os.getpid()}"))
     return len(MAGIC) + _LEN.size + len(header) + len(state)
 
 
