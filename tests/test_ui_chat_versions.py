@@ -10,24 +10,11 @@ import pytest
 from app.core.chat_store import ChatStore
 from app.core.settings import LoadResult, Settings
 from app.engine import protocol as P
+from fake_window import window  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 
 
-@pytest.fixture
-def window(qtbot, tmp_path: Path):
-    from fake_engine import fake_engine
-
-    from app.ui.main_window import MainWindow
-
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
-    win.show()
-    yield win
-    win.close()
-    store.close()
 
 
 def _answer(win, text: str) -> None:

@@ -12,26 +12,15 @@ from PySide6.QtGui import QGuiApplication, QKeySequence, QPalette
 from app.core import settings as settings_mod
 from app.core.chat_store import ChatStore
 from app.core.settings import LoadResult, Settings
+from fake_window import window  # noqa: F401  (the fixture)
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
 
 
-@pytest.fixture
-def window(qtbot, tmp_path: Path):
-    from fake_engine import fake_engine
-
-    from app.ui.main_window import MainWindow
-
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
-    win.show()
-    qtbot.waitExposed(win)
-    yield win
-    win.close()
-    store.close()
+@pytest.fixture(autouse=True)
+def _system_theme_after():
+    yield
     from app.ui import theme
 
     theme.set_choice("system")  # the palette is the application's: leave it as the next test expects

@@ -10,25 +10,12 @@ from PySide6.QtCore import Qt
 
 from app.core.chat_store import ChatStore
 from app.core.settings import LoadResult, Settings
+from fake_window import window  # noqa: F401  (the fixture)
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
 
 
-@pytest.fixture
-def window(qtbot, tmp_path: Path):
-    from fake_engine import fake_engine
-
-    from app.ui.main_window import MainWindow
-
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
-    win.show()
-    yield win
-    win.close()
-    store.close()
 
 
 def test_settings_ok_keeps_the_sidebar_sampling_values(window, monkeypatch) -> None:

@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -95,6 +95,7 @@ class Settings(BaseSettings):
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     window: WindowState = Field(default_factory=WindowState)
     presets: dict[str, ModelPreset] = Field(default_factory=dict)  # key: app.core.presets.preset_key
+    _read_env: ClassVar[bool] = True  # environment variables override the file (see settings_customise_sources)
 
     @classmethod
     def settings_customise_sources(
@@ -105,8 +106,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The file's values arrive as init kwargs; env vars must win over them.
-        return (env_settings, init_settings)
+        # The file's values arrive as init kwargs; env vars must win over them (not in _FileOnly).
+        return (env_settings, init_settings) if cls._read_env else (init_settings,)
 
     @field_validator("models_dir", "last_model")
     @classmethod
@@ -124,16 +125,7 @@ class Settings(BaseSettings):
 class _FileOnly(Settings):
     """The same schema without env vars: what the file itself says (used when saving)."""
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)
+    _read_env: ClassVar[bool] = False
 
 
 @dataclass

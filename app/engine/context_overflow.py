@@ -26,6 +26,7 @@ import llama_cpp
 from app.core.chat_templates import ChatTemplate, render
 from app.core.sampling import Sampler
 from app.engine import protocol as P
+from app.core.saved_kv import common_prefix
 from app.engine.decoding import logits_row, reuse_prefix
 
 POLICIES = ("stop", "truncate-middle", "rolling")
@@ -149,9 +150,4 @@ def _head_tokens(llm: Any, messages: list[dict[str, str]], template: ChatTemplat
     text = render(template, messages[:first_user + 1], bos_token=bos, eos_token=eos)
     add_bos = llm._model.add_bos_token() and not (bos and text.startswith(bos))
     head = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
-    same = 0
-    for a, b in zip(head, tokens):
-        if a != b:
-            break
-        same += 1
-    return same
+    return common_prefix(list(head), list(tokens))

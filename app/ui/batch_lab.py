@@ -38,6 +38,7 @@ from app.core.batch_sweep import BatchSweepRow
 from app.engine import protocol as P
 from app.ui import theme
 from app.ui.background import BackgroundJob, run_in_background
+from app.ui.dashboard.plots import make_plot
 from app.ui.length_fields import parse_lengths
 
 PREDICTED = "#888888"
@@ -70,18 +71,12 @@ def measure(base: P.LoadConfig, counts: list[int], tokens: int, rounds: int, pro
 
 
 def _plot(title: str, left: str, bottom: str, log: bool) -> pg.PlotWidget:
-    w = pg.PlotWidget()
+    w = make_plot(title, left, bottom)  # the dashboard's look: grid, no menu or mouse, no SI multiplier
+    w.setMaximumHeight(16777215)  # a Lab plot grows with the page (the dashboard's are fixed)
+    w.setMinimumHeight(240)
     w.setBackground(theme.colors().base)
-    w.setTitle(title, size="9pt")
-    w.setLabel("left", left)
-    w.setLabel("bottom", bottom)
-    w.showGrid(x=True, y=True, alpha=0.25)
-    w.setMenuEnabled(False)
-    w.setMouseEnabled(x=False, y=False)
-    w.hideButtons()
     w.setLogMode(x=True, y=log)
     w.addLegend(offset=(10, 10), labelTextSize="8pt")
-    w.setMinimumHeight(240)
     return w
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from app.engine import protocol as P
+from app.ui.dashboard_reasoning import attach_detail_line
 
 
 def speedup_line(metrics: dict[str, Any]) -> str:
@@ -25,11 +25,4 @@ def speedup_line(metrics: dict[str, Any]) -> str:
 
 def attach_speedup_line(engine: Any, card: Any) -> None:
     """After each reply, add the speed-up to `card`'s detail (the decode card, just set from PhaseMetrics)."""
-
-    def on_done(done: P.Done) -> None:
-        line = speedup_line(done.metrics)
-        if line:
-            detail = card.detail.text()
-            card.set(card.value.text(), f"{detail} · {line}" if detail else line)
-
-    engine.done.connect(on_done)
+    attach_detail_line(engine, card, speedup_line)

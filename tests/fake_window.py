@@ -1,0 +1,30 @@
+"""A MainWindow on the fake engine, a fresh chat store and default settings: the `window` fixture of the
+window tests that need no model process (import it into a test module: `from fake_window import window`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.chat_store import ChatStore
+from app.core.settings import LoadResult, Settings
+
+
+@pytest.fixture
+def window(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
+    from fake_engine import fake_engine
+
+    from app.ui.main_window import MainWindow
+
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
+    qtbot.addWidget(win)
+    win.measure_bandwidth_on_load = False
+    win.show()
+    qtbot.waitExposed(win)
+    yield win
+    win.close()
+    store.close()
