@@ -5,8 +5,10 @@ Why our own: llama-cpp-python's `LlamaPromptLookupDecoding` needs `Llama(draft_m
 4096). Here the drafted tokens are decoded in ONE batch with logits only at the batch positions (the
 pending token and the drafts), each position is sampled by the plain path's `Sampler`
 (app.core.sampling), the longest agreeing prefix is kept, and the rejected tail is removed from the KV
-cache. With greedy sampling the output is the plain path's output; only the number of model calls
-changes.
+cache. With greedy sampling the output is the plain path's output, token for token; only the number of
+model calls changes. A batch rounds differently from one-token steps, so every greedy choice whose top two
+candidates are closer than TIE_MARGIN, and that would be made on cells a batch wrote, is made again on cells
+rebuilt one token at a time (`clean` marks where those end).
 
 Imported only by the engine worker (it touches llama.cpp through the `Llama` object it is handed).
 """
@@ -28,7 +30,8 @@ MIN_NGRAM = 2  # a single matching token is weak evidence: in free text its draf
 MAX_DRAFT = 8  # most tokens drafted per step: a longer batch costs more when it is rejected
 PAUSE_TOKENS = 48  # plain tokens before lookup is tried again after losing
 REFERENCE_STEPS = 3  # plain steps first when no plain rate is known: the speed-up and the pause need one
-TIE_MARGIN = 1.5  # logits; batched vs single-token evaluation differed by up to ~1 logit (2026-11-29)
+TIE_MARGIN = 3.0  # logits: twice the most a batch moved either of the top two (1.3 on the default model, every
+# cell batch-written, batches of 2-8 over 4 prompts × 60 tokens): rounding of that size cannot reverse a wider gap
 
 
 def find_draft(history: list[int] | np.ndarray, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
@@ -75,6 +78,8 @@ class PromptLookup:
         # with a single-token evaluation, because batched logits differ slightly from single-token ones.
         self.tie_margin = tie_margin if sampler.params.temperature <= 0 else 0.0
         self.tie_steps = 0
+        self.rebuilt = 0  # batch-written cells recomputed one token at a time at near-ties
+        self.clean = 0  # cells before this index hold exactly what one-token steps would write
         # Draft length adapts: on a CPU a batch costs roughly its length in compute (the output matrix of a
         # big vocabulary dominates), so draft about as far as drafts have recently been right.
         self.k = min(4, max_draft)
@@ -134,11 +139,27 @@ class PromptLookup:
                 raise RuntimeError("llama.cpp could not remove rejected draft tokens from the KV cache")
             llm.n_tokens = keep
 
+    def _decide_alone(self, history: list[int], upto: int) -> int:
+        """The next token after history[:upto] exactly as the plain path computes it.
+
+        The KV cells from `self.clean` on were written by a verification batch, whose matrix kernels
+        (llama.cpp's tinyBLAS for two or more columns) round differently from one-token steps; they are
+        dropped and rebuilt one token at a time, so the logits are bit for bit the plain path's."""
+        llm = self.llm
+        self.tie_steps += 1
+        self.rebuilt += upto - self.clean
+        self._trim(self.clean)
+        for t in history[self.clean:upto]:
+            llm.eval([t])
+        self.clean = llm.n_tokens
+        return self._sample(-1)
+
     def generate(self, prompt: list[int]) -> Generator[int, None, None]:
         llm = self.llm
         n_ctx = context_limit(llm)  # not llm.n_ctx(): llama.cpp pads a small context past what input_ids holds
         prefix = reuse_prefix(llm, prompt)
-        llm.eval(prompt[prefix:])  # prefill
+        llm.eval(prompt[prefix:])  # prefill, the same call as the plain path's
+        self.clean = llm.n_tokens  # cells before this were computed as the plain path computes them
         history = list(prompt)
         emitted = 0
         try:
@@ -158,7 +179,14 @@ class PromptLookup:
                 if not draft:
                     t0 = time.perf_counter()
                     llm.eval([token])
-                    token = self._sample(-1)
+                    if self.clean == n_past:
+                        self.clean = llm.n_tokens
+                        token = self._sample(-1)
+                    elif self.tie_margin > 0 and self._near_tie(-1):
+                        # a step on top of batch-written cells: exact unless the top two are close
+                        token = self._decide_alone(history, llm.n_tokens)
+                    else:
+                        token = self._sample(-1)
                     self.plain_s += time.perf_counter() - t0
                     self.plain_steps += 1
                     history.append(token)
@@ -175,11 +203,8 @@ class PromptLookup:
                 out: list[int] = []
                 for i in range(len(batch)):
                     if self.tie_margin > 0 and self._near_tie(i):
-                        # decide this position as the plain path would: evaluate batch[i] alone
-                        self.tie_steps += 1
-                        self._trim(n_past + i)
-                        llm.eval([batch[i]])
-                        out.append(self._sample(-1))
+                        # decide this position as the plain path would, from cells it would have written
+                        out.append(self._decide_alone(history + out, n_past + i + 1))
                         break
                     t = self._sample(i)
                     out.append(t)
