@@ -195,18 +195,11 @@ def load_info() -> str:
 
 
 def predicted_curve(model: str, counts: list[int], threads: int) -> tuple[dict[int, Any], str]:
-    """app.core.batching's prediction with this machine's rates (a stored calibration if there is one)."""
-    from app.core.bandwidth import get_bandwidth
-    from app.core.batching import predict_batch
-    from app.core.calibration import calibrated_rates
-    from app.core.gguf_info import inspect_gguf
-    from app.core.hardware import probe_hardware
-    from app.core.speed import default_rates
+    """app.core.batching's prediction with this machine's rates for `threads` (a stored calibration if any)."""
+    from app.core import batch_sweep
 
-    hw = probe_hardware()
-    rates = calibrated_rates(default_rates(hw, get_bandwidth(hw.machine_key)), hw.machine_key)
-    points = predict_batch(inspect_gguf(model), rates, counts)
-    source = "calibrated rates" if rates.cpu.calibrated else "uncalibrated rates (run `roofline calibrate`)"
+    points, calibrated = batch_sweep.predicted_curve(model, counts, threads=threads)
+    source = "calibrated rates" if calibrated else "uncalibrated rates (run `roofline calibrate`)"
     return {p.streams: p for p in points}, source
 
 

@@ -87,6 +87,28 @@ def test_json_on_stdout(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
     assert data["finding"].startswith("on this machine batching stops paying at ~4 streams")
 
 
+def test_the_prediction_is_for_the_sweeps_thread_count(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from app.core.batch_sweep import predicted_curve
+    from app.engine.batch import sweep as engine_sweep
+
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, n_layers=2)
+    monkeypatch.setattr(engine_sweep, "measure_batch", lambda base, counts, tokens, rounds, progress: [
+        MeasuredPoint(n, 10.0, 10.0 / n, (10.0,)) for n in counts])
+    printed = {}
+    for t in (1, 2):
+        code, out, err = run_cli(["sweep", "batch", "-m", str(model), "--streams", "1,4", "-t", str(t),
+                                  "--json", "-"], capsys)
+        assert code == 0, err
+        printed[t] = [p["predicted_aggregate_tps"] for p in json.loads(out)["points"]]
+        expected, _ = predicted_curve(model, [1, 4], threads=t)
+        assert printed[t] == pytest.approx([p.aggregate_tps for p in expected])
+    if (predicted_curve(model, [4], threads=1)[0][0].aggregate_tps
+            != predicted_curve(model, [4], threads=2)[0][0].aggregate_tps):  # a machine with 2+ cores
+        assert printed[1] != printed[2]
+
+
 @pytest.mark.model
 def test_sweep_batch_on_the_default_model(default_model: Path, capsys: pytest.CaptureFixture[str],
                                           tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def fake_measure(monkeypatch: pytest.MonkeyPatch) -> dict:
         return points
 
     monkeypatch.setattr(batch_engine_sweep, "measure_batch", measure_batch)
-    monkeypatch.setattr(batch_sweep, "machine_rates", lambda: default_rates(None))
+    monkeypatch.setattr(batch_sweep, "machine_rates", lambda threads=None: default_rates(None))
     return calls
 
 

@@ -29,23 +29,25 @@ class BatchSweepRow:
     intensity: float | None  # predicted FLOPs per byte of one step: grows with the batch
 
 
-def machine_rates() -> Rates:
-    """This machine's speed-model rates: a stored `roofline calibrate` result when there is one."""
+def machine_rates(threads: int | None = None) -> Rates:
+    """This machine's speed-model rates for `threads` CPU threads (None: llama.cpp's default): a stored
+    `roofline calibrate` result for that thread count when there is one."""
     from app.core.bandwidth import get_bandwidth
     from app.core.calibration import calibrated_rates
     from app.core.hardware import probe_hardware
     from app.core.speed import default_rates
 
     hw = probe_hardware()
-    return calibrated_rates(default_rates(hw, get_bandwidth(hw.machine_key)), hw.machine_key)
+    return calibrated_rates(default_rates(hw, get_bandwidth(hw.machine_key), threads=threads), hw.machine_key)
 
 
-def predicted_curve(model_path: str | Path, counts: list[int],
-                    rates: Rates | None = None) -> tuple[list[BatchPoint], bool]:
-    """app.core.batching's prediction with this machine's rates (or `rates`): (points, calibrated?)."""
+def predicted_curve(model_path: str | Path, counts: list[int], rates: Rates | None = None,
+                    threads: int | None = None) -> tuple[list[BatchPoint], bool]:
+    """app.core.batching's prediction with `rates`, else this machine's for the sweep's `threads`: (points,
+    calibrated?). The thread count matters: one thread has half the arithmetic of two."""
     from app.core.gguf_info import inspect_gguf
 
-    rates = rates or machine_rates()
+    rates = rates or machine_rates(threads)
     return predict_batch(inspect_gguf(str(model_path)), rates, counts), bool(rates.cpu.calibrated)
 
 
