@@ -1,28 +1,32 @@
 """Predicted decode speed of B sequences decoded together (continuous batching), from the speed model.
 
 One step of a batch of B decodes reads every weight once, whatever B (plus each sequence's own KV cache),
-and does B times the arithmetic. So the step's arithmetic intensity (FLOPs per byte read) grows about
-linearly with B: at small B the step is memory-bound and costs nearly what one token costs, and the
-aggregate rate grows with B; once B × FLOPs reaches the compute roof, each extra sequence adds its full
-compute time and the aggregate flattens. That is the roofline's operating point moving right with B.
+and does B times the arithmetic, so the step's arithmetic intensity (FLOPs per byte read) grows about
+linearly with B: the roofline's operating point moves right with B until it meets the compute roof.
 
-Each weight group (one ggml type) costs max(bytes / effective bandwidth, B · weights / rate(B)), where a
-matrix-vector product runs at the type's decode rate and B columns sharing each dequantized weight raise it
-toward the type's matrix-matrix (prefill) rate: rate(B) = min(B × decode rate, max(decode rate, prefill rate / 2))
-weights/s
-(the prefill rate counts 2 FLOPs a weight). Each sequence reads its own KV cache; the per-token and per-layer
-overheads are paid once per step. At B = 1 this is exactly the single-request decode prediction
-(app.core.speed.cost_parts). CPU only: the server runs on the CPU here. Pure Python, no llama_cpp.
+How llama.cpp's CPU backend spends that arithmetic decides the curve, and it is not "B columns at the
+matrix-vector cost": one column is a matrix-vector product (the decode rate); from two columns on, the
+matrix-matrix kernels (tinyBLAS, the repacked GEMMs) take over. Measured on raw llama.cpp, one thread
+(docs/serve.md): a step of B streams costs about one pass over the weights (what a decode step costs) plus
+B columns at the matrix-matrix rate (the prefill rate, 2 FLOPs a weight) -- two streams cost 2.4x one on
+the default model -- and, unlike a prompt, every stream's column goes through the output matrix (each
+stream needs its logits), the largest matrix of a small model with a big vocabulary. So:
+
+    step(1) = the single-request decode prediction (app.core.speed.cost_parts)
+    step(B) = overheads + one decode step's weight pass + B x (all weights at the prefill rate + own KV)
+
+Each sequence reads its own KV cache; the per-token and per-layer overheads are paid once per step. CPU only:
+the server runs on the CPU here. Pure Python, no llama_cpp.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import MemoryConfig
 from app.core.speed import Rates, cost_parts, decode_flops, decode_traffic, weight_groups
+from app.core.speed_rates import MOE_PREFILL_EFFICIENCY, PREFILL_WIDTH
 
 
 @dataclass(frozen=True)
@@ -47,23 +51,40 @@ def predict_batch(info: GGUFInfo, rates: Rates, streams: list[int], cfg: MemoryC
     traffic = decode_traffic(info, cfg, depth, has_gpu=False)
     flops = decode_flops(info, cfg, depth, has_gpu=False)["cpu"]
     weights, kv = traffic.weights["cpu"], traffic.kv["cpu"]
+    mem_pass = alu_pass = step_pass = 0.0
+    for gtype, g in groups.items():
+        dec = r.decode_rate(gtype)
+        mem, alu = g.bytes / bw, (g.elements / dec if dec else 0.0)
+        step_pass += max(mem, alu)
+        mem_pass, alu_pass = mem_pass + mem, alu_pass + alu
+    column = matrix_column_s(info, rates, cfg)
     points = []
     for b in streams:
-        t_mem = t_alu = 0.0
-        step = overhead
-        for gtype, g in groups.items():
-            dec, mm = r.decode_rate(gtype), r.prefill_rate(gtype) / 2
-            # no decode roof: one stream is memory-bound by definition; a batch meets the matrix-matrix roof
-            rate = min(b * dec, max(dec, mm)) if dec else (mm if b > 1 else 0.0)
-            mem, alu = g.bytes / bw, (b * g.elements / rate if rate else 0.0)
-            step += max(mem, alu)
-            t_mem, t_alu = t_mem + mem, t_alu + alu
-        step += b * max(kv_mem, kv_alu)
-        t_mem, t_alu = t_mem + b * kv_mem, t_alu + b * kv_alu
+        if b == 1:
+            step = overhead + step_pass + max(kv_mem, kv_alu)
+            t_mem, t_alu = mem_pass + kv_mem, alu_pass + kv_alu
+        else:
+            step = overhead + step_pass + b * (column + max(kv_mem, kv_alu))
+            t_mem, t_alu = mem_pass + b * kv_mem, alu_pass + b * (column + kv_alu)
         read = weights + b * kv
         points.append(BatchPoint(b, step, b / step, 1.0 / step, b * flops / read,
                                  "compute" if t_alu > t_mem else "memory bandwidth"))
     return points
+
+
+def matrix_column_s(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None) -> float:
+    """Seconds one more stream's column costs a batched CPU step: every weight it multiplies, the output
+    matrix included, at the type's matrix-matrix (prefill) rate, narrowed for a narrow model as the prefill
+    prediction is; MoE experts at the slower routed product. The batch's compute roof is this rate."""
+    cfg = cfg or MemoryConfig(n_gpu_layers=0)
+    r = rates.cpu
+    width = info.n_embd / (info.n_embd + PREFILL_WIDTH) if info.n_embd else 1.0
+    seconds = 0.0
+    for gtype, g in weight_groups(info, cfg, has_gpu=False)["cpu"].items():
+        mm = r.prefill_rate(gtype) * width
+        dense = g.elements - g.expert_elements + g.expert_elements / MOE_PREFILL_EFFICIENCY
+        seconds += 2 * dense / mm if mm else 0.0
+    return seconds
 
 
 def stops_paying(points: list[tuple[int, float]], min_gain: float = 1.1) -> int | None:
