@@ -106,3 +106,25 @@ def test_the_batch_engine_runs_under_the_chat_engines_memory_limit(engine: Engin
     while limit() == "unlimited" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert limit() != "unlimited" and int(limit()) == expected
+
+
+def test_drop_caches_frees_the_idle_slots_cells_and_keeps_the_running_ones(engine: Engine) -> None:
+    from app.engine.batch.messages import BatchStats, DropCaches
+
+    def stats() -> BatchStats:
+        n = len(engine.events)
+        engine.client.send(P.GetStats())
+        engine.wait(lambda: any(isinstance(e, BatchStats) for e in engine.events[n:]))
+        return [e for e in engine.events[n:] if isinstance(e, BatchStats)][-1]
+
+    engine.submit("cached", "A prompt whose cells stay behind as the slot's cache", max_tokens=4, temperature=0.0)
+    engine.done("cached")
+    engine.submit("running", "Once upon a time", max_tokens=400, ignore_eos=True, temperature=0.0)
+    engine.wait(lambda: len(engine.of("running", P.Token)) >= 2)
+    before = stats()
+    assert before.kv_tokens > before.kv_tokens_running > 0  # the finished request's prefix is cached
+    engine.client.send(DropCaches())
+    after = stats()
+    assert after.kv_tokens == after.kv_tokens_running > 0  # only the running sequence's cells are left
+    engine.client.send(P.Cancel("running"))
+    engine.done("running")

@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Any
 
+from app.engine.batch import messages
 from app.engine.batch.engine import BatchEngine
 from app.engine.worker import process
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=process.watch_parent, name="parent-watch", daemon=True).start()
     inbox: queue.Queue[Any] = queue.Queue()
     engine = BatchEngine(inbox, args.parallel)
-    threading.Thread(target=process.stdin_reader, args=(inbox,), name="stdin", daemon=True).start()
+    threading.Thread(target=process.stdin_reader, args=(inbox, messages.decode), name="stdin", daemon=True).start()
     process.announce_ready()
     engine.serve()
     engine.unload()

@@ -30,7 +30,7 @@ import numpy as np
 from app.core.chat_templates import render
 from app.core.sampling import PENALTY_LAST_N, Sampler, SamplerParams
 from app.engine import protocol as P
-from app.engine.batch.messages import Accepted, BatchStats
+from app.engine.batch.messages import Accepted, BatchStats, DropCaches
 from app.engine.batch.sequence import Sequence
 from app.engine.decoding import logits_row
 from app.engine.worker.engine import Engine
@@ -150,6 +150,8 @@ class BatchEngine(Engine):
             self.cancel(cmd.request_id)
         elif isinstance(cmd, P.GetStats):
             send(self.batch_stats())
+        elif isinstance(cmd, DropCaches):
+            self.drop_caches()
         elif isinstance(cmd, P.Bench):
             send(P.Error(cmd.request_id, "bad_request", "The batch engine does not run benchmarks."))
         else:
@@ -208,6 +210,14 @@ class BatchEngine(Engine):
         self._finish(seq, "cancelled")
 
     # --------------------------------------------------------------- slots
+    def drop_caches(self) -> None:
+        """Free the cells of every idle slot's cached prefix (see messages.DropCaches)."""
+        for i, seq in enumerate(self.slots):
+            if seq is None and self.slot_kv[i]:
+                llama_cpp.llama_memory_seq_rm(self._mem, i, -1, -1)
+                self.slot_kv[i] = []
+        self._stats_due = True
+
     def _admit(self) -> None:
         while self.waiting:
             free = [i for i, s in enumerate(self.slots) if s is None]

@@ -4,6 +4,7 @@ Commands are the usual `Load`, `Generate`, `Cancel`, `GetStats` and `Shutdown` o
 `Generate` is answered at once with `Accepted` (its prompt fits: the server may start streaming) or an
 `Error` (kind `bad_request`: the server answers 400), then `Token` events and one `Done`. `BatchStats`
 reports the whole batch (slots, KV cells) after every change of membership, at most a few times a second.
+`DropCaches` (a command) forgets the cached prefixes of the idle slots.
 """
 
 from __future__ import annotations
@@ -38,7 +39,16 @@ class BatchStats:
     t: float  # engine monotonic time
 
 
-_OWN: dict[str, type] = {Accepted.type: Accepted, BatchStats.type: BatchStats}
+@dataclass
+class DropCaches:
+    """Forget the prefixes finished requests left in idle slots. All slots share one pool of KV cells, and
+    llama.cpp's attention spans every cell in use, cached ones too (masked): the batching sweep starts each
+    stream count from empty cells so that one count's leftovers do not slow the next."""
+
+    type: ClassVar[str] = "drop_caches"
+
+
+_OWN: dict[str, type] = {Accepted.type: Accepted, BatchStats.type: BatchStats, DropCaches.type: DropCaches}
 
 
 def encode(msg: Any) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from app.engine import protocol as P
 from app.engine.batch.client import BatchEngineClient
+from app.engine.batch.messages import DropCaches
 
 PROMPT_ROOM = 64  # tokens of a slot kept for the short prompt (and its template) besides the reply
 STREAM_TIMEOUT_S = 600.0  # one count's requests all finish within this, or the sweep fails
@@ -112,6 +113,7 @@ def measure_batch(base: P.LoadConfig, counts: list[int], tokens: int = 64, round
 def _one_count(client: BatchEngineClient, events: queue.Queue[Any], rids: list[str], tokens: int,
                cancelled: Callable[[], bool] | None) -> float | None:
     """One count's aggregate rate, or None when the sweep was cancelled meanwhile."""
+    client.send(DropCaches())  # each count from empty cells: the last count's caches would widen attention
     for i, rid in enumerate(rids):
         client.send(P.Generate(request_id=rid, prompt=f"Story {i + 1}. Once upon a time",
                                sampling=P.Sampling(temperature=0.0, repeat_penalty=1.0, max_tokens=tokens,

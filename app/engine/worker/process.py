@@ -10,6 +10,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import llama_cpp
@@ -20,10 +21,10 @@ from app.engine.worker.engine import Engine
 from app.engine.worker.stream import send, setup_streams
 
 
-def stdin_reader(inbox: queue.Queue[Any]) -> None:
+def stdin_reader(inbox: queue.Queue[Any], decode: Callable[[bytes], Any] = P.decode) -> None:
     for raw in sys.stdin.buffer:
         try:
-            inbox.put(P.decode(raw))
+            inbox.put(decode(raw))
         except P.ProtocolError as exc:
             send(P.Error(None, "protocol", str(exc)))
     inbox.put(P.Shutdown())  # the app closed our stdin (or died): stop instead of lingering as an orphan
