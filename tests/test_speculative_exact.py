@@ -155,3 +155,22 @@ def test_the_cache_ends_as_the_plain_path_leaves_it() -> None:
     out = run(FixedDrafter(llm, batches=100), 20)
     assert llm.n_tokens == len(PROMPT) + len(out) - 1
     assert [c for c, _ in llm.cells] == PROMPT + out[:-1]
+
+
+def test_rebuilding_is_counted_as_a_cost_of_drafting_not_of_plain_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(speculative, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    class TimedLlama(FakeLlama):
+        def _write(self, tokens: list[int], batched: bool) -> None:
+            clock[0] += 1.0  # one second a model call, batch or single token
+            super()._write(tokens, batched)
+
+    llm = TimedLlama(tie_lengths={len(PROMPT) + 25})
+    drafter = FixedDrafter(llm, batches=2)
+    assert run(drafter, 30) == plain_greedy(30)
+    assert drafter.tie_steps == 1 and drafter.rebuilt > 1
+    # each plain step is one call; the rebuild's calls (one per rebuilt cell) go to the drafts' account
+    assert drafter.plain_s == pytest.approx(drafter.plain_steps * 1.0)
+    assert drafter.rebuild_s == pytest.approx(drafter.rebuilt * 1.0)
+    assert drafter.batch_s >= drafter.rebuild_s + drafter.batch_steps

@@ -80,6 +80,7 @@ class PromptLookup:
         self.tie_steps = 0
         self.rebuilt = 0  # batch-written cells recomputed one token at a time at near-ties
         self.clean = 0  # cells before this index hold exactly what one-token steps would write
+        self.rebuild_s = 0.0  # wall time of those rebuilds
         # Draft length adapts: on a CPU a batch costs roughly its length in compute (the output matrix of a
         # big vocabulary dominates), so draft about as far as drafts have recently been right.
         self.k = min(4, max_draft)
@@ -146,13 +147,16 @@ class PromptLookup:
         (llama.cpp's tinyBLAS for two or more columns) round differently from one-token steps; they are
         dropped and rebuilt one token at a time, so the logits are bit for bit the plain path's."""
         llm = self.llm
+        t0 = time.perf_counter()
         self.tie_steps += 1
         self.rebuilt += upto - self.clean
         self._trim(self.clean)
         for t in history[self.clean:upto]:
             llm.eval([t])
         self.clean = llm.n_tokens
-        return self._sample(-1)
+        token = self._sample(-1)
+        self.rebuild_s += time.perf_counter() - t0
+        return token
 
     def generate(self, prompt: list[int]) -> Generator[int, None, None]:
         llm = self.llm
@@ -177,7 +181,7 @@ class PromptLookup:
                 reference = self.plain_ms_hint is None and self.plain_steps < REFERENCE_STEPS
                 draft = [] if reference or emitted < self.paused_until else self.draft(history, min(self.k, room))
                 if not draft:
-                    t0 = time.perf_counter()
+                    t0, rebuild_before = time.perf_counter(), self.rebuild_s
                     llm.eval([token])
                     if self.clean == n_past:
                         self.clean = llm.n_tokens
@@ -187,7 +191,9 @@ class PromptLookup:
                         token = self._decide_alone(history, llm.n_tokens)
                     else:
                         token = self._sample(-1)
-                    self.plain_s += time.perf_counter() - t0
+                    rebuilt_s = self.rebuild_s - rebuild_before  # a cost of having drafted, not of plain steps
+                    self.plain_s += time.perf_counter() - t0 - rebuilt_s
+                    self.batch_s += rebuilt_s
                     self.plain_steps += 1
                     history.append(token)
                     continue
