@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import app.engine.speculative as speculative
 from app.core.sampling import Sampler, SamplerParams
+from app.engine import speculative
 from app.engine.speculative import PromptLookup
 
 V = 16
