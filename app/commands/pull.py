@@ -7,7 +7,11 @@ stops and keeps a resumable .part: run the same command again to continue where 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,9 +52,11 @@ def run(args: argparse.Namespace) -> int:
             _say(f"pulling {repo}:{variant.quant} ({_fmt(variant.size)}) -> {task.dest}")
         progress = downloads.Progress()
         show = _Printer(args.quiet)
+        control = downloads.Control()
         try:
-            path = downloads.download_variant(task, on_progress=show, progress=progress)
-        except KeyboardInterrupt:
+            with _ctrl_c_stops(control):
+                path = downloads.download_variant(task, on_progress=show, control=control, progress=progress)
+        except (KeyboardInterrupt, downloads.DownloadStopped):
             show.end()
             _say(f"stopped: {_fmt(progress.done)} of {_fmt(progress.total)} kept; run the same command to resume")
             return 130
@@ -65,6 +71,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(path)
     return 0
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops(control: Any) -> Iterator[None]:
+    """Ctrl-C asks the download to stop after the chunk in hand (the .part stays whole); a second one
+    interrupts at once. A KeyboardInterrupt raised at an arbitrary point can land in a finalizer, where
+    Python prints and drops it, and the download would run on to the end."""
+    def on_sigint(signum: int, frame: Any) -> None:
+        if control.stop.is_set():
+            raise KeyboardInterrupt
+        control.request("paused")
+
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: leave Ctrl-C as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _choose(rv, quant):  # type: ignore[no-untyped-def]
