@@ -85,7 +85,7 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
     # the probes with the thread count the runs use (all cores this process may use when not given)
     bw = get_bandwidth(hw.machine_key, remeasure=True, threads=args.threads or data["cpus_allowed"])
     data["probes"] = {"read_gbs": bw.read_gbs, "gemm_gflops": bw.gemm_gflops, "threads": bw.threads,
-                      "read_gbs_1t": getattr(bw, "read_gbs_1t", 0.0)}
+                      "read_gbs_1t": getattr(bw, "read_gbs_1t", 0.0), "gemm_gflops_1t": bw.gemm_gflops_1t}
 
     def say(msg: str) -> None:
         print(f"  {msg} ...", file=sys.stderr, flush=True)
@@ -185,11 +185,13 @@ def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
           f"{la[2]:.2f} (1/5/15 min)")
     print(f"probes ({pr['threads']} thread(s)): read {pr['read_gbs']:.1f} GB/s"
           + (f" (one thread {pr['read_gbs_1t']:.1f})" if pr.get("read_gbs_1t") else "")
-          + f", float32 GEMM {pr['gemm_gflops']:.0f} GFLOP/s")
+          + f", float32 GEMM {pr['gemm_gflops']:.0f} GFLOP/s"
+          + (f" (one core {pr['gemm_gflops_1t']:.0f})" if pr.get("gemm_gflops_1t") else ""))
     bw = BandwidthResult(read_gbs=pr["read_gbs"], copy_gbs=0.0, threads=pr["threads"], buffer_bytes=0, runs=0,
                          seconds=0.0, measured_at=data["date"], gemm_gflops=pr["gemm_gflops"])
     if pr.get("read_gbs_1t"):
         bw.read_gbs_1t = pr["read_gbs_1t"]
+    bw.gemm_gflops_1t = pr.get("gemm_gflops_1t", 0.0)  # older runs: scaled from the all-core probe
     unc = default_rates(probe_hardware(), bw, threads=threads)
     unc = Rates(unc.cpu, None)
     infos: dict[str, Any] = {}

@@ -19,7 +19,7 @@ from app.core.load_plan import planned_threads
 from app.core.memory import MemoryConfig
 from app.core.settings import Settings
 from app.core.speed import Rates, default_rates, predict
-from app.core.speed_rates import T_LAYER_CPU, bandwidth_for_threads, threads_for
+from app.core.speed_rates import ETA_CPU, ETA_CPU_1T, T_LAYER_CPU, bandwidth_for_threads, threads_for
 
 
 def _hw(physical: int = 4, logical: int = 8) -> HardwareInfo:
@@ -79,13 +79,14 @@ def test_predictions_for_the_threads(tmp_path: Path) -> None:
     p1, p4 = (predict(info, Rates(default_rates(hw, fast, threads=n).cpu), cfg) for n in (1, 4))
     assert p1.threads == 1 and p4.threads == 4 and p1.decode_bound == "compute"
     assert p1.decode_compute_s == pytest.approx(4 * p4.decode_compute_s)
-    assert p1.decode_memory_s == pytest.approx(p4.decode_memory_s)
+    assert p1.decode_memory_s == pytest.approx(p4.decode_memory_s * ETA_CPU / ETA_CPU_1T)  # same bandwidth
     assert 1.5 < p4.decode_tps / p1.decode_tps < 4.0  # four threads pay the barrier after each node
     assert p4.prefill_tps / p1.prefill_tps == pytest.approx(4.0, rel=0.1)
-    # one thread already saturates the memory: more threads decode no faster (the barriers even cost)
+    # one thread already saturates the memory: more threads decode no faster than the busier memory allows
+    # (several threads keep it busier than one that also computes: ETA_CPU vs ETA_CPU_1T; barriers cost)
     slow = _bw(read=0.5, read_1t=0.5, gemm=2000.0)
     s1, s4 = (predict(info, Rates(default_rates(hw, slow, threads=n).cpu), cfg) for n in (1, 4))
-    assert s1.decode_bound == "memory bandwidth" and s4.decode_tps <= s1.decode_tps
+    assert s1.decode_bound == "memory bandwidth" and s4.decode_tps <= s1.decode_tps * ETA_CPU / ETA_CPU_1T
 
 
 def test_calibration_applies_to_its_own_thread_count() -> None:
@@ -110,9 +111,23 @@ def test_planned_threads_follow_the_load_plan(tmp_path: Path) -> None:
 
 def test_bandwidth_probe_measures_one_thread_too() -> None:
     r = measure_bandwidth(threads=2, total_bytes=64 << 20, budget_s=0.5, max_runs=2)
-    assert r.read_gbs_1t > 0 and r.read_gbs > 0
+    assert r.read_gbs_1t > 0 and r.read_gbs > 0 and r.gemm_gflops_1t > 0
     r.machine_key = "k"
     store(r)
     assert load_cached("k") is not None
     store(dataclasses.replace(r, read_gbs_1t=0.0))  # a probe from before the one-thread read: measure again
     assert load_cached("k") is None
+    store(dataclasses.replace(r, gemm_gflops_1t=0.0))  # from before the one-core GEMM probe: measure again
+    assert load_cached("k") is None
+
+
+def test_kernels_scale_from_the_one_core_gemm_probe_when_there_is_one() -> None:
+    hw = _hw(4, 8)
+    bw = _bw(gemm=200.0)  # four threads of numpy: 50 each, less than one core alone reaches
+    bw.gemm_gflops_1t = 80.0
+    r1, r4 = (default_rates(hw, bw, threads=n).cpu for n in (1, 4))
+    for t in ("Q4_K", "Q8_0", "*"):
+        assert r4.decode_rate(t) == pytest.approx(4 * r1.decode_rate(t))
+        assert r4.prefill_rate(t) == pytest.approx(4 * r1.prefill_rate(t))
+    old = default_rates(hw, _bw(gemm=200.0), threads=4).cpu  # an older probe: the all-core figure as before
+    assert r4.decode_rate("Q8_0") == pytest.approx(old.decode_rate("Q8_0") * 4 * 80 / 200)

@@ -42,6 +42,9 @@ class BandwidthResult:
     gemm_gflops: float = 0.0  # float32 matrix multiply (numpy BLAS): a yardstick for prefill compute
     busy: bool = False  # other work competed for the cores: numbers are low, measure again next time
     read_gbs_1t: float = 0.0  # the read probe with one thread
+    # the GEMM probe on one core: numpy's all-core figure scales less than llama.cpp's kernels do (1.64x vs
+    # ~2x from one to two threads on the development VM), so kernel rates scale from the one-core figure
+    gemm_gflops_1t: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,8 +111,10 @@ def measure_bandwidth(threads: int | None = None, total_bytes: int | None = None
             if time.perf_counter() - start > budget_s:
                 break
     gemm = measure_gemm(n)
+    gemm_1t = measure_gemm(1) if n > 1 else gemm
     return BandwidthResult(
         gemm_gflops=round(gemm, 1),
+        gemm_gflops_1t=round(gemm_1t, 1),
         read_gbs=round(per * n / read_best / 1e9, 2),
         read_gbs_1t=round(per / read_1t / 1e9, 2),
         copy_gbs=round(2 * half * 8 * n / copy_best / 1e9, 2),
@@ -171,8 +176,8 @@ def load_cached(key: str) -> BandwidthResult | None:
         result = BandwidthResult.from_dict(entry)
     except (OSError, ValueError, TypeError):
         return None  # missing or damaged cache: measure again
-    if not result.gemm_gflops or not result.read_gbs_1t:
-        return None  # written before the compute yardstick or the one-thread probe existed
+    if not result.gemm_gflops or not result.read_gbs_1t or not result.gemm_gflops_1t:
+        return None  # written before the compute yardstick or the one-thread probes existed
     result.cached = True
     return result
 
@@ -207,5 +212,6 @@ def get_bandwidth(machine_key: str, remeasure: bool = False, **measure_kwargs: A
         result.copy_gbs = max(result.copy_gbs, cached.copy_gbs)
         result.gemm_gflops = max(result.gemm_gflops, cached.gemm_gflops)
         result.read_gbs_1t = max(result.read_gbs_1t, cached.read_gbs_1t)
+        result.gemm_gflops_1t = max(result.gemm_gflops_1t, cached.gemm_gflops_1t)
     store(result)
     return result

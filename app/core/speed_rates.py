@@ -34,10 +34,13 @@ from typing import Any
 # whose weights stream at ~24 GB/s (Q8_0, Q6_K) are bound by memory at 0.75 of the one-thread numpy read
 # probe (~31 GB/s), the 4-bit kernels are slower than their bytes arrive (a 7B Q4_K_M streams at ~18 GB/s).
 # With two threads the kernels run twice as fast while the memory saturates, so the same 7B becomes
-# memory-bound (6-7.5 tok/s measured on 2 quiet threads, ~0.8 x a 35 GB/s probe). Synchronising the threads
+# memory-bound (6-7.5 tok/s measured on 2 quiet threads, ~0.8 x a 35 GB/s probe; 7.8 tok/s and a calibrated
+# 0.96 x a 31 GB/s probe on 2026-12-01): with two threads the memory is kept busier than one thread that also
+# computes can keep it, so the efficiency is 0.9 there, 0.75 with one. Synchronising the threads
 # after every graph node costs ~0.3 ms a layer with two threads; one thread only dispatches the nodes
 # (~55 us a layer, measured on 2- vs 18-layer models). `roofline calibrate` refits them on the user's machine.
-ETA_CPU, T0_CPU, T_LAYER_CPU = 0.75, 0.0005, 0.0003
+ETA_CPU, T0_CPU, T_LAYER_CPU = 0.9, 0.0005, 0.0003
+ETA_CPU_1T = 0.75  # one thread both computes and streams
 T_LAYER_1T = 0.000055  # one thread: no barrier to wait at, only dispatching ~25 graph nodes a layer
 ETA_GPU, T0_GPU = 0.90, 0.004
 CPU_FLOPS_PER_CORE = 30e9  # float32 GEMM fallback when no probe ran
@@ -133,17 +136,24 @@ def bandwidth_for_threads(threads: int, read_gbs: float, read_gbs_1t: float, pro
 
 
 def cpu_rates(read_gbs: float, gemm_flops: float, source: str, *, threads: int = 0, batch_threads: int = 0,
-              probe_threads: int = 0, cores: int = 0, read_gbs_1t: float = 0.0) -> DeviceRates:
+              probe_threads: int = 0, cores: int = 0, read_gbs_1t: float = 0.0,
+              gemm_flops_1t: float = 0.0) -> DeviceRates:
     """Uncalibrated CPU rates from a read bandwidth (GB/s) and a float32 GEMM rate (FLOP/s) measured with
-    `probe_threads` threads, for `threads` decode and `batch_threads` prompt-batch threads (0: as probed)."""
+    `probe_threads` threads, for `threads` decode and `batch_threads` prompt-batch threads (0: as probed).
+    With the one-core GEMM probe (`gemm_flops_1t`) the kernels scale from it, linearly up to the cores:
+    llama.cpp's kernels do (a 1B's pp512 2.0x, a memory-light Q8_0 decode ~2x from one to two threads), the
+    all-core numpy figure does not."""
     probe = probe_threads or threads or 1
     cores = cores or max(probe, threads, batch_threads, 1)
     n, nb = threads or probe, batch_threads or threads or probe
-    dec_flops, pre_flops = gemm_flops * thread_scale(n, probe, cores), gemm_flops * thread_scale(nb, probe, cores)
+    if gemm_flops_1t:
+        dec_flops, pre_flops = (gemm_flops_1t * thread_scale(t, 1, cores) for t in (n, nb))
+    else:
+        dec_flops, pre_flops = gemm_flops * thread_scale(n, probe, cores), gemm_flops * thread_scale(nb, probe, cores)
     bw = bandwidth_for_threads(n, read_gbs, read_gbs_1t, probe)
     decode = {t: f * dec_flops for t, f in DECODE_PER_GEMM.items()} | {"*": DECODE_DEFAULT * dec_flops}
     prefill = {t: f * pre_flops for t, f in PREFILL_PER_GEMM.items()} | {"*": PREFILL_DEFAULT * pre_flops}
-    return DeviceRates("cpu", bw, ETA_CPU, T0_CPU, ATTENTION_PER_GEMM * pre_flops, decode_rates=decode,
+    return DeviceRates("cpu", bw, ETA_CPU if n > 1 else ETA_CPU_1T, T0_CPU, ATTENTION_PER_GEMM * pre_flops, decode_rates=decode,
                        prefill_rates=prefill, t_layer_s=T_LAYER_CPU if n > 1 else T_LAYER_1T, source=source,
                        threads=n)
 
@@ -160,7 +170,8 @@ def default_rates(hw: Any, bandwidth: Any = None, threads: int | None = None,
     cpu = cpu_rates(bw, gemm or CPU_FLOPS_PER_CORE * cores,
                     "measured bandwidth" if bandwidth is not None else "assumed 20 GB/s", threads=n, batch_threads=nb,
                     probe_threads=probe or cores, cores=cores,
-                    read_gbs_1t=float(getattr(bandwidth, "read_gbs_1t", 0.0) or 0.0))
+                    read_gbs_1t=float(getattr(bandwidth, "read_gbs_1t", 0.0) or 0.0),
+                    gemm_flops_1t=float(getattr(bandwidth, "gemm_gflops_1t", 0.0) or 0.0) * 1e9)
     gpu = None
     best = hw.best_gpu if hw is not None else None
     if best is not None:
