@@ -119,3 +119,18 @@ def test_pull_without_quant_takes_the_recommended_one(hub_server: HubServer, tmp
     assert r.returncode == 0, r.stderr
     assert "recommended for this machine" in r.stderr
     assert json.loads(r.stdout)["quant"] == best.quant
+
+
+def test_ctrl_c_asks_the_download_to_stop_and_a_second_one_interrupts() -> None:
+    from app.commands.pull import _ctrl_c_stops
+
+    control = downloads.Control()
+    before = signal.getsignal(signal.SIGINT)
+    with _ctrl_c_stops(control):
+        os.kill(os.getpid(), signal.SIGINT)  # the handler runs here, in the main thread, at the next bytecode
+        time.sleep(0.01)
+        assert control.stop.is_set() and control.reason == "paused"  # asked to stop; nothing raised
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+    assert signal.getsignal(signal.SIGINT) is before
