@@ -194,11 +194,11 @@ def load_info() -> str:
     return f"load average {la[0]:.2f} {la[1]:.2f} {la[2]:.2f} on {os.cpu_count()} CPUs"
 
 
-def predicted_curve(model: str, counts: list[int], threads: int) -> tuple[dict[int, Any], str]:
+def predicted_curve(model: str, counts: list[int], threads: int, tokens: int) -> tuple[dict[int, Any], str]:
     """app.core.batching's prediction with this machine's rates for `threads` (a stored calibration if any)."""
     from app.core import batch_sweep
 
-    points, calibrated = batch_sweep.predicted_curve(model, counts, threads=threads)
+    points, calibrated = batch_sweep.predicted_curve(model, counts, threads=threads, tokens=tokens)
     source = "calibrated rates" if calibrated else "uncalibrated rates (run `roofline calibrate`)"
     return {p.streams: p for p in points}, source
 
@@ -227,7 +227,7 @@ def sweep(model: str, counts: list[int], args: argparse.Namespace) -> int:
     finally:
         server.stop()
     print(f"# after: {load_info()}")
-    predicted, source = predicted_curve(model, counts, args.threads)
+    predicted, source = predicted_curve(model, counts, args.threads, args.tokens)
     print(f"# predicted: app.core.batching with {source}")
     print()
     print("| streams | aggregate tok/s | per stream tok/s | gain over the previous count | predicted aggregate | "

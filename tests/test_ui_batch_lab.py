@@ -110,7 +110,7 @@ def test_bad_stream_counts_are_one_line_not_a_run(qtbot, default_model: Path, fa
 
 def test_roofline_points_move_right_with_the_batch_and_meet_the_compute_roof(default_model: Path) -> None:
     info, rates = inspect_gguf(default_model), default_rates(None)
-    counts = [1, 2, 4, 8, 16, 32]
+    counts = [1, 2, 4, 8, 16, 32, 128]
     roof = batch_roofline(info, rates, predict_batch(info, rates, counts), {1: 10.0})
     x = [p.intensity for p in roof.points]
     assert x[1] / x[0] == pytest.approx(2.0, rel=0.05) and x[-1] / x[0] > 20

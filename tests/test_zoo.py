@@ -54,6 +54,15 @@ def test_quantization_mixes_follow_llama_cpp() -> None:
         write_zoo_model("llama-3.2-1b", "Q3_K_S", "/nonexistent")
 
 
+def test_a_uniform_file_has_every_matrix_in_one_type(tmp_path: Path) -> None:
+    # the batch kernel benchmark's files (scripts/bench_batch_kernels): one type for every product
+    info = inspect_gguf(write_zoo_model("llama-3.2-1b", "Q4_K_M", tmp_path / "u.gguf", uniform="Q5_0"))
+    types = {t.ggml_type for t in info.tensors if len(t.shape) >= 2}
+    assert types == {"Q5_0"} and {t.ggml_type for t in info.tensors if len(t.shape) == 1} == {"F32"}
+    mixed = inspect_gguf(write_zoo_model("llama-3.2-1b", "Q4_K_M", tmp_path / "m.gguf"))
+    assert {t.ggml_type for t in mixed.tensors if len(t.shape) >= 2} == {"Q4_K", "Q6_K"}
+
+
 def test_file_size_tracks_the_quantization(tmp_path: Path) -> None:
     sizes = {q: zoo_path("llama-3.2-1b", q, tmp_path).stat().st_size for q in QUANTS}
     assert sizes["Q4_0"] < sizes["Q4_K_M"] < sizes["Q6_K"] < sizes["Q8_0"] < sizes["F16"]

@@ -62,7 +62,7 @@ def run_batch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return fail("interrupted", 130)
     measured = [(p.streams, p.aggregate_tps) for p in points]
-    predicted, calibrated = predicted_curve(model, counts, threads=threads)
+    predicted, calibrated = predicted_curve(model, counts, threads=threads, tokens=args.tokens)
     rows = build_rows(measured, predicted)
     sentence = finding(measured)
     source = "calibrated rates" if calibrated else "uncalibrated rates (run `roofline calibrate`)"

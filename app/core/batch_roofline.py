@@ -4,8 +4,8 @@ A decode step of B sequences reads every weight once plus B KV caches and does B
 intensity (FLOPs per byte) grows about linearly with B (app.core.batching): the point moves right. Its height
 is tokens/s × FLOPs per token — the measured aggregate rate for the measured point, the predicted one beside
 it. The roofs are this machine's: the effective memory bandwidth (the slope) and the compute roof, the rate
-of llama.cpp's matrix-matrix kernels (app.core.batching.matrix_column_s, the same ceiling the batch prediction
-approaches). Where the slope meets the roof, batching stops paying.
+of llama.cpp's kernels at the width where they run fastest (app.core.batching.fastest_column_s, the ceiling the
+batch prediction approaches). Where the slope meets the roof, batching stops paying.
 Pure Python: the Lab page draws it.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.core.batching import BatchPoint, matrix_column_s
+from app.core.batching import BatchPoint, fastest_column_s
 from app.core.gguf_info import GGUFInfo
 from app.core.memory import MemoryConfig
 from app.core.speed import Rates, decode_flops, weight_groups
@@ -49,8 +49,8 @@ def batch_roofline(info: GGUFInfo, rates: Rates, predicted: list[BatchPoint],
     cfg = MemoryConfig(n_gpu_layers=0)
     r = rates.cpu
     flops = decode_flops(info, cfg, 0, has_gpu=False)["cpu"]
-    # the compute roof: every weight at its batched (matrix-matrix) rate, 2 FLOPs per weight
-    column = matrix_column_s(info, rates, cfg)
+    # the compute roof: every weight at its fastest batched rate, 2 FLOPs per weight
+    column = fastest_column_s(info, rates, cfg)
     weight_flops = 2.0 * sum(g.elements for g in weight_groups(info, cfg, has_gpu=False)["cpu"].values())
     peak = weight_flops / column if column else 0.0
     measured = measured or {}

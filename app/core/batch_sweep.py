@@ -14,6 +14,14 @@ from app.core.batching import BatchPoint, predict_batch, stops_paying
 from app.core.speed import Rates
 
 MIN_GAIN = 1.1  # a count that adds less than 10 % aggregate tok/s over the count before "stops paying"
+# The sweep's prompts ("Story N. Once upon a time", app.engine.batch.sweep) with BOS: 8-10 tokens in the
+# vocabularies tried. The rate is measured while every stream decodes, about half way through the replies.
+SWEEP_PROMPT_TOKENS = 10
+
+
+def sweep_depth(tokens: int) -> int:
+    """Each stream's mean depth (prompt plus reply so far) over a sweep's measuring window."""
+    return SWEEP_PROMPT_TOKENS + tokens // 2
 
 
 @dataclass(frozen=True)
@@ -42,13 +50,15 @@ def machine_rates(threads: int | None = None) -> Rates:
 
 
 def predicted_curve(model_path: str | Path, counts: list[int], rates: Rates | None = None,
-                    threads: int | None = None) -> tuple[list[BatchPoint], bool]:
-    """app.core.batching's prediction with `rates`, else this machine's for the sweep's `threads`: (points,
-    calibrated?). The thread count matters: one thread has half the arithmetic of two."""
+                    threads: int | None = None, tokens: int = 64) -> tuple[list[BatchPoint], bool]:
+    """app.core.batching's prediction for a sweep of `tokens` per stream with `rates`, else this machine's
+    for the sweep's `threads`: (points, calibrated?). The thread count matters: one thread has half the
+    arithmetic of two; so does the depth: in the shared KV cache each token attends over every stream's."""
     from app.core.gguf_info import inspect_gguf
 
     rates = rates or machine_rates(threads)
-    return predict_batch(inspect_gguf(str(model_path)), rates, counts), bool(rates.cpu.calibrated)
+    return (predict_batch(inspect_gguf(str(model_path)), rates, counts, depth=sweep_depth(tokens)),
+            bool(rates.cpu.calibrated))
 
 
 def build_rows(measured: list[tuple[int, float]], predicted: list[BatchPoint]) -> list[BatchSweepRow]:

@@ -37,6 +37,7 @@ from app.core.speed_rates import (  # noqa: F401  (re-exported: the speed model'
     DeviceRates,
     Rates,
     default_rates,
+    width_factor,
 )
 
 PCIE_GBS = 25.0
@@ -50,6 +51,7 @@ class Group:
     elements: float = 0.0  # multiplied per token (active experts only)
     bytes_all: float = 0.0  # touched by a large prompt batch (every expert)
     expert_elements: float = 0.0  # the part of `elements` in MoE experts (active ones)
+    rows: float = 0.0  # output rows of its matrix products per token (dense weights only)
 
 
 @dataclass
@@ -142,6 +144,8 @@ def weight_groups(info: GGUFInfo, cfg: MemoryConfig, has_gpu: bool = True) -> di
         g.bytes_all += t.n_bytes
         if "_exps." in t.name and len(t.shape) >= 2:
             g.expert_elements += t.n_elements * f
+        elif len(t.shape) >= 2 and t.shape[0]:
+            g.rows += t.n_elements / t.shape[0]  # a product's rows: everything past the row length
     return groups
 
 
@@ -176,6 +180,25 @@ def _attention_weights(info: GGUFInfo, il: int, span: float) -> float:
     dot product with each K row and weights each V row (GQA heads share rows but not the products)."""
     heads = info.n_head[il] if info.n_head else 0
     return heads * (info.head_dim_k + info.head_dim_v) * span
+
+
+def attention_at(info: GGUFInfo, cfg: MemoryConfig, span: float, layers: list[int] | None = None,
+                 cells: list[int] | None = None) -> tuple[float, float]:
+    """(KV bytes read, attention weight-equivalents) of one token attending `span` cached cells in each of
+    `layers` (all when None), each layer's span capped by its cache's size (a sliding-window layer's)."""
+    cells = cells if cells is not None else _layer_cells(info, cfg)
+    kv_bytes = kv_w = 0.0
+    for il in range(info.n_layers) if layers is None else layers:
+        k_el, v_el = info.kv_row_elements(il)
+        s = min(span, cells[il])
+        kv_bytes += (row_bytes(k_el, cfg.type_k) + row_bytes(v_el, cfg.type_v)) * s if k_el else 0
+        kv_w += _attention_weights(info, il, s)
+    return kv_bytes, kv_w
+
+
+def kv_type_name(cfg: MemoryConfig) -> str:
+    """The ggml type attention's products run in: the K cache's (f16 unless quantized)."""
+    return ggml_name(cfg.type_k) if cfg.type_k in LLAMA_KV_TYPES else "F16"
 
 
 def decode_flops(info: GGUFInfo, cfg: MemoryConfig, depth: int, has_gpu: bool = True) -> dict[str, float]:
@@ -233,7 +256,7 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
         bw = r.effective_bandwidth
         # element-wise work around each matmul (norms, rope, activations, copies) grows with the width only:
         # a narrow model's matmuls reach a smaller share of the kernels' rate
-        width = info.n_embd / (info.n_embd + PREFILL_WIDTH) if info.n_embd and dev == "cpu" else 1.0
+        width = width_factor(info.n_embd) if dev == "cpu" else 1.0
         for gtype, g in groups[dev].items():
             if n_prompt:
                 out_el = out_t.n_elements if out_t is not None and out_t.ggml_type == gtype and \
@@ -256,13 +279,8 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
             p.attention = attn / r.prefill_flops
             p.t0_count, p.layer_count = n_ub, n_ub * len(layers)
         else:
-            kv_bytes = kv_w = 0.0
-            for il in layers:
-                k_el, v_el = info.kv_row_elements(il)
-                span = min(depth, cells[il])
-                kv_bytes += (row_bytes(k_el, cfg.type_k) + row_bytes(v_el, cfg.type_v)) * span if k_el else 0
-                kv_w += _attention_weights(info, il, span)
-            rate = r.decode_rate(ggml_name(cfg.type_k) if cfg.type_k in LLAMA_KV_TYPES else "F16")
+            kv_bytes, kv_w = attention_at(info, cfg, depth, layers, cells)
+            rate = r.decode_rate(kv_type_name(cfg))
             p.mem.append(kv_bytes / bw)
             p.alu.append(kv_w / rate if rate else 0.0)
             p.t0_count, p.layer_count = 1.0, len(layers)

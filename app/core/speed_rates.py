@@ -60,6 +60,38 @@ PREFILL_PER_GEMM: dict[str, float] = {
     "F16": 1.15, "BF16": 0.9, "F32": 0.7, "IQ4_NL": 1.5, "Q2_K": 0.9, "Q3_K": 0.9,
 }
 PREFILL_DEFAULT = 0.9
+# Matrix products of a few columns (a decode step of B sequences batched together, app.core.batching), by
+# type and column count: (weights/s per GEMM FLOP/s of the probe, one thread; a cost per output row, in
+# weights). llama.cpp picks the kernel by type and width: below 4 columns the matrix-vector kernel once per
+# column (a Q4_K column costs what a decode does), the repacked Q4_0/Q4_K GEMMs only for whole 4- or
+# 16-column tiles, tinyBLAS for Q8_0/Q5_0/F16, a tiled K-quant path from 8 columns (slower than the plain
+# loop for Q6_K at 8), so the rate climbs unevenly to the prefill rate. Each output row and column also costs
+# a fixed amount (a reduction and a store, tinyBLAS's tile set-up): large for tinyBLAS at a few columns
+# (~1100 weights' worth for Q8_0), which a narrow model, whose rows are short, pays over fewer weights.
+# Measured 2026-12-01 on raw llama.cpp (llama-cpp-python 0.3.36, AVX-512 VNNI, 101 GFLOP/s probe, one run):
+# a B-token batch of every row's logits, depth 32, on two shapes in one type each (Llama-3.2-1B, 2048 wide,
+# and a 768-wide 16-layer model with its 128k vocabulary), the two unknowns solved from the two shapes (a
+# negative row cost: none, the rate from both). A width between two measured ones runs at the lower one's.
+BATCH_PER_GEMM: dict[str, dict[int, tuple[float, float]]] = {
+    "Q4_0": {2: (0.343, 0), 3: (0.346, 0), 4: (0.494, 280), 6: (0.44, 200), 8: (0.497, 240),
+             12: (0.503, 260), 16: (0.689, 180), 32: (0.7, 210), 128: (0.664, 100)},
+    "Q4_K": {2: (0.383, 100), 3: (0.383, 80), 4: (0.433, 250), 6: (0.418, 150), 8: (0.452, 200),
+             12: (0.423, 110), 16: (0.68, 80), 32: (0.677, 70), 128: (0.713, 110)},
+    "Q5_0": {2: (0.329, 1310), 3: (0.362, 1050), 4: (0.476, 1420), 6: (0.372, 950), 8: (0.407, 390),
+             12: (0.388, 110), 16: (0.381, 70), 32: (0.419, 130), 128: (0.419, 50)},
+    "Q5_K": {2: (0.213, 30), 3: (0.226, 70), 4: (0.234, 110), 6: (0.244, 170), 8: (0.45, 390),
+             12: (0.627, 330), 16: (0.852, 440), 32: (1.154, 440), 128: (1.28, 260)},
+    "Q6_K": {2: (0.255, 0), 3: (0.283, 30), 4: (0.313, 170), 6: (0.356, 380), 8: (0.194, 0),
+             12: (0.262, 0), 16: (0.334, 0), 32: (0.534, 180), 128: (0.899, 220)},
+    "Q8_0": {2: (0.272, 1120), 3: (0.299, 760), 4: (0.424, 1110), 6: (0.295, 540), 8: (0.46, 590),
+             12: (0.448, 330), 16: (0.508, 340), 32: (0.554, 380), 128: (0.527, 120)},
+    "Q2_K": {2: (0.404, 0), 3: (0.405, 0), 4: (0.273, 50), 6: (0.307, 50), 8: (0.28, 20),
+             12: (0.274, 0), 16: (0.408, 80), 32: (0.2, 0), 128: (0.221, 0)},
+    "Q3_K": {2: (0.241, 50), 3: (0.261, 120), 4: (0.271, 180), 6: (0.281, 210), 8: (0.229, 0),
+             12: (0.344, 10), 16: (0.452, 30), 32: (0.591, 0), 128: (0.902, 100)},
+    "F16": {2: (0.098, 10), 3: (0.276, 780), 4: (0.354, 720), 6: (0.431, 570), 8: (0.379, 420),
+             12: (0.462, 410), 16: (0.476, 390), 32: (0.276, 0), 128: (0.483, 180)},
+}
 # The element-wise work around each prefill matmul (norms, rope, activations, copies) grows with the width
 # alone, so a width-n model reaches n / (n + PREFILL_WIDTH) of the kernels' rate (640-wide Gemma 3 270M:
 # ~140 GFLOP/s, a 1024-wide model ~176, a 3584-wide 7B ~250 on the development VM).
@@ -87,6 +119,8 @@ class DeviceRates:
     t_layer_s: float = 0.0  # per repeating layer per token (graph-node synchronisation)
     source: str = ""
     threads: int = 0  # CPU: the llama.cpp threads (decode) these rates are for; 0: not said (GPU)
+    # type → columns → (weights/s, cost per output row in weights) of products of a few columns
+    batch_rates: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
 
     @property
     def effective_bandwidth(self) -> float:
@@ -99,6 +133,19 @@ class DeviceRates:
 
     def prefill_rate(self, ggml_type: str) -> float:
         return self.prefill_rates.get(ggml_type, self.prefill_rates.get("*", self.prefill_flops))
+
+    def batch_rate(self, ggml_type: str, columns: int) -> tuple[float, float]:
+        """(weights/s, cost per output row in weights) of a `columns`-column product of this type: the
+        measured width at or below `columns`; (0, 0) when none is known."""
+        table = self.batch_rates.get(ggml_type) or self.batch_rates.get("*", {})
+        below = [w for w in table if w <= columns]
+        return table[max(below)] if below else (0.0, 0.0)
+
+
+def width_factor(n_embd: int) -> float:
+    """The share of the kernels' rate a model `n_embd` wide reaches in a matrix product of many columns: the
+    element-wise work around each product (norms, rope, activations, copies) grows with the width only."""
+    return n_embd / (n_embd + PREFILL_WIDTH) if n_embd else 1.0
 
 
 @dataclass
@@ -153,9 +200,11 @@ def cpu_rates(read_gbs: float, gemm_flops: float, source: str, *, threads: int =
     bw = bandwidth_for_threads(n, read_gbs, read_gbs_1t, probe)
     decode = {t: f * dec_flops for t, f in DECODE_PER_GEMM.items()} | {"*": DECODE_DEFAULT * dec_flops}
     prefill = {t: f * pre_flops for t, f in PREFILL_PER_GEMM.items()} | {"*": PREFILL_DEFAULT * pre_flops}
+    # a step of several tokens runs on the prompt-batch threads (llama.cpp: n_threads_batch past one token)
+    batch = {t: {w: (f * pre_flops, row) for w, (f, row) in tab.items()} for t, tab in BATCH_PER_GEMM.items()}
     return DeviceRates("cpu", bw, ETA_CPU if n > 1 else ETA_CPU_1T, T0_CPU, ATTENTION_PER_GEMM * pre_flops, decode_rates=decode,
                        prefill_rates=prefill, t_layer_s=T_LAYER_CPU if n > 1 else T_LAYER_1T, source=source,
-                       threads=n)
+                       threads=n, batch_rates=batch)
 
 
 def default_rates(hw: Any, bandwidth: Any = None, threads: int | None = None,

@@ -189,8 +189,10 @@ def file_name(spec: ZooSpec, quant: str) -> str:
     return f"zoo-{spec.key}-{quant}.gguf"
 
 
-def write_zoo_model(spec: ZooSpec | str, quant: str, path: str | Path) -> Path:
-    """Write a sparse GGUF of `spec` in `quant` at `path` (a directory: a file named after both)."""
+def write_zoo_model(spec: ZooSpec | str, quant: str, path: str | Path, uniform: str | None = None) -> Path:
+    """Write a sparse GGUF of `spec` in `quant` at `path` (a directory: a file named after both). `uniform`:
+    every matrix in that ggml type instead of `quant`'s mix (a kernel benchmark's file; the rows must be
+    whole blocks of it)."""
     spec = ZOO[spec] if isinstance(spec, str) else spec
     if quant not in QUANTS:
         raise ValueError(f"unknown zoo quantization {quant!r}; use one of {', '.join(QUANTS)}")
@@ -200,7 +202,8 @@ def write_zoo_model(spec: ZooSpec | str, quant: str, path: str | Path) -> Path:
     w = gguf.GGUFWriter(str(path), spec.arch)
     _metadata(w, spec, quant)
     for name, shape in _tensors(spec):
-        qt = gguf.GGMLQuantizationType[tensor_type(quant, name, shape[0], spec.n_layers, spec.tied)]
+        qtype = tensor_type(quant, name, shape[0], spec.n_layers, spec.tied)
+        qt = gguf.GGMLQuantizationType[uniform if uniform and len(shape) >= 2 else qtype]
         add_sparse_tensor(w, name, list(reversed(shape)), qt)  # the writer takes numpy order
     return finish_sparse(w, path)
 

@@ -64,7 +64,7 @@ def measure(base: P.LoadConfig, counts: list[int], tokens: int, rounds: int, pro
     points = measure_batch(base, counts, tokens, rounds, progress, cancelled)
     measured = [(p.streams, p.aggregate_tps) for p in points]
     rates = machine_rates(base.n_threads)
-    predicted, calibrated = predicted_curve(base.model_path, counts, rates)
+    predicted, calibrated = predicted_curve(base.model_path, counts, rates, tokens=tokens)
     roof = batch_roofline(inspect_gguf(base.model_path), rates, predicted, dict(measured))
     return BatchLabResult(build_rows(measured, predicted), roof, finding(measured), calibrated,
                           bool(cancelled()) and len(points) < len(counts))
