@@ -352,6 +352,10 @@ def main() -> int:
     if ours:
         print(f"target ITL p99 under {n} < 3x alone: {ours['itln'] / ours['itl1']:.2f}x "
               f"({'met' if ours['itln'] < 3 * ours['itl1'] else 'NOT met'})")
+        # no schedule gives a stream its next token sooner than one step of all n streams
+        points, source = predicted_curve(model, [1, n], args.threads, args.tokens)
+        print(f"predicted: one step of {n} streams takes {points[n].step_s / points[1].step_s:.2f}x a single "
+              f"stream's step (app.core.batching, {source}); the ITL under {n} is about that or more")
     if ours and ref:
         print(f"target {n}-stream aggregate >= 0.9x llama-server's: {ours['agg'] / ref['agg']:.2f}x "
               f"({'met' if ours['agg'] >= 0.9 * ref['agg'] else 'NOT met'})")

@@ -244,7 +244,8 @@ def test_fit_recovers_scales_and_layer_overhead_from_two_shapes() -> None:
 
 def test_calibrate_and_apply_scale_every_rate() -> None:
     base = DeviceRates("cpu", 20.0, 1.0, 0.0005, 50e9, decode_rates={"Q4_K": 4e9, "*": 1e9},
-                       prefill_rates={"Q4_K": 100e9}, t_layer_s=40e-6)
+                       prefill_rates={"Q4_K": 100e9}, t_layer_s=40e-6,
+                       batch_rates={"Q4_K": {2: (5e9, 100.0), 16: (9e9, 80.0)}})
     cal = calibration.calibrate("k", "cpu", _samples(1.3, 0.7, 0.0005), base)
     r = calibration.apply(base, cal)
     assert r.calibrated and r.effective_bandwidth == pytest.approx(1.3 * 20e9, rel=0.03)
@@ -253,6 +254,9 @@ def test_calibrate_and_apply_scale_every_rate() -> None:
     assert r.decode_rates["*"] == pytest.approx(1e9 * cal.decode_scale)
     assert r.prefill_rates["Q4_K"] == pytest.approx(100e9 * cal.prefill_scale)
     assert r.prefill_flops == pytest.approx(50e9 * cal.prefill_scale)
+    # a step of a few streams is a decode step: its kernels scale with the decode fit, the row costs stay
+    assert r.batch_rates["Q4_K"] == {2: (pytest.approx(5e9 * cal.decode_scale), 100.0),
+                                     16: (pytest.approx(9e9 * cal.decode_scale), 80.0)}
     assert cal.models == ["alu", "mem", "small"] and cal.n_decode_samples == 12 and cal.n_prefill_samples == 2
 
 

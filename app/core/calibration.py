@@ -161,10 +161,11 @@ def apply(rates: DeviceRates, cal: Calibration) -> DeviceRates:
         prefill_flops=cal.prefill_gflops * 1e9, calibrated=True,
         decode_rates={t: v * cal.decode_scale for t, v in rates.decode_rates.items()},
         prefill_rates={t: v * cal.prefill_scale for t, v in rates.prefill_rates.items()},
-        # products of a few columns run the matrix-vector kernels once per column below 4 columns, the
-        # matrix-matrix ones from 4 (speed_rates.BATCH_PER_GEMM): each scales like its kernel
-        batch_rates={t: {w: (v * (cal.decode_scale if w < 4 else cal.prefill_scale), row)
-                         for w, (v, row) in tab.items()} for t, tab in rates.batch_rates.items()},
+        # a step of a few streams is a decode step (llama_decode of one token per sequence): it scales with
+        # the decode fit. The prefill scale comes from 256-token batches, whose kernels run differently: with
+        # it, two threads' 16-stream steps on Llama-3.2-1B were predicted 1.28x too fast (2026-12-01)
+        batch_rates={t: {w: (v * cal.decode_scale, row) for w, (v, row) in tab.items()}
+                     for t, tab in rates.batch_rates.items()},
         source=f"calibrated {cal.measured_at} on {cal.model or 'a model'}",
     )
 
