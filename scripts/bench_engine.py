@@ -42,9 +42,10 @@ SEED = 1234
 # ---------------------------------------------------------------------------------------------- raw side
 
 
-def raw_setup(model: str, threads: int, n_ctx: int) -> llama_cpp.Llama:
+def raw_setup(model: str, threads: int, n_ctx: int, mmap: bool = True) -> llama_cpp.Llama:
     return llama_cpp.Llama(model_path=model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                           n_batch=512, n_ubatch=512, swa_full=True, flash_attn=False, verbose=False)
+                           n_batch=512, n_ubatch=512, swa_full=True, flash_attn=False, verbose=False,
+                           use_mmap=mmap)
 
 
 def default_chain(n_vocab: int) -> llama_cpp.llama_sampler_p:
@@ -149,10 +150,11 @@ def find_llama_bench(explicit: str | None) -> tuple[str | None, str]:
     return str(Path(out.stdout.strip().splitlines()[-1]) / "llama-bench"), ""
 
 
-def llama_bench_run(exe: str, model: str, threads: int, n_prompt: int, n_gen: int) -> tuple[float, float]:
+def llama_bench_run(exe: str, model: str, threads: int, n_prompt: int, n_gen: int,
+                    load_mode: str = "mmap") -> tuple[float, float]:
     """(pp t/s, tg t/s) from one llama-bench invocation (one repetition each, after its own warm-up)."""
     cmd = [exe, "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-t", str(threads), "-r", "1",
-           "-b", "512", "-ub", "512", "-fa", "off", "-o", "json"]
+           "-b", "512", "-ub", "512", "-fa", "off", "-lm", load_mode, "-o", "json"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"llama-bench failed: {out.stderr.strip()[-500:]}")
@@ -174,13 +176,17 @@ def main() -> int:
     ap.add_argument("-n", "--n-gen", type=int, default=128)
     ap.add_argument("--llama-bench", default=None, help="llama-bench to use (default: build/cache it)")
     ap.add_argument("--no-llama-bench", action="store_true", help="only the engine and raw columns")
+    ap.add_argument("--load-mode", choices=("mmap", "none"), default="mmap",
+                    help="how all three load the weights: mapped from the file (the engine's default) or read "
+                         "into memory (llama.cpp's --no-mmap, llama-bench's -lm none)")
     args = ap.parse_args()
     model = args.model or str(default_model_path())
     n_ctx = 2048
     exe, why = (None, "--no-llama-bench") if args.no_llama_bench else find_llama_bench(args.llama_bench)
     if exe is None:
         print(f"llama-bench column left out: {why}", file=sys.stderr)
-    raw = raw_setup(model, args.threads, n_ctx)
+    mmap = args.load_mode == "mmap"
+    raw = raw_setup(model, args.threads, n_ctx, mmap)
     rng = random.Random(7)
     vocab = raw.n_vocab()
     words = "the river runs past old stone houses while children play and merchants call".split()
@@ -189,7 +195,8 @@ def main() -> int:
     load = os.getloadavg()
     with EngineClient() as client:
         client.load(P.LoadConfig(model_path=model, n_ctx=n_ctx, n_threads=args.threads,
-                                 n_threads_batch=args.threads, n_batch=512, n_ubatch=512, flash_attn=False))
+                                 n_threads_batch=args.threads, n_batch=512, n_ubatch=512, flash_attn=False,
+                                 use_mmap=mmap))
         # Warm-up both sides once.
         engine_run(client, "warm up " * 20, 4, "greedy")
         raw_pp(raw, [rng.randrange(vocab) for _ in range(64)])
@@ -208,7 +215,7 @@ def main() -> int:
                 cols[f"{key}_ec"].append(client_tps)
                 cols[f"{key}_r"].append(raw_tg(raw, raw.tokenize(story.encode()), args.n_gen, kind))
             if exe:
-                pp_b, tg_b = llama_bench_run(exe, model, args.threads, args.n_prompt, args.n_gen)
+                pp_b, tg_b = llama_bench_run(exe, model, args.threads, args.n_prompt, args.n_gen, args.load_mode)
                 cols["pp_b"].append(pp_b)
                 cols["tg_b"].append(tg_b)
             bench = f" | llama-bench pp {cols['pp_b'][-1]:.1f} tg {cols['tg_b'][-1]:.1f}" if exe else ""
@@ -229,7 +236,8 @@ def main() -> int:
             line += f"   llama-bench {mb:8.1f}   engine/llama-bench {me / mb:6.3f}"
         print(line)
 
-    print(f"model {Path(model).name}, {args.threads} threads, {args.repetitions} interleaved rounds, medians in "
+    print(f"model {Path(model).name}, {args.threads} threads, weights {'mapped (mmap)' if mmap else 'read (no mmap)'}, "
+          f"{args.repetitions} interleaved rounds, medians in "
           f"tok/s; load average {load[0]:.1f} at the start, {load_end[0]:.1f} at the end "
           f"({os.cpu_count()} CPUs)")
     show(f"pp{args.n_prompt} (TTFT, wall)", "pp_e", "pp_r", "pp_b" if exe else None)
