@@ -124,12 +124,15 @@ def test_zoo_models_run_in_the_engine_and_memory_matches(loaded_zoo: list[tuple[
     with EngineClient() as engine:
         for spec, path in loaded_zoo:
             info = inspect_gguf(path)
-            for kv in ("f16", "q8_0"):
+            # weights read into memory (the default: a repacked tensor only in the REPACK buffer) and mapped
+            for kv, mmap in (("f16", False), ("q8_0", False), ("f16", True)):
                 loaded = engine.load(P.LoadConfig(model_path=str(path), n_ctx=1024, n_threads=2, type_k=kv,
-                                                  type_v=kv, warmup=False))
+                                                  type_v=kv, warmup=False, use_mmap=mmap))
                 assert loaded.n_vocab == spec.n_vocab and loaded.architecture == spec.arch
                 assert loaded.n_params == info.n_params
-                est = estimate_memory(info, MemoryConfig(n_ctx=1024, type_k=kv, type_v=kv), has_gpu=False)
+                assert any(k.startswith("model:CPU_Mapped") for k in loaded.buffers_mib) == mmap
+                est = estimate_memory(info, MemoryConfig(n_ctx=1024, type_k=kv, type_v=kv, use_mmap=mmap),
+                                      has_gpu=False)
                 reported = sum(loaded.buffers_mib.values()) * MiB
                 assert est.cpu.total == pytest.approx(reported, rel=0.02), (spec.key, kv, loaded.buffers_mib)
                 kv_reported = sum(v for k, v in loaded.buffers_mib.items() if k.startswith("KV:")) * MiB

@@ -9,7 +9,8 @@ buffer-size log lines, see tests/test_estimate_memory.py):
   stays on the CPU; a tied output matrix is duplicated onto the GPU when the output layer is there.
   On x86 (AVX2) and ARM the CPU backend keeps an extra "REPACK" copy of Q4_0/Q4_K/IQ4_NL matrices
   in an interleaved layout. With mmap (the default) the CPU weights are one mapping of the file spanning
-  the tensors that stay there (`mapped_span`).
+  the tensors that stay there (`mapped_span`); read into memory (no mmap) the CPU buffer holds only the
+  tensors that are not repacked, so a Q4_K_M model takes its repacked share less (a 1B: 1054 vs 1490 MiB).
 * KV cache (exact): n_ctx is padded to a multiple of 256; each layer stores K and V rows of
   head_dim * n_head_kv(il) elements per cell; full-attention layers have n_ctx cells, sliding-window
   layers pad(min(n_ctx, n_swa * n_seq + n_ubatch), 256) unless the full-size SWA cache is requested
@@ -60,7 +61,7 @@ class MemoryConfig:
     swa_full: bool = True  # llama-cpp-python's default
     n_seq: int = 1
     cpu_repack: bool = True  # the CPU backend repacks some quant types (x86 with AVX2, ARM)
-    use_mmap: bool = True  # the engine's default: weights stay in one mapping of the file
+    use_mmap: bool = False  # the engine's default (protocol.LoadConfig): weights read into memory
 
 
 @dataclass
@@ -223,6 +224,8 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
             cpu.repack += info.output_bytes
     if cfg.use_mmap:
         cpu.weights = mapped_span(info, on_gpu, output_on_gpu, cfg.cpu_repack)
+    else:
+        cpu.weights -= cpu.repack  # read into memory: a repacked tensor is only in the REPACK buffer
 
     # KV cache: each layer's cache lives with its layer
     caches = kv_caches(info, n_ctx, cfg.type_k, cfg.type_v, n_ubatch, cfg.swa_full, cfg.n_seq)

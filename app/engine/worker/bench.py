@@ -79,6 +79,7 @@ def run_bench(engine: Engine, req: P.Bench) -> None:
             "n_batch": llm.n_batch, "n_ubatch": llm.context_params.n_ubatch,
             "type_k": engine.loaded.type_k, "type_v": engine.loaded.type_v,
             "n_gpu_layers": engine.loaded.n_gpu_layers, "flash_attn": bool(engine.loaded.flash_attn),
-            "n_threads": engine.loaded.n_threads,
+            "n_threads": engine.loaded.n_threads, "use_mmap": llm.model_params.load_mode in (
+                llama_cpp.LLAMA_LOAD_MODE_MMAP, llama_cpp.LLAMA_LOAD_MODE_MMAP_MLOCK),
         },
     ))
