@@ -138,7 +138,7 @@ def construct(engine: Engine, cfg: P.LoadConfig) -> Any:
             flash_attn=bool(flash),
             swa_full=cfg.swa_full,
             seed=cfg.seed if cfg.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
-            use_mmap=cfg.use_mmap,
+            use_mmap=cfg.use_mmap or not fits_in_memory(cfg.model_path),
             verbose=False,
         )
     finally:
@@ -146,6 +146,17 @@ def construct(engine: Engine, cfg: P.LoadConfig) -> Any:
     engine._flash_used = bool(flash)
     return llm
 
+
+
+def fits_in_memory(path: str, share: float = 0.8) -> bool:
+    """Whether reading the file into memory leaves room: its size under `share` of the available RAM. A file
+    that does not fit is mapped instead (slow, but it runs where reading it in would swap or be killed)."""
+    try:
+        import psutil
+
+        return os.path.getsize(path) < share * psutil.virtual_memory().available
+    except Exception:  # noqa: BLE001 - no psutil or no size: read it in, as asked
+        return True
 
 
 def default_threads(logical: bool = False) -> int:
