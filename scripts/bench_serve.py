@@ -355,7 +355,7 @@ def main() -> int:
         # no schedule gives a stream its next token sooner than one step of all n streams
         points, source = predicted_curve(model, [1, n], args.threads, args.tokens)
         print(f"predicted: one step of {n} streams takes {points[n].step_s / points[1].step_s:.2f}x a single "
-              f"stream's step (app.core.batching, {source}); the ITL under {n} is about that or more")
+              f"stream's step (app.core.batching, {source})")
     if ours and ref:
         print(f"target {n}-stream aggregate >= 0.9x llama-server's: {ours['agg'] / ref['agg']:.2f}x "
               f"({'met' if ours['agg'] >= 0.9 * ref['agg'] else 'NOT met'})")
