@@ -176,9 +176,9 @@ def main() -> int:
     ap.add_argument("-n", "--n-gen", type=int, default=128)
     ap.add_argument("--llama-bench", default=None, help="llama-bench to use (default: build/cache it)")
     ap.add_argument("--no-llama-bench", action="store_true", help="only the engine and raw columns")
-    ap.add_argument("--load-mode", choices=("mmap", "none"), default="mmap",
-                    help="how all three load the weights: mapped from the file (the engine's default) or read "
-                         "into memory (llama.cpp's --no-mmap, llama-bench's -lm none)")
+    ap.add_argument("--load-mode", choices=("none", "mmap"), default="none",
+                    help="how all three load the weights: read into memory (the engine's default; llama.cpp's "
+                         "--no-mmap, llama-bench's -lm none) or mapped from the file (llama-bench's default)")
     args = ap.parse_args()
     model = args.model or str(default_model_path())
     n_ctx = 2048

@@ -278,7 +278,8 @@ def test_seeded_sampling_repeats_and_the_reply_is_not_greedy(engine: EngineClien
 
 def test_the_engine_can_run_below_normal_priority() -> None:
     """EngineClient(nice=N) starts the engine N steps nicer than this process (the window uses 5)."""
-    psutil = pytest.importorskip("psutil")
+    import psutil
+
     if not hasattr(os, "nice"):
         pytest.skip("POSIX niceness; Windows uses a priority class")
     client = EngineClient(nice=5)

@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import openai
+import psutil
 import pytest
 from served import KEY, Served, open_stream, serve, sse_events
 
-openai = pytest.importorskip("openai")
-psutil = pytest.importorskip("psutil")
 
 pytestmark = pytest.mark.model
 

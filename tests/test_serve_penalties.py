@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 from served import Served, serve
 
-pytest.importorskip("openai")
-
 pytestmark = pytest.mark.model
 
 PROMPT = "I like apples. I like apples. I like"  # alone, greedy: " apples. I like apples. I like apples. ..."

@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 from served import Served, open_stream, serve, sse_events
 
-pytest.importorskip("openai")
-
 pytestmark = pytest.mark.model
 
 QUESTION = [{"role": "user", "content": "Name three colours of the rainbow and say which one you like."}]

@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from served import Served, open_stream, serve, sse_events
 
-openai = pytest.importorskip("openai")
 
 pytestmark = pytest.mark.model
 

@@ -73,12 +73,13 @@ def predict_batch(info: GGUFInfo, rates: Rates, streams: list[int], cfg: MemoryC
     parts = cost_parts(info, Rates(r), cfg, depth=depth)["cpu"]
     overhead = r.t0_s + r.t_layer_s * parts.layer_count
     flops = decode_flops(info, cfg, depth, has_gpu=False)["cpu"]
-    weights = decode_traffic(info, cfg, depth, has_gpu=False).weights["cpu"]
+    traffic = decode_traffic(info, cfg, depth, has_gpu=False)
+    weights = traffic.weights["cpu"]
     points = []
     for b in streams:
         if b == 1:
             mem, alu = parts.mem, parts.alu  # the single-request prediction, KV at this depth last
-            kv_bytes = decode_traffic(info, cfg, depth, has_gpu=False).kv["cpu"]
+            kv_bytes = traffic.kv["cpu"]
         else:
             mem, alu = [], []
             for gtype, g in groups.items():

@@ -151,11 +151,11 @@ def construct(engine: Engine, cfg: P.LoadConfig) -> Any:
 def fits_in_memory(path: str, share: float = 0.8) -> bool:
     """Whether reading the file into memory leaves room: its size under `share` of the available RAM. A file
     that does not fit is mapped instead (slow, but it runs where reading it in would swap or be killed)."""
-    try:
-        import psutil
+    import psutil
 
+    try:
         return os.path.getsize(path) < share * psutil.virtual_memory().available
-    except Exception:  # noqa: BLE001 - no psutil or no size: read it in, as asked
+    except OSError:  # no size to compare: read it in, as asked (llama.cpp then names the file's problem)
         return True
 
 
