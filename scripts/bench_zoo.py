@@ -8,9 +8,12 @@ case last; and llama.cpp's own buffer sizes against the memory estimate for f16,
 The calibration is measured in the same run, interleaved: half of its runs before the evaluation models and
 half after, so a machine whose load drifts during the run affects both alike. It uses three zoo shapes: the
 two of `roofline calibrate` (Llama-3.2-1B in Q6_K and Q4_K_M) and Llama-3.2-3B Q4_K_M (28 wider layers), not
-the default model and no Q8_0/Q5_0 file — zoo files hold zero weights, and zeros decode faster than real
-weights in those two types (1.29x and 1.3-1.4x, one thread; Q4_K and Q6_K the same; docs/estimates.md), so
-a zoo evaluation is calibrated on types where the zoo behaves like real models. Models in that set are marked "(cal)" in the table, all others are out of
+the default model and no Q8_0/Q5_0 file for decode — zoo files hold zero weights, and zeros decode faster
+than real weights in those two types (1.29x and 1.3-1.4x, one thread; Q4_K and Q6_K the same;
+docs/estimates.md), so a zoo evaluation is calibrated on types where the zoo behaves like real models —
+plus `roofline calibrate`'s kernel probes (a 4-layer model of Llama-3.2-1B's width in Q8_0 and Q4_0 with random
+weights, "probe:Q8_0"), which give those types' kernels their own scales; the evaluation files in those two
+types get random weights too, like a real model's (marked "random weights"). Models in that set are marked "(cal)" in the table, all others are out of
 sample. It lives in a temporary ROOFLINE_HOME: the user's stored calibration is untouched.
 The predictions are for the thread count the runs used (`-t`; default: llama.cpp's, the physical cores),
 from probes measured with that many threads.
@@ -52,24 +55,30 @@ BENCH_CALIBRATION_EXTRA = ("llama-3.2-3b:Q4_K_M",)  # with `roofline calibrate`'
 
 
 def _model_path(name: str, zoo_dir: Path, default: Path) -> Path:
-    from app.core.zoo import zoo_path
+    """The file of a calibration or evaluation model: the kernel probes ("probe:Q8_0") and the evaluation
+    files in their types get random weights, as `roofline calibrate`'s probes do (zeros decode Q8_0 faster
+    than real weights); the rest stay sparse zeros (Q4_K and Q6_K decode alike on both)."""
+    from app.commands.calibrate import KERNEL_PROBES
+    from app.core.zoo import filled_zoo_path, kernel_probe, zoo_path
 
     if name == "default":
         return default
     key, quant = name.split(":")
-    return zoo_path(key, quant, zoo_dir)
+    if key == "probe":
+        return filled_zoo_path(kernel_probe(), quant, zoo_dir)
+    return filled_zoo_path(key, quant, zoo_dir) if quant in KERNEL_PROBES else zoo_path(key, quant, zoo_dir)
 
 
 def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[str, Any]:
     """Run the calibration (two halves) and the zoo; every number the report needs, as plain data."""
     import psutil
 
-    from app.commands.calibrate import CALIBRATION_ZOO
+    from app.commands.calibrate import CALIBRATION_ZOO, KERNEL_PROBES
     from app.core.bandwidth import get_bandwidth
     from app.core.gguf_info import inspect_gguf
     from app.core.hardware import probe_hardware
     from app.core.memory import MemoryConfig, MiB, estimate_memory
-    from app.core.zoo import ZOO, zoo_path
+    from app.core.zoo import ZOO
     from app.engine import protocol as P
     from app.engine.client import EngineClient
 
@@ -81,6 +90,7 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
                    f"({psutil.virtual_memory().available / 2**30:.1f} GiB available)",
         "cpus_allowed": len(os.sched_getaffinity(0)), "isolated": os.environ.get("ROOFLINE_BENCH_ISOLATE") == "1",
         "calibration": [], "runs": [], "memory": [], "skipped": [], "n_threads": args.threads,
+        "random_weights": list(KERNEL_PROBES),  # the quantizations whose evaluation files are not zeros
     }
     # the probes with the thread count the runs use (all cores this process may use when not given)
     bw = get_bandwidth(hw.machine_key, remeasure=True, threads=args.threads or data["cpus_allowed"])
@@ -91,9 +101,10 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
         print(f"  {msg} ...", file=sys.stderr, flush=True)
 
     cal_names = [*BENCH_CALIBRATION_EXTRA, *(f"{k}:{q}" for k, q in CALIBRATION_ZOO)]
+    probe_names = [f"probe:{q}" for q in KERNEL_PROBES]  # as `roofline calibrate`: random weights
 
     def calibration_round(engine: EngineClient, which: str) -> None:
-        for name in cal_names:
+        for name in cal_names + probe_names:
             path = _model_path(name, zoo_dir, default)
             first = name == cal_names[0]  # decoded at a depth too (attention over a filled cache)
             engine.load(P.LoadConfig(model_path=str(path), n_ctx=CAL_CTX + (1024 if first else 0),
@@ -107,7 +118,7 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
                     data["calibration"].append({"model": name, "kind": "decode", "depth": depth,
                                                 "tps": CAL_GEN / (ns / 1e9), "half": which})
             res = engine.bench(P.Bench(request_id=engine.new_request_id("cal"), n_prompt=CAL_PROMPT, repetitions=1,
-                                       warmup=False))
+                                       warmup=False))  # warmed up decoding
             for ns in res.samples_ns:
                 data["calibration"].append({"model": name, "kind": "prefill", "depth": 0,
                                             "tps": CAL_PROMPT / (ns / 1e9), "half": which})
@@ -120,7 +131,7 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
         measured: list[tuple[str, Path, Any]] = []
         for key, quant in args.wanted:
             spec = ZOO[key]
-            path = zoo_path(spec, quant, zoo_dir)
+            path = _model_path(f"{key}:{quant}", zoo_dir, default)
             info = inspect_gguf(path)
             label = f"{spec.name} {quant}"
             est = estimate_memory(info, MemoryConfig(n_ctx=4096), has_gpu=False)
@@ -207,15 +218,17 @@ def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
         info = info_of(c["model"])
         if c["kind"] == "decode":
             parts = cost_parts(info, unc, cfg_cal, depth=c["depth"] + (CAL_GEN - 1) // 2)["cpu"]
-            samples.append(Sample("decode", c["tps"], 1, parts, c["model"], c["depth"]))
+            samples.append(Sample("decode", c["tps"], 1, parts, c["model"], c["depth"], c["model"].startswith("probe:")))
         else:
-            samples.append(Sample("prefill", c["tps"], CAL_PROMPT, cost_parts(info, unc, cfg_cal,
-                                                                            n_prompt=CAL_PROMPT)["cpu"], c["model"]))
+            samples.append(Sample("prefill", c["tps"], CAL_PROMPT, cost_parts(info, unc, cfg_cal, n_prompt=CAL_PROMPT)["cpu"],
+                                  c["model"], probe=c["model"].startswith("probe:")))
     cal = calibration.calibrate("bench", "cpu", samples, unc.cpu, n_threads=threads)
     calibrated = Rates(calibration.apply(unc.cpu, cal), None)
     print(f"calibration ({len(samples)} runs on {', '.join(cal.models)}): effective bandwidth "
-          f"{cal.effective_bandwidth_gbs:.1f} GB/s, decode kernels x{cal.decode_scale:.2f}, prefill kernels "
-          f"x{cal.prefill_scale:.2f}, per layer {cal.t_layer_s * 1e6:.0f} µs, fit error {cal.fit_error * 100:.0f} % rms")
+          f"{cal.effective_bandwidth_gbs:.1f} GB/s, decode kernels x{cal.decode_scale:.2f}"
+          + "".join(f" ({t} x{v:.2f})" for t, v in sorted(cal.decode_type_scales.items())) + ", prefill kernels "
+          f"x{cal.prefill_scale:.2f}" + "".join(f" ({t} x{v:.2f})" for t, v in sorted(cal.prefill_type_scales.items()))
+          + f", per layer {cal.t_layer_s * 1e6:.0f} µs, fit error {cal.fit_error * 100:.0f} % rms")
     for c in data["calibration"]:
         print(f"  calibration {c['half']}: {c['model']} {c['kind']} depth {c['depth']}: {c['tps']:.1f} tok/s")
     cal_set = {c["model"] for c in data["calibration"]}
@@ -227,7 +240,8 @@ def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
         spread = statistics.stdev(r["tps"]) / meas if len(r["tps"]) > 1 else 0.0
         pu, pc = (predict(info, rates, cfg, n_prompt=512, n_gen=128) for rates in (unc, calibrated))
         pick = (lambda p: p.prefill_tps) if r["test"] == "pp512" else (lambda p: p.decode_tps)
-        label = f"{ZOO[key].name} {quant}" + (" (cal)" if r["model"] in cal_set else "")
+        label = (f"{ZOO[key].name} {quant}" + (" random weights" if quant in data.get("random_weights", []) else "")
+                 + (" (cal)" if r["model"] in cal_set else ""))
         table.append((label, ZOO[key].params_b, r["test"], meas, spread, pick(pu), pick(pc),
                       pc.decode_bound if r["test"] == "tg128" else ""))
     print("\n| model | test | measured tok/s | uncalibrated | calibrated | decode bound (calibrated) |")

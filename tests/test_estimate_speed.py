@@ -12,7 +12,8 @@ import pytest
 from synth_gguf import write_synthetic_gguf
 
 from app.core import calibration
-from app.core.calibration import Sample, fit_decode, fit_prefill
+from app.commands.calibrate import KERNEL_PROBES
+from app.core.calibration import Sample, fit_decode, fit_decode_with_types, fit_prefill
 from app.core.gguf_info import GGUFInfo, TensorInfo, inspect_gguf
 from app.core.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
 from app.core.memory import MemoryConfig
@@ -231,8 +232,8 @@ def test_fit_recovers_scales_and_layer_overhead_from_two_shapes() -> None:
     assert err < 0.01 and ft0 == t0
     assert fa == pytest.approx(a, rel=0.03) and fc == pytest.approx(c, rel=0.03)
     assert ftl == pytest.approx(tl, rel=0.05)
-    p, perr = fit_prefill(_samples(a, c, t0, tl), fa, ft0, ftl)
-    assert p == pytest.approx(0.8, rel=0.03) and perr < 0.01
+    p, own, perr = fit_prefill(_samples(a, c, t0, tl), fa, ft0, ftl)
+    assert p == pytest.approx(0.8, rel=0.03) and perr < 0.01 and own == {}  # groups without types: one scale
     # noisy runs (±5 %): still close
     fa, fc, *_ = fit_decode(_samples(a, c, t0, tl, jitter=0.05), t0_default=t0)
     assert fa == pytest.approx(a, rel=0.15) and fc == pytest.approx(c, rel=0.15)
@@ -240,6 +241,44 @@ def test_fit_recovers_scales_and_layer_overhead_from_two_shapes() -> None:
         fit_decode([], 0.001)
     with pytest.raises(ValueError):
         fit_prefill([s for s in _samples(a, c, t0) if s.kind == "decode"], 1.0, 0.0)
+
+
+def test_prefill_fit_gives_each_dominant_type_its_own_scale() -> None:
+    """Three prompt runs: one mostly Q8_0, one mostly Q4_K, one a Q4_K/Q6_K mix; the truth scales Q8_0's
+    kernels by 0.5 and Q4_K's by 1.2 (Q6_K's 0.9, never dominant): the fit finds the two dominant types'
+    scales (relative to the common one) and predicts every run, the mix included."""
+    truth = {"Q8_0": 0.5, "Q4_K": 1.2, "Q6_K": 0.9}
+    runs = [Parts([0.01, 0.001], [0.40, 0.02], 0.02, 1.0, 16, ["Q8_0", "Q6_K"]),
+            Parts([0.01, 0.001], [0.30, 0.03], 0.02, 1.0, 16, ["Q4_K", "Q6_K"]),
+            Parts([0.01, 0.005], [0.20, 0.10], 0.03, 1.0, 24, ["Q4_K", "Q6_K"])]
+    samples = [Sample("prefill", 256 / p.time(1.0, 1.0, 0.0005, 0.0003, truth), 256, p, f"m{i}", probe=i == 0)
+               for i, p in enumerate(runs)]
+    c, own, err = fit_prefill(samples, 1.0, 0.0005, 0.0003)
+    assert set(own) == {"Q8_0", "Q4_K"} and err < 0.04  # Q6_K's 0.9 has no run of its own to show it
+    assert c * own["Q8_0"] / (c * own["Q4_K"]) == pytest.approx(0.5 / 1.2, rel=0.1)
+    # one common scale cannot explain both: the Q8_0 run and the Q4_K run would be off in opposite directions
+    one = [p.time(1.0, c, 0.0005, 0.0003) / s.seconds - 1 for p, s in zip(runs, samples, strict=True)]
+    assert max(one) - min(one) > 0.3
+
+
+def test_decode_fit_gives_a_compute_bound_type_its_own_scale() -> None:
+    """Decode runs: a memory-bound Q6_K model, a compute-bound Q4_K one (two depths), and a compute-bound
+    Q8_0 probe whose kernel truly runs 1.6x what the Q4_K-set scale says: the type fit finds Q8_0's factor and
+    leaves the memory-bound Q6_K at 1 (its kernel scale cannot be seen)."""
+    truth = {"Q8_0": 1.6}
+    a, c, t0, tl = 1.1, 0.6, 0.0005, 0.0001
+    runs = [(Parts([0.060, 0.002], [0.020, 0.001], 0.0, 1.0, 16, ["Q6_K", "KV"]), "q6"),
+            (Parts([0.030, 0.002], [0.060, 0.001], 0.0, 1.0, 16, ["Q4_K", "KV"]), "q4"),
+            (Parts([0.030, 0.008], [0.060, 0.004], 0.0, 1.0, 16, ["Q4_K", "KV"]), "q4"),
+            (Parts([0.030, 0.002], [0.090, 0.001], 0.0, 1.0, 4, ["Q8_0", "KV"]), "probe")]
+    samples = [Sample("decode", 1 / p.time(a, c, t0, tl, truth), 1, p, m, probe=m == "probe")
+               for p, m in runs for _ in range(2)]
+    fa, fc, _, ftl, err, own = fit_decode_with_types(samples, t0)
+    assert err < 0.02 and ftl == pytest.approx(tl, abs=3e-5) and fa == pytest.approx(a, rel=0.05)
+    assert fc * own["Q8_0"] == pytest.approx(c * 1.6, rel=0.05) and own.get("Q6_K", 1.0) == 1.0
+    # without the type fit the probe is off by far more than the target
+    _, _, _, _, err_one = fit_decode(samples, t0)
+    assert err_one > 0.05 and err_one > 5 * err
 
 
 def test_calibrate_and_apply_scale_every_rate() -> None:
@@ -253,6 +292,12 @@ def test_calibrate_and_apply_scale_every_rate() -> None:
     assert r.decode_rates["Q4_K"] == pytest.approx(4e9 * cal.decode_scale)
     assert r.decode_rates["*"] == pytest.approx(1e9 * cal.decode_scale)
     assert r.prefill_rates["Q4_K"] == pytest.approx(100e9 * cal.prefill_scale)
+    cal.prefill_type_scales = {"Q4_K": 0.5}  # a type's own scale multiplies the common one
+    cal.decode_type_scales = {"Q4_K": 2.0}
+    own = calibration.apply(base, cal)
+    assert own.prefill_rates["Q4_K"] == pytest.approx(50e9 * cal.prefill_scale)
+    assert own.decode_rates["Q4_K"] == pytest.approx(8e9 * cal.decode_scale) and own.decode_rates["*"] == r.decode_rates["*"]
+    assert own.batch_rates["Q4_K"][2][0] == pytest.approx(10e9 * cal.decode_scale)
     assert r.prefill_flops == pytest.approx(50e9 * cal.prefill_scale)
     # a step of a few streams is a decode step: its kernels scale with the decode fit, the row costs stay
     assert r.batch_rates["Q4_K"] == {2: (pytest.approx(5e9 * cal.decode_scale), 100.0),
@@ -291,7 +336,10 @@ def test_calibrate_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     out = json.loads(capsys.readouterr().out)
     cal = out["calibration"]
     assert cal["backend"] == "cpu" and cal["n_decode_samples"] >= 3 and cal["prefill_gflops"] > 0
-    assert len(cal["models"]) == 2  # the given model and a zoo shape, written on the fly
+    # the given model, a zoo shape and the prompt-batch probes, written on the fly; each probe's type gets
+    # its own prefill scale (its run does most of its compute in that type)
+    assert len(cal["models"]) == 2 + len(KERNEL_PROBES)
+    assert set(KERNEL_PROBES) <= set(cal["prefill_type_scales"]) and set(KERNEL_PROBES) <= set(cal["decode_type_scales"])
     assert out["calibrated"]["label"] == "calibrated" and out["uncalibrated"]["label"] == "uncalibrated"
     stored = calibration.load(probe_hardware().machine_key, "cpu", cal["n_threads"])
     assert stored is not None and "tiny.gguf" in stored.models

@@ -10,7 +10,17 @@ import pytest
 
 from app.core.gguf_info import inspect_gguf
 from app.core.memory import MemoryConfig, estimate_memory
-from app.core.zoo import QUANTS, ZOO, ZooSpec, quants_for, tensor_type, write_zoo_model, zoo_path
+from app.core.zoo import (
+    QUANTS,
+    ZOO,
+    ZooSpec,
+    filled_zoo_path,
+    kernel_probe,
+    quants_for,
+    tensor_type,
+    write_zoo_model,
+    zoo_path,
+)
 
 MiB = 1 << 20
 
@@ -61,6 +71,53 @@ def test_a_uniform_file_has_every_matrix_in_one_type(tmp_path: Path) -> None:
     assert types == {"Q5_0"} and {t.ggml_type for t in info.tensors if len(t.shape) == 1} == {"F32"}
     mixed = inspect_gguf(write_zoo_model("llama-3.2-1b", "Q4_K_M", tmp_path / "m.gguf"))
     assert {t.ggml_type for t in mixed.tensors if len(t.shape) >= 2} == {"Q4_K", "Q6_K"}
+
+
+def test_the_kernel_probe_is_a_short_model_of_the_1b_width(tmp_path: Path) -> None:
+    # calibration's prompt-batch probes: Llama-3.2-1B's matrices, 4 layers, every layer matrix in the quant's type
+    info = inspect_gguf(zoo_path(kernel_probe(), "Q8_0", tmp_path))
+    full = inspect_gguf(zoo_path("llama-3.2-1b", "Q8_0", tmp_path))
+    assert info.n_layers == 4 and info.n_embd == full.n_embd == 2048 and info.n_ff == full.n_ff
+    assert {t.ggml_type for t in info.tensors if t.name.startswith("blk.") and len(t.shape) >= 2} == {"Q8_0"}
+    def layers(i: object) -> list[tuple[str, int]]:
+        return [(t.name, t.n_bytes) for t in i.tensors if t.name.startswith("blk.")]  # type: ignore[attr-defined]
+
+    assert layers(info) == [(n, b) for n, b in layers(full) if int(n.split(".")[1]) < 4]  # the 1B's first 4 layers
+    assert info.n_vocab == 32768  # a short vocabulary: the probe times the layers' kernels
+    assert kernel_probe(2).n_layers == 2 and ZOO["llama-3.2-1b"].n_layers == 16  # the zoo's own entry untouched
+
+
+@pytest.mark.parametrize("quant", ["Q8_0", "Q4_K_M", "F16"])
+def test_filled_weights_are_random_blocks_under_a_small_scale(tmp_path: Path, quant: str) -> None:
+    # a tiny shape of the same architecture; every type the mixes use gets data of its own layout
+    import gguf
+    import numpy as np
+
+    tiny = dataclasses.replace(ZOO["llama-3.2-1b"], key="tiny", n_layers=2, n_embd=256, n_ff=512, n_head=4,
+                               n_head_kv=2, n_vocab=1024)
+    path = filled_zoo_path(tiny, quant, tmp_path)
+    assert path.parent.name == "filled" and not path.with_suffix(".tmp").exists()
+    assert filled_zoo_path(tiny, quant, tmp_path).stat().st_mtime_ns == path.stat().st_mtime_ns  # written once
+    reader = gguf.GGUFReader(path)
+    seen = set()
+    for t in reader.tensors:
+        raw = np.asarray(t.data).view(np.uint8).reshape(-1)
+        kind = t.tensor_type.name
+        seen.add(kind)
+        if kind == "F32":
+            assert np.all(raw.view(np.float32) == 1.0), t.name  # norms of one
+            continue
+        assert np.count_nonzero(raw) > 0.9 * raw.size, t.name  # not zeros any more
+        if kind == "F16":
+            values = raw.view(np.float16).astype(np.float32)
+            assert np.isfinite(values).all() and 0.01 < values.std() < 0.03
+        else:
+            block = gguf.GGML_QUANT_SIZES[t.tensor_type][1]
+            blocks = raw.reshape(-1, block)
+            d = blocks[:, -2:] if kind == "Q6_K" else blocks[:, :2]
+            assert np.all(d.copy().view(np.float16) == np.float16(0.002)), t.name
+    assert seen >= {"F32", {"Q8_0": "Q8_0", "Q4_K_M": "Q4_K", "F16": "F16"}[quant]}
+    assert inspect_gguf(path).tensor_bytes == inspect_gguf(write_zoo_model(tiny, quant, tmp_path / "z.gguf")).tensor_bytes
 
 
 def test_file_size_tracks_the_quantization(tmp_path: Path) -> None:

@@ -25,16 +25,24 @@ if TYPE_CHECKING:
 # weights: Q4_K and Q6_K decode as fast on zeros as on real weights, Q8_0 and Q5_0 do not (1.3-1.4x faster
 # on zeros, one thread), so no Q8_0 shape here. The default model (18 small layers) pins the per-layer cost.
 CALIBRATION_ZOO = (("llama-3.2-1b", "Q6_K"), ("llama-3.2-1b", "Q4_K_M"))
+# Kernel probes: a short model of the same width (`zoo.kernel_probe`, 4 layers) in each of two more common
+# types, decoded and given a prompt batch: each machine's kernels differ by type far more than one factor
+# says (Q8_0 prefill ran 0.58x Q4_K's on an Intel Xeon, 0.77x on an AMD EPYC with AVX-512; Q8_0 decode 1.6x
+# faster than Q4_K-calibrated rates on an EPYC without it), so these types get scales of their own. The
+# probes get random weights (`zoo.fill_weights`, ~0.5 s, ~500 MB in the temporary directory): zeros decode
+# Q8_0 faster than real weights.
+KERNEL_PROBES = ("Q8_0", "Q4_0")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="measure decode/prefill speed on 3 model shapes (~1 min) and fit the "
-                                         "speed model to it")
+    p = sub.add_parser("calibrate", help="measure decode/prefill speed on 3 model shapes and the "
+                                         "kernels of 2 more quantizations (~1-2 min) and fit the speed model to it")
     add_model_arg(p)
     p.add_argument("--depth", type=int, default=1024,
                    help="also decode the first model with this many tokens in the KV cache (0: skip)")
     p.add_argument("--zoo", type=int, default=len(CALIBRATION_ZOO), choices=range(len(CALIBRATION_ZOO) + 1),
-                   help=f"how many zoo shapes to add (default {len(CALIBRATION_ZOO)})")
+                   help=f"how many zoo shapes to add (default {len(CALIBRATION_ZOO)}; 0: none, and no "
+                        "kernel probes either)")
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0, help="calibrate the GPU backend (-1: all)")
     p.add_argument("-t", "--threads", type=int, default=None)
     p.add_argument("-r", "--repetitions", type=int, default=3, help="runs per measurement (default 3)")
@@ -51,7 +59,7 @@ class Measured:
 
 def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, rates: Rates, *, n_gen: int = 32,
             n_prompt: int = 256, depths: tuple[int, ...] = (0,), repetitions: int = 3,
-            n_threads: int | None = None, progress: Any = None, label: str = "") -> Measured:
+            n_threads: int | None = None, progress: Any = None, label: str = "", probe: bool = False) -> Measured:
     """Run tg (at each depth) and pp through a started EngineClient: samples with the speed model's parts
     at `rates` (the base the calibration scales)."""
     from app.core.calibration import Sample
@@ -59,7 +67,7 @@ def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, rat
     from app.engine import protocol as P
 
     label = label or model_path
-    need = max(depths) + n_gen + n_prompt
+    need = max(depths, default=0) + n_gen + n_prompt
     n_ctx = max(cfg.n_ctx, -(-need // 256) * 256)
     engine.load(P.LoadConfig(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, n_batch=cfg.n_batch,
                              n_ubatch=cfg.n_ubatch, n_gpu_layers=cfg.n_gpu_layers, type_k=cfg.type_k,
@@ -77,13 +85,14 @@ def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, rat
                                    warmup=depth == 0))
         threads = res.n_threads
         parts = cost_parts(info, used, cfg, depth=depth + (n_gen - 1) // 2)[dev]
-        samples += [Sample("decode", n_gen / (ns / 1e9), 1, parts, label, depth) for ns in res.samples_ns]
+        samples += [Sample("decode", n_gen / (ns / 1e9), 1, parts, label, depth, probe) for ns in res.samples_ns]
     if progress:
         progress(f"{label}: prefill pp{n_prompt}")
     res = engine.bench(P.Bench(request_id=engine.new_request_id("cal"), n_prompt=n_prompt, repetitions=repetitions,
-                               warmup=False))
+                               warmup=not depths))  # after decoding, the weights are paged in already
     parts = cost_parts(info, used, cfg, n_prompt=n_prompt)[dev]
-    samples += [Sample("prefill", n_prompt / (ns / 1e9), n_prompt, parts, label) for ns in res.samples_ns]
+    samples += [Sample("prefill", n_prompt / (ns / 1e9), n_prompt, parts, label, probe=probe)
+                for ns in res.samples_ns]
     return Measured(samples, threads, has_gpu)
 
 
@@ -96,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from app.core.hardware import probe_hardware
     from app.core.memory import MemoryConfig
     from app.core.speed import default_rates, predict
-    from app.core.zoo import zoo_path
+    from app.core.zoo import filled_zoo_path, kernel_probe, zoo_path
     from app.engine.client import EngineClient, EngineError
 
     path = resolve_model(args.model)
@@ -117,15 +126,18 @@ def run(args: argparse.Namespace) -> int:
     first: list[Sample] = []
     threads, gpu = 0, False
     with tempfile.TemporaryDirectory(prefix="roofline-zoo-") as tmp:
-        runs = [(path, info, depths)]
+        runs: list[tuple[Path, GGUFInfo, tuple[int, ...], bool]] = [(path, info, depths, False)]
         for key, quant in CALIBRATION_ZOO[:args.zoo]:
             zp = zoo_path(key, quant, Path(tmp))  # sparse: a few MB on disk, written in under a second
-            runs.append((zp, inspect_gguf(zp), (0,)))
+            runs.append((zp, inspect_gguf(zp), (0,), False))
+        for quant in KERNEL_PROBES if args.zoo else ():
+            zp = filled_zoo_path(kernel_probe(), quant, Path(tmp))
+            runs.append((zp, inspect_gguf(zp), (0,), True))
         try:
             with EngineClient() as engine:
-                for p, inf, ds in runs:
+                for p, inf, ds, probe in runs:
                     m = measure(engine, inf, cfg, str(p), before, depths=ds, n_threads=args.threads,
-                                repetitions=max(1, args.repetitions), progress=say, label=p.name)
+                                repetitions=max(1, args.repetitions), progress=say, label=p.name, probe=probe)
                     samples += m.samples
                     first = first or m.samples
                     threads, gpu = m.n_threads, m.gpu_offload
@@ -149,9 +161,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"calibrated {backend} on {len(cal.models)} models ({', '.join(cal.models)}; {threads} threads):")
     print(f"  decode: effective bandwidth {cal.effective_bandwidth_gbs:.1f} GB/s"
           + (f" (η = {eta:.2f} of the measured {bw.read_gbs:.1f} GB/s)" if eta else "")
-          + f", kernels {cal.decode_scale:.2f}× the uncalibrated rates, per-token overhead {cal.t0_s * 1000:.2f} ms"
+          + f", kernels {cal.decode_scale:.2f}× the uncalibrated rates"
+          + "".join(f" ({t} ×{v:.2f})" for t, v in sorted(cal.decode_type_scales.items()))
+          + f", per-token overhead {cal.t0_s * 1000:.2f} ms"
           + ("" if cal.t0_fitted else " (default)"))
-    print(f"  prefill: matmul kernels {cal.prefill_scale:.2f}× the uncalibrated rates; "
+    own = ", ".join(f"{t} ×{v:.2f}" for t, v in sorted(cal.prefill_type_scales.items()))
+    print(f"  prefill: matmul kernels {cal.prefill_scale:.2f}× the uncalibrated rates"
+          + (f" (on top of that, by type: {own})" if own else "") + "; "
           f"fit error {cal.fit_error * 100:.0f} % rms over {len(samples)} runs")
     print(f"  {path.name} decode tok/s: measured {measured_tg[len(measured_tg) // 2]:.1f}, "
           f"predicted {p0.decode_tps:.1f} before / {p1.decode_tps:.1f} after calibration ({p1.decode_bound}-bound)")

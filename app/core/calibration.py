@@ -2,12 +2,19 @@
 
 A sample is one measured run (decode at some depth, or a prefill) with the speed model's parts for it at
 the uncalibrated rates (`speed.cost_parts`): per weight group a memory time and a compute time, plus the
-fixed costs. The fit keeps the model's physics and finds four numbers:
+fixed costs. The fit keeps the model's physics and finds these numbers:
 
 * a bandwidth scale and a compute scale for decode, searched on a log grid (then a 1 % grid around the
   best), with the per-layer overhead (thread synchronisation) solved in closed form for each pair (least
   squares on relative error, ≥ 0; the small per-token t0 keeps its default);
-* a prefill compute scale, searched the same way with the bandwidth found for decode.
+* on top of the compute scale, a decode scale for each ggml type that does most of some decode run's
+  compute (coordinate descent, three sweeps; `roofline calibrate` decodes a short model in Q8_0 and in Q4_0
+  for this, with random weights: zeros decode Q8_0 faster than real weights);
+* a prefill compute scale, searched the same way with the bandwidth found for decode, then a scale of its
+  own for each ggml type that does most of the compute of some prefill run (coordinate descent over those
+  types): a machine's GEMM kernels differ by type far more than one factor can say (Q8_0 prefill ran 0.58x
+  Q4_K's on an Intel Xeon, 0.77x on an AMD EPYC), so `roofline calibrate` measures the common types'
+  prompt batches on a short model of each (`KERNEL_PROBES` there).
 
 Samples from models of different shapes and quantizations (the default model and zoo models, see
 `roofline calibrate`) pin the two decode scales apart: a model whose groups are memory-bound constrains
@@ -35,6 +42,7 @@ VERSION = 2  # entries of the single-rate model (version 1) are not reused: cali
 MAX_T_LAYER = 0.002  # a layer's thread synchronisation; far above that is noise
 GRID = [2 ** (k / 8) for k in range(-24, 25)]  # scales 1/8 .. 8 in steps of 9 %
 TIE = 1.02  # fits within 2 % of the best error count as equal; the one nearest the base rates wins
+DOMINANT = 0.5  # a type gets its own scale from runs where it does at least this share of the compute
 
 
 @dataclass
@@ -47,6 +55,7 @@ class Sample:
     parts: Parts
     model: str = ""
     depth: int = 0
+    probe: bool = False  # a kernel probe's run: it sets only its own type's scales, not the common ones
 
     @property
     def seconds(self) -> float:
@@ -72,6 +81,8 @@ class Calibration:
     fit_error: float = 0.0  # root-mean-square relative error of the fit over its samples
     models: list[str] = field(default_factory=list)
     t_layer_s: float = 0.0  # per layer per token (thread synchronisation after each graph node)
+    prefill_type_scales: dict[str, float] = field(default_factory=dict)  # type → × prefill_scale
+    decode_type_scales: dict[str, float] = field(default_factory=dict)  # type → × decode_scale
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,26 +134,75 @@ def fit_decode(samples: list[Sample], t0_default: float) -> tuple[float, float, 
     return a, c, t0, tl, err
 
 
-def fit_prefill(samples: list[Sample], bw_scale: float, t0: float, t_layer: float = 0.0) -> tuple[float, float]:
-    """(prefill compute scale, rms relative error) with the decode fit's bandwidth and overheads."""
+def _common(samples: list[Sample]) -> list[Sample]:
+    """The runs the common scales are fitted on: all but the kernel probes (when there are others)."""
+    return [s for s in samples if not s.probe] or samples
+
+
+def _type_scales(pts: list[Sample], error: Any) -> dict[str, float]:
+    """Per-type scales minimising `error(scales)`, for each type that does at least DOMINANT of some run's
+    compute: coordinate descent, three sweeps, each a coarse then a fine grid (ties: the scale nearest 1)."""
+    own = sorted({k for s in pts for k, share in s.parts.alu_share().items() if share >= DOMINANT and k})
+    scales: dict[str, float] = {}
+    for _sweep in range(3 if own else 0):
+        for k in own:
+            def with_k(x: float, k: str = k) -> float:
+                return float(error(scales | {k: x}))
+            scales[k] = _pick(_fine(_pick(GRID, with_k)[1]), with_k)[1]
+    return scales
+
+
+def fit_decode_with_types(samples: list[Sample], t0_default: float
+                          ) -> tuple[float, float, float, float, float, dict[str, float]]:
+    """(bandwidth scale, compute scale, t0, per-layer overhead, rms error over all runs, per-type scales):
+    the common scales and overheads from the model runs, then a kernel scale for each type that does most
+    of some run's compute, with those held (a machine's matrix-vector kernels differ by type more than one
+    factor says: Q8_0's ran 1.6x what Q4_K-calibrated rates said on an AMD EPYC without AVX-512). A type
+    whose runs are bound by memory whatever its scale keeps 1 (the tie rule)."""
+    a, c, t0, tl, _ = fit_decode(_common(samples), t0_default)
+    pts = [s for s in samples if s.kind == "decode" and s.tokens_per_s > 0]
+
+    def error(ts: dict[str, float]) -> float:
+        return _rms([(s.parts.time(a, c, t0, tl, ts)) / s.seconds - 1 for s in pts])
+
+    types = _type_scales(pts, error)
+    return a, c, t0, tl, error(types), types
+
+
+def _pick(grid: list[float], score: Any) -> tuple[float, float]:
+    """(error, scale) of the best scale on `grid`; among those within TIE of it, the one nearest 1."""
+    scored = [(score(x), x) for x in grid]
+    lowest = min(e for e, _ in scored)
+    return min((x for x in scored if x[0] <= lowest * TIE + 1e-4), key=lambda x: abs(math.log(x[1])))
+
+
+def fit_prefill(samples: list[Sample], bw_scale: float, t0: float, t_layer: float = 0.0
+                ) -> tuple[float, dict[str, float], float]:
+    """(prefill compute scale, per-type scales on top of it, rms relative error) with the decode fit's
+    bandwidth and overheads. A type gets a scale of its own when some run spends most of its compute in it;
+    the others keep the common scale."""
     pts = [s for s in samples if s.kind == "prefill" and s.tokens_per_s > 0]
     if not pts:
         raise ValueError("no usable prefill samples")
 
-    def pick(grid: list[float]) -> tuple[float, float]:
-        scored = [(_rms([s.parts.time(bw_scale, c, t0, t_layer) / s.seconds - 1 for s in pts]), c) for c in grid]
-        lowest = min(e for e, _ in scored)
-        return min((x for x in scored if x[0] <= lowest * TIE + 1e-4), key=lambda x: abs(math.log(x[1])))
+    def err(c: float, ts: dict[str, float]) -> float:
+        return _rms([s.parts.time(bw_scale, c, t0, t_layer, ts) / s.seconds - 1 for s in pts])
 
-    err, c = pick(_fine(pick(GRID)[1]))
-    return c, err
+    common = _common(pts)
+
+    def err_common(x: float) -> float:
+        return _rms([s.parts.time(bw_scale, x, t0, t_layer) / s.seconds - 1 for s in common])
+
+    _, c = _pick(_fine(_pick(GRID, err_common)[1]), err_common)
+    scales = _type_scales(pts, lambda ts: err(c, ts))
+    return c, scales, err(c, scales)
 
 
 def calibrate(machine_key: str, backend: str, samples: list[Sample], base: DeviceRates,
               n_threads: int | None = None) -> Calibration:
     """Fit `base` rates' scales to measured samples (decode and prefill, one or more models)."""
-    a, c, t0, tl, err_d = fit_decode(samples, base.t0_s)
-    p, err_p = fit_prefill(samples, a, t0, tl)
+    a, c, t0, tl, err_d, decode_types = fit_decode_with_types(samples, base.t0_s)
+    p, type_scales, err_p = fit_prefill(samples, a, t0, tl)
     models = sorted({s.model for s in samples if s.model})
     n_dec = sum(s.kind == "decode" for s in samples)
     return Calibration(
@@ -150,7 +210,8 @@ def calibrate(machine_key: str, backend: str, samples: list[Sample], base: Devic
         t0_s=t0, t0_fitted=False, prefill_gflops=p * base.prefill_flops / 1e9, n_decode_samples=n_dec,
         n_prefill_samples=len(samples) - n_dec, n_threads=n_threads, model=", ".join(models),
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"), decode_scale=c, prefill_scale=p,
-        fit_error=max(err_d, err_p), models=models, t_layer_s=tl,
+        fit_error=max(err_d, err_p), models=models, t_layer_s=tl, prefill_type_scales=type_scales,
+        decode_type_scales=decode_types,
     )
 
 
@@ -159,12 +220,15 @@ def apply(rates: DeviceRates, cal: Calibration) -> DeviceRates:
     return replace(
         rates, efficiency=cal.effective_bandwidth_gbs / rates.bandwidth_gbs, t0_s=cal.t0_s, t_layer_s=cal.t_layer_s,
         prefill_flops=cal.prefill_gflops * 1e9, calibrated=True,
-        decode_rates={t: v * cal.decode_scale for t, v in rates.decode_rates.items()},
-        prefill_rates={t: v * cal.prefill_scale for t, v in rates.prefill_rates.items()},
+        decode_rates={t: v * cal.decode_scale * cal.decode_type_scales.get(t, 1.0)
+                      for t, v in rates.decode_rates.items()},
+        prefill_rates={t: v * cal.prefill_scale * cal.prefill_type_scales.get(t, 1.0)
+                       for t, v in rates.prefill_rates.items()},
         # a step of a few streams is a decode step (llama_decode of one token per sequence): it scales with
         # the decode fit. The prefill scale comes from 256-token batches, whose kernels run differently: with
         # it, two threads' 16-stream steps on Llama-3.2-1B were predicted 1.28x too fast (2026-12-01)
-        batch_rates={t: {w: (v * cal.decode_scale, row) for w, (v, row) in tab.items()}
+        batch_rates={t: {w: (v * cal.decode_scale * cal.decode_type_scales.get(t, 1.0), row)
+                         for w, (v, row) in tab.items()}
                      for t, tab in rates.batch_rates.items()},
         source=f"calibrated {cal.measured_at} on {cal.model or 'a model'}",
     )

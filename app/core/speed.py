@@ -72,18 +72,33 @@ class Traffic:
 @dataclass
 class Parts:
     """One device's time for a token (decode) or a prompt (prefill), before scale factors:
-    Σ max(mem / bw_scale, alu / alu_scale) + attention / alu_scale + t0 × t0_count + t_layer × layer_count,
-    with mem at the device's bandwidth and alu at its compute rates."""
+    Σ max(mem / bw_scale, alu / (alu_scale × type scale)) + attention / alu_scale + t0 × t0_count
+    + t_layer × layer_count, with mem at the device's bandwidth and alu at its compute rates; `types` names
+    each group's ggml type ("KV" for the cache) so a calibration can scale one type's kernels alone."""
 
     mem: list[float] = field(default_factory=list)
     alu: list[float] = field(default_factory=list)
     attention: float = 0.0  # prefill attention products at the device's attention rate
     t0_count: float = 0.0  # how many per-token overheads this time includes
     layer_count: float = 0.0  # how many per-layer overheads (layers × tokens or micro-batches)
+    types: list[str] = field(default_factory=list)  # each group's ggml type (empty: not said)
 
-    def time(self, bw_scale: float = 1.0, alu_scale: float = 1.0, t0: float = 0.0, t_layer: float = 0.0) -> float:
-        return (sum(max(m / bw_scale, a / alu_scale) for m, a in zip(self.mem, self.alu, strict=True))
+    def time(self, bw_scale: float = 1.0, alu_scale: float = 1.0, t0: float = 0.0, t_layer: float = 0.0,
+             type_scales: dict[str, float] | None = None) -> float:
+        ts = type_scales or {}
+        kinds = self.types or [""] * len(self.mem)
+        return (sum(max(m / bw_scale, a / (alu_scale * ts.get(k, 1.0)))
+                    for m, a, k in zip(self.mem, self.alu, kinds, strict=True))
                 + self.attention / alu_scale + t0 * self.t0_count + t_layer * self.layer_count)
+
+    def alu_share(self) -> dict[str, float]:
+        """Each type's share of the compute time (a calibration scales a type's kernels from the runs it
+        dominates)."""
+        total = sum(self.alu) + self.attention
+        out: dict[str, float] = {}
+        for a, k in zip(self.alu, self.types, strict=False):
+            out[k] = out.get(k, 0.0) + (a / total if total else 0.0)
+        return out
 
     def sums(self) -> tuple[float, float]:
         """(all memory time, all compute time): the model's own two times."""
@@ -258,6 +273,7 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
         # a narrow model's matmuls reach a smaller share of the kernels' rate
         width = width_factor(info.n_embd) if dev == "cpu" else 1.0
         for gtype, g in groups[dev].items():
+            p.types.append(gtype)
             if n_prompt:
                 out_el = out_t.n_elements if out_t is not None and out_t.ggml_type == gtype and \
                     (output_on_gpu == (dev == "gpu")) else 0
@@ -281,6 +297,7 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
         else:
             kv_bytes, kv_w = attention_at(info, cfg, depth, layers, cells)
             rate = r.decode_rate(kv_type_name(cfg))
+            p.types.append("KV")
             p.mem.append(kv_bytes / bw)
             p.alu.append(kv_w / rate if rate else 0.0)
             p.t0_count, p.layer_count = 1.0, len(layers)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gguf
@@ -86,6 +86,48 @@ ZOO: dict[str, ZooSpec] = {s.key: s for s in (
     ZooSpec("olmoe-1b-7b", "OLMoE-1B-7B", "olmoe", 16, 2048, 1024, 16, 16, 128, 50304, 4096, False,
             n_expert=64, n_expert_used=8, params_b=6.92),
 )}
+
+
+def kernel_probe(layers: int = 4) -> ZooSpec:
+    """Llama-3.2-1B's width (2048, the common width of 1-3B models' matrices) with only `layers` layers and a
+    32k vocabulary: a prompt batch or a few tokens through it time one quantization's kernels in about a
+    second (calibration)."""
+    return replace(ZOO["llama-3.2-1b"], key=f"llama-3.2-1b-{layers}l", name=f"Llama-3.2-1B ({layers} layers)",
+                   n_layers=layers, n_vocab=32768)
+
+
+# Where each block keeps its float16 scale(s): (start, end) bytes within the block
+_SCALE_BYTES = {"Q4_0": (0, 2), "Q5_0": (0, 2), "Q8_0": (0, 2), "Q4_1": (0, 4), "Q5_1": (0, 4),
+                "Q2_K": (-4, None), "Q3_K": (-2, None), "Q4_K": (0, 4), "Q5_K": (0, 4), "Q6_K": (-2, None)}
+
+
+def fill_weights(path: str | Path, seed: int = 0) -> Path:
+    """Give a zoo file random weights in place of its zeros: random quants with a small float16 scale in
+    every block, random float16 matrices, norms of one. Zeros decode some types faster than real weights do
+    (Q8_0 1.13-1.29x on the development VMs; memory and shapes are the same), so where a type's kernels are
+    timed for real models the file gets weights like theirs. Writes the whole file (no longer sparse)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    reader = gguf.GGUFReader(path)
+    tensors = [(t.tensor_type, int(t.data_offset), int(t.n_bytes)) for t in reader.tensors]
+    del reader  # its memory map, before the file is written through another handle
+    scale = np.frombuffer(np.float16(0.002).tobytes(), np.uint8)
+    with open(path, "r+b") as f:
+        for qtype, offset, n_bytes in tensors:
+            if qtype == gguf.GGMLQuantizationType.F32:
+                data = np.ones(n_bytes // 4, np.float32).tobytes()
+            elif qtype in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.BF16):
+                data = (rng.standard_normal(n_bytes // 2, np.float32) * 0.02).astype(np.float16).tobytes()
+            else:
+                block = gguf.GGML_QUANT_SIZES[qtype][1]
+                blocks = rng.integers(0, 256, (n_bytes // block, block), np.uint8)
+                lo, hi = _SCALE_BYTES.get(qtype.name, (0, 2))
+                blocks[:, lo:hi] = np.resize(scale, (hi or block) - (lo % block))
+                data = blocks.tobytes()
+            f.seek(offset)
+            f.write(data)
+    return Path(path)
 
 
 def quants_for(spec: ZooSpec) -> tuple[str, ...]:
@@ -216,5 +258,18 @@ def zoo_path(spec: ZooSpec | str, quant: str, directory: str | Path) -> Path:
         Path(directory).mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         write_zoo_model(spec, quant, tmp)
+        os.replace(tmp, path)
+    return path
+
+
+def filled_zoo_path(spec: ZooSpec | str, quant: str, directory: str | Path) -> Path:
+    """The zoo file with random weights (`fill_weights`) in `directory`/filled, written if not there yet."""
+    spec = ZOO[spec] if isinstance(spec, str) else spec
+    path = Path(directory) / "filled" / file_name(spec, quant)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        write_zoo_model(spec, quant, tmp)
+        fill_weights(tmp)
         os.replace(tmp, path)
     return path
