@@ -13,6 +13,7 @@ network call would hold the window open); a daemon thread is abandoned at exit.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -55,8 +56,21 @@ def run_in_background(
     without `on_error` it is dropped (the caller chose that the result is optional)."""
     relay = _Relay(owner)
     job = BackgroundJob(name)
+    owner_ref = weakref.ref(owner)
+    lock = threading.Lock()
+    gone = threading.Event()
+
+    def owner_gone(*_: Any) -> None:
+        with lock:
+            gone.set()
 
     def deliver(callback: Callable[[Any], None] | None, value: Any) -> None:
+        alive = owner_ref()  # a weak reference: this closure must not keep the owner alive
+        if alive is not None:  # one connection per job: a long-lived owner must not collect them
+            try:
+                alive.destroyed.disconnect(owner_gone)
+            except (RuntimeError, TypeError):
+                pass
         # Unparent first: deleting the relay frees these callbacks, which may hold the last reference to the
         # owner; a parentless owner then dies at once and, were the relay still its child, would delete the
         # relay a second time from inside the relay's own destructor (a crash).
@@ -67,6 +81,11 @@ def run_in_background(
 
     relay.done.connect(lambda value: deliver(on_done, value))
     relay.failed.connect(lambda exc: deliver(on_error, exc))
+    # The worker emits on the relay from its own thread while the GUI thread may be deleting the owner, and
+    # with it the relay: an emit on a half-destroyed relay crashes the process (SIGSEGV, reproduced with an
+    # owner deleted as its job finished). The owner's `destroyed` runs on the GUI thread before its children
+    # are deleted; taking the same lock there as around the emit means the relay is either whole or known gone.
+    owner.destroyed.connect(owner_gone)
 
     def work() -> None:
         try:
@@ -76,8 +95,10 @@ def run_in_background(
         else:
             outcome, value = relay.done, result
         try:
-            outcome.emit(value)
-        except RuntimeError:  # the owner (and so the relay) is gone: nobody is waiting for the result
+            with lock:  # a queued emit only posts an event: the GUI thread waits microseconds at most
+                if not gone.is_set():
+                    outcome.emit(value)
+        except RuntimeError:  # the relay is gone: nobody is waiting for the result
             pass
         finally:
             job.finished.set()
