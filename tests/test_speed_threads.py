@@ -19,7 +19,17 @@ from app.core.load_plan import planned_threads
 from app.core.memory import MemoryConfig
 from app.core.settings import Settings
 from app.core.speed import Rates, default_rates, predict
-from app.core.speed_rates import ETA_CPU, ETA_CPU_1T, T_LAYER_CPU, bandwidth_for_threads, threads_for
+from app.core.speed_rates import (
+    ETA_CPU,
+    ETA_CPU_1T,
+    NO_VNNI_DECODE,
+    NO_VNNI_DEFAULT,
+    NO_VNNI_PREFILL,
+    T_LAYER_CPU,
+    DeviceRates,
+    bandwidth_for_threads,
+    threads_for,
+)
 
 
 def _hw(physical: int = 4, logical: int = 8) -> HardwareInfo:
@@ -55,6 +65,27 @@ def test_kernel_rates_scale_with_threads_up_to_the_cores() -> None:
     split = default_rates(hw, bw, threads=1, batch_threads=4).cpu
     assert split.decode_rate("Q4_K") == pytest.approx(r1.decode_rate("Q4_K"))
     assert split.prefill_rate("Q4_K") == pytest.approx(r4.prefill_rate("Q4_K"))
+
+
+def test_integer_kernels_without_vnni_run_slower_than_the_factors_say() -> None:
+    """The per-type factors come from a CPU with AVX512_VNNI; an x86 CPU with AVX2 but neither VNNI runs
+    llama.cpp's int8 dot products (every quantized type) slower against the same float32 probe, by type;
+    float kernels, ARM and CPUs whose features are unknown keep the factors."""
+    bw = _bw()
+    def rates(features: list[str], arch: str = "x86_64") -> DeviceRates:
+        hw = HardwareInfo(CPUInfo("c", arch, 4, 8, features), 32 * GiB, 30 * GiB, [], False)
+        return default_rates(hw, bw, threads=4).cpu
+
+    vnni, avx2 = rates(["AVX2", "AVX512F", "AVX512_VNNI"]), rates(["AVX2", "FMA"])
+    assert rates(["AVX2", "AVX_VNNI"]).decode_rate("Q4_K") == vnni.decode_rate("Q4_K")
+    assert rates([], "aarch64").decode_rate("Q4_K") == rates([]).decode_rate("Q4_K") == vnni.decode_rate("Q4_K")
+    for t in ("Q4_K", "Q8_0", "Q4_0", "Q5_K"):
+        assert avx2.decode_rate(t) == pytest.approx(vnni.decode_rate(t) * NO_VNNI_DECODE.get(t, NO_VNNI_DEFAULT))
+        assert avx2.prefill_rate(t) == pytest.approx(vnni.prefill_rate(t) * NO_VNNI_PREFILL.get(t, NO_VNNI_DEFAULT))
+        assert avx2.decode_rate(t) < vnni.decode_rate(t)
+    assert avx2.decode_rate("F16") == vnni.decode_rate("F16") and avx2.prefill_rate("F32") == vnni.prefill_rate("F32")
+    assert avx2.batch_rate("Q4_K", 4)[0] == pytest.approx(vnni.batch_rate("Q4_K", 4)[0] * NO_VNNI_DECODE["Q4_K"])
+    assert avx2.decode_rate("IQ4_XS") < vnni.decode_rate("IQ4_XS")  # a type without its own factor: "*"
 
 
 def test_bandwidth_saturates() -> None:

@@ -92,6 +92,16 @@ BATCH_PER_GEMM: dict[str, dict[int, tuple[float, float]]] = {
     "F16": {2: (0.098, 10), 3: (0.276, 780), 4: (0.354, 720), 6: (0.431, 570), 8: (0.379, 420),
              12: (0.462, 410), 16: (0.476, 390), 32: (0.276, 0), 128: (0.483, 180)},
 }
+# llama.cpp's quantized kernels multiply the weights' integer quants by int8 activations: with AVX512_VNNI or
+# AVX_VNNI one instruction does the 4-way multiply-add that plain AVX2 needs three for (maddubs, madd, add),
+# while the float32 GEMM probe runs alike on both. The factors above were measured with VNNI (the AVX-512
+# EPYC); on an x86 CPU without it the integer kernels run slower against the probe, by type: these are the
+# per-type calibrated scales of an AMD EPYC with AVX2 only (one thread, zoo run K, 2026-12-01; run J agreed
+# for Q4_K), Q6_K decode (memory-bound there) and other types at the Q4_K figure.
+NO_VNNI_DECODE = {"Q4_K": 0.62, "Q4_0": 0.75, "Q8_0": 0.88}
+NO_VNNI_PREFILL = {"Q4_K": 0.62, "Q6_K": 0.48, "Q8_0": 0.70, "Q4_0": 0.78}
+NO_VNNI_DEFAULT = 0.62
+FLOAT_TYPES = frozenset({"F16", "BF16", "F32"})  # no int8 dot product: the probe's own kind of kernel
 # The element-wise work around each prefill matmul (norms, rope, activations, copies) grows with the width
 # alone, so a width-n model reaches n / (n + PREFILL_WIDTH) of the kernels' rate (640-wide Gemma 3 270M:
 # ~140 GFLOP/s, a 1024-wide model ~176, a 3584-wide 7B ~250 on the development VM).
@@ -182,9 +192,16 @@ def bandwidth_for_threads(threads: int, read_gbs: float, read_gbs_1t: float, pro
     return min(read_gbs, read_gbs_1t * threads)
 
 
+def has_vnni(hw: Any) -> bool:
+    """False only on an x86 CPU whose features were read and show AVX2 without AVX512_VNNI or AVX_VNNI (the
+    uncalibrated factors' machine had VNNI; ARM and unknown CPUs keep them)."""
+    features = set(getattr(getattr(hw, "cpu", None), "features", None) or ())
+    return not ("AVX2" in features and not features & {"AVX512_VNNI", "AVX_VNNI"})
+
+
 def cpu_rates(read_gbs: float, gemm_flops: float, source: str, *, threads: int = 0, batch_threads: int = 0,
               probe_threads: int = 0, cores: int = 0, read_gbs_1t: float = 0.0,
-              gemm_flops_1t: float = 0.0) -> DeviceRates:
+              gemm_flops_1t: float = 0.0, vnni: bool = True) -> DeviceRates:
     """Uncalibrated CPU rates from a read bandwidth (GB/s) and a float32 GEMM rate (FLOP/s) measured with
     `probe_threads` threads, for `threads` decode and `batch_threads` prompt-batch threads (0: as probed).
     With the one-core GEMM probe (`gemm_flops_1t`) the kernels scale from it, linearly up to the cores:
@@ -198,10 +215,17 @@ def cpu_rates(read_gbs: float, gemm_flops: float, source: str, *, threads: int =
     else:
         dec_flops, pre_flops = gemm_flops * thread_scale(n, probe, cores), gemm_flops * thread_scale(nb, probe, cores)
     bw = bandwidth_for_threads(n, read_gbs, read_gbs_1t, probe)
-    decode = {t: f * dec_flops for t, f in DECODE_PER_GEMM.items()} | {"*": DECODE_DEFAULT * dec_flops}
-    prefill = {t: f * pre_flops for t, f in PREFILL_PER_GEMM.items()} | {"*": PREFILL_DEFAULT * pre_flops}
-    # a step of several tokens runs on the prompt-batch threads (llama.cpp: n_threads_batch past one token)
-    batch = {t: {w: (f * pre_flops, row) for w, (f, row) in tab.items()} for t, tab in BATCH_PER_GEMM.items()}
+    def q(t: str, table: dict[str, float]) -> float:  # the integer-dot-product kernels without VNNI
+        return 1.0 if vnni or t in FLOAT_TYPES else table.get(t, NO_VNNI_DEFAULT)
+
+    decode = ({t: f * q(t, NO_VNNI_DECODE) * dec_flops for t, f in DECODE_PER_GEMM.items()}
+              | {"*": DECODE_DEFAULT * q("*", NO_VNNI_DECODE) * dec_flops})
+    prefill = ({t: f * q(t, NO_VNNI_PREFILL) * pre_flops for t, f in PREFILL_PER_GEMM.items()}
+               | {"*": PREFILL_DEFAULT * q("*", NO_VNNI_PREFILL) * pre_flops})
+    # a step of several tokens runs on the prompt-batch threads (llama.cpp: n_threads_batch past one token);
+    # a few columns run the decode kernels (their no-VNNI factors)
+    batch = {t: {w: (f * q(t, NO_VNNI_DECODE) * pre_flops, row) for w, (f, row) in tab.items()}
+             for t, tab in BATCH_PER_GEMM.items()}
     return DeviceRates("cpu", bw, ETA_CPU if n > 1 else ETA_CPU_1T, T0_CPU, ATTENTION_PER_GEMM * pre_flops, decode_rates=decode,
                        prefill_rates=prefill, t_layer_s=T_LAYER_CPU if n > 1 else T_LAYER_1T, source=source,
                        threads=n, batch_rates=batch)
@@ -220,7 +244,8 @@ def default_rates(hw: Any, bandwidth: Any = None, threads: int | None = None,
                     "measured bandwidth" if bandwidth is not None else "assumed 20 GB/s", threads=n, batch_threads=nb,
                     probe_threads=probe or cores, cores=cores,
                     read_gbs_1t=float(getattr(bandwidth, "read_gbs_1t", 0.0) or 0.0),
-                    gemm_flops_1t=float(getattr(bandwidth, "gemm_gflops_1t", 0.0) or 0.0) * 1e9)
+                    gemm_flops_1t=float(getattr(bandwidth, "gemm_gflops_1t", 0.0) or 0.0) * 1e9,
+                    vnni=has_vnni(hw))
     gpu = None
     best = hw.best_gpu if hw is not None else None
     if best is not None:
