@@ -12,7 +12,8 @@ threads after every graph node: ~25 nodes a layer), and per ggml type two comput
 
 Uncalibrated CPU rates are the machine's own probes (numpy read bandwidth, a float32 GEMM) times
 per-type factors measured with llama.cpp (llama-cpp-python 0.3.36) on zoo models of the same shape in each
-quantization on an AVX-512 VNNI CPU; `roofline calibrate` scales them to this machine.
+quantization on an AVX-512 VNNI CPU (on x86 without VNNI the quantized types' factors are scaled by
+`NO_VNNI_DECODE` / `NO_VNNI_PREFILL`); `roofline calibrate` scales them to this machine, type by type.
 
 Threads: CPU rates are for the thread count a load uses (`threads_for`: llama.cpp's default is the
 physical cores for decode, all logical cores for prompt batches). Kernel rates scale with the threads
