@@ -59,14 +59,12 @@ def _model_path(name: str, zoo_dir: Path, default: Path) -> Path:
     files in their types get random weights, as `roofline calibrate`'s probes do (zeros decode Q8_0 faster
     than real weights); the rest stay sparse zeros (Q4_K and Q6_K decode alike on both)."""
     from app.commands.calibrate import KERNEL_PROBES
-    from app.core.zoo import filled_zoo_path, kernel_probe, zoo_path
+    from app.core.zoo import kernel_probe, zoo_path
 
     if name == "default":
         return default
     key, quant = name.split(":")
-    if key == "probe":
-        return filled_zoo_path(kernel_probe(), quant, zoo_dir)
-    return filled_zoo_path(key, quant, zoo_dir) if quant in KERNEL_PROBES else zoo_path(key, quant, zoo_dir)
+    return zoo_path(kernel_probe() if key == "probe" else key, quant, zoo_dir, random_weights=quant in KERNEL_PROBES)
 
 
 def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[str, Any]:

@@ -267,10 +267,10 @@ def test_decode_fit_gives_a_compute_bound_type_its_own_scale() -> None:
     leaves the memory-bound Q6_K at 1 (its kernel scale cannot be seen)."""
     truth = {"Q8_0": 1.6}
     a, c, t0, tl = 1.1, 0.6, 0.0005, 0.0001
-    runs = [(Parts([0.060, 0.002], [0.020, 0.001], 0.0, 1.0, 16, ["Q6_K", "KV"]), "q6"),
-            (Parts([0.030, 0.002], [0.060, 0.001], 0.0, 1.0, 16, ["Q4_K", "KV"]), "q4"),
-            (Parts([0.030, 0.008], [0.060, 0.004], 0.0, 1.0, 16, ["Q4_K", "KV"]), "q4"),
-            (Parts([0.030, 0.002], [0.090, 0.001], 0.0, 1.0, 4, ["Q8_0", "KV"]), "probe")]
+    runs = [(Parts([0.060, 0.002], [0.020, 0.001], 0.0, 1.0, 16, ["Q6_K", "F16"]), "q6"),
+            (Parts([0.030, 0.002], [0.060, 0.001], 0.0, 1.0, 16, ["Q4_K", "F16"]), "q4"),
+            (Parts([0.030, 0.008], [0.060, 0.004], 0.0, 1.0, 16, ["Q4_K", "F16"]), "q4"),
+            (Parts([0.030, 0.002], [0.090, 0.001], 0.0, 1.0, 4, ["Q8_0", "F16"]), "probe")]
     samples = [Sample("decode", 1 / p.time(a, c, t0, tl, truth), 1, p, m, probe=m == "probe")
                for p, m in runs for _ in range(2)]
     fa, fc, _, ftl, err, own = fit_decode_with_types(samples, t0)

@@ -14,7 +14,6 @@ from app.core.zoo import (
     QUANTS,
     ZOO,
     ZooSpec,
-    filled_zoo_path,
     kernel_probe,
     quants_for,
     tensor_type,
@@ -95,9 +94,9 @@ def test_filled_weights_are_random_blocks_under_a_small_scale(tmp_path: Path, qu
 
     tiny = dataclasses.replace(ZOO["llama-3.2-1b"], key="tiny", n_layers=2, n_embd=256, n_ff=512, n_head=4,
                                n_head_kv=2, n_vocab=1024)
-    path = filled_zoo_path(tiny, quant, tmp_path)
+    path = zoo_path(tiny, quant, tmp_path, random_weights=True)
     assert path.parent.name == "filled" and not path.with_suffix(".tmp").exists()
-    assert filled_zoo_path(tiny, quant, tmp_path).stat().st_mtime_ns == path.stat().st_mtime_ns  # written once
+    assert zoo_path(tiny, quant, tmp_path, random_weights=True).stat().st_mtime_ns == path.stat().st_mtime_ns
     reader = gguf.GGUFReader(path)
     seen = set()
     for t in reader.tensors:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 CALIBRATION_ZOO = (("llama-3.2-1b", "Q6_K"), ("llama-3.2-1b", "Q4_K_M"))
 # Kernel probes: a short model of the same width (`zoo.kernel_probe`, 4 layers) in each of two more common
 # types, decoded and given a prompt batch: each machine's kernels differ by type far more than one factor
-# says (Q8_0 prefill ran 0.58x Q4_K's on an Intel Xeon, 0.77x on an AMD EPYC with AVX-512; Q8_0 decode 1.6x
+# says (Q8_0 prefill ran 0.58x Q4_K's on an Intel Xeon, 0.77x on an AMD EPYC with AVX-512; Q8_0 decode 1.7x
 # faster than Q4_K-calibrated rates on an EPYC without it), so these types get scales of their own. The
 # probes get random weights (`zoo.fill_weights`, ~0.5 s, ~500 MB in the temporary directory): zeros decode
 # Q8_0 faster than real weights.
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from app.core.hardware import probe_hardware
     from app.core.memory import MemoryConfig
     from app.core.speed import default_rates, predict
-    from app.core.zoo import filled_zoo_path, kernel_probe, zoo_path
+    from app.core.zoo import kernel_probe, zoo_path
     from app.engine.client import EngineClient, EngineError
 
     path = resolve_model(args.model)
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             zp = zoo_path(key, quant, Path(tmp))  # sparse: a few MB on disk, written in under a second
             runs.append((zp, inspect_gguf(zp), (0,), False))
         for quant in KERNEL_PROBES if args.zoo else ():
-            zp = filled_zoo_path(kernel_probe(), quant, Path(tmp))
+            zp = zoo_path(kernel_probe(), quant, Path(tmp), random_weights=True)
             runs.append((zp, inspect_gguf(zp), (0,), True))
         try:
             with EngineClient() as engine:

@@ -157,7 +157,7 @@ def fit_decode_with_types(samples: list[Sample], t0_default: float
     """(bandwidth scale, compute scale, t0, per-layer overhead, rms error over all runs, per-type scales):
     the common scales and overheads from the model runs, then a kernel scale for each type that does most
     of some run's compute, with those held (a machine's matrix-vector kernels differ by type more than one
-    factor says: Q8_0's ran 1.6x what Q4_K-calibrated rates said on an AMD EPYC without AVX-512). A type
+    factor says: Q8_0's ran 1.7x what Q4_K-calibrated rates said on an AMD EPYC without AVX-512). A type
     whose runs are bound by memory whatever its scale keeps 1 (the tie rule)."""
     a, c, t0, tl, _ = fit_decode(_common(samples), t0_default)
     pts = [s for s in samples if s.kind == "decode" and s.tokens_per_s > 0]

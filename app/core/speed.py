@@ -74,7 +74,7 @@ class Parts:
     """One device's time for a token (decode) or a prompt (prefill), before scale factors:
     Σ max(mem / bw_scale, alu / (alu_scale × type scale)) + attention / alu_scale + t0 × t0_count
     + t_layer × layer_count, with mem at the device's bandwidth and alu at its compute rates; `types` names
-    each group's ggml type ("KV" for the cache) so a calibration can scale one type's kernels alone."""
+    each group's ggml type (the cache's: its K type) so a calibration can scale one type's kernels alone."""
 
     mem: list[float] = field(default_factory=list)
     alu: list[float] = field(default_factory=list)
@@ -297,7 +297,7 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
         else:
             kv_bytes, kv_w = attention_at(info, cfg, depth, layers, cells)
             rate = r.decode_rate(kv_type_name(cfg))
-            p.types.append("KV")
+            p.types.append(kv_type_name(cfg))  # attention runs at that type's rate: one scale for both
             p.mem.append(kv_bytes / bw)
             p.alu.append(kv_w / rate if rate else 0.0)
             p.t0_count, p.layer_count = 1.0, len(layers)

@@ -118,7 +118,10 @@ def fill_weights(path: str | Path, seed: int = 0) -> Path:
             if qtype == gguf.GGMLQuantizationType.F32:
                 data = np.ones(n_bytes // 4, np.float32).tobytes()
             elif qtype in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.BF16):
-                data = (rng.standard_normal(n_bytes // 2, np.float32) * 0.02).astype(np.float16).tobytes()
+                values = rng.standard_normal(n_bytes // 2, np.float32) * 0.02
+                half = values.astype(np.float16) if qtype == gguf.GGMLQuantizationType.F16 else \
+                    (values.view(np.uint32) >> 16).astype(np.uint16)  # bf16: a float32's upper half
+                data = half.tobytes()
             else:
                 block = gguf.GGML_QUANT_SIZES[qtype][1]
                 blocks = rng.integers(0, 256, (n_bytes // block, block), np.uint8)
@@ -250,26 +253,16 @@ def write_zoo_model(spec: ZooSpec | str, quant: str, path: str | Path, uniform: 
     return finish_sparse(w, path)
 
 
-def zoo_path(spec: ZooSpec | str, quant: str, directory: str | Path) -> Path:
-    """The zoo file in `directory`, written if it is not there yet (a few hundred ms)."""
+def zoo_path(spec: ZooSpec | str, quant: str, directory: str | Path, random_weights: bool = False) -> Path:
+    """The zoo file in `directory`, written if it is not there yet (a few hundred ms); with `random_weights`
+    the one given random weights (`fill_weights`: ~1 s per GB written), kept apart in `directory`/filled."""
     spec = ZOO[spec] if isinstance(spec, str) else spec
-    path = Path(directory) / file_name(spec, quant)
-    if not path.exists():
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        write_zoo_model(spec, quant, tmp)
-        os.replace(tmp, path)
-    return path
-
-
-def filled_zoo_path(spec: ZooSpec | str, quant: str, directory: str | Path) -> Path:
-    """The zoo file with random weights (`fill_weights`) in `directory`/filled, written if not there yet."""
-    spec = ZOO[spec] if isinstance(spec, str) else spec
-    path = Path(directory) / "filled" / file_name(spec, quant)
+    path = Path(directory) / ("filled" if random_weights else "") / file_name(spec, quant)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         write_zoo_model(spec, quant, tmp)
-        fill_weights(tmp)
+        if random_weights:
+            fill_weights(tmp)
         os.replace(tmp, path)
     return path
