@@ -36,7 +36,7 @@ KERNEL_PROBES = ("Q8_0", "Q4_0")
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="measure decode/prefill speed on 3 model shapes and the "
-                                         "kernels of 2 more quantizations (~1-2 min) and fit the speed model to it")
+                                         "kernels of 2 more quantizations (~2 min) and fit the speed model to it")
     add_model_arg(p)
     p.add_argument("--depth", type=int, default=1024,
                    help="also decode the first model with this many tokens in the KV cache (0: skip)")
