@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import llama_cpp  # a hard dependency: a broken install must fail here, not skip
@@ -45,3 +46,64 @@ def test_plain_tokens_greedy_matches_llama_cpps_own_greedy_generate(default_mode
         if len(theirs) == 12:
             break
     assert ours == theirs
+
+
+def _prompt_evals(llm: llama_cpp.Llama) -> tuple[int, int]:
+    """Tokens llama.cpp has evaluated so far in batches and one at a time (read as the engine reads them)."""
+    from app.engine.worker.generate import read_perf
+
+    perf = read_perf(llm)
+    return perf.n_p_eval, perf.n_eval
+
+
+def test_the_same_prompt_again_keeps_the_first_prefills_cells_and_logits(default_model: Path) -> None:
+    # A regenerated reply (same seed) must see the very logits and cells the first one saw: evaluating the last
+    # prompt token again alone rounds differently from the batch that first evaluated it (~1 logit on some CPUs).
+    llm = llama_cpp.Llama(str(default_model), n_ctx=256, n_threads=2, verbose=False)
+    prompt = llm.tokenize(b"Tell me a story about a fox.", add_bos=True)
+    first = decoding.prefill(llm, prompt)
+    first[:] = 0.0  # the caller's copy to change: the kept row is not touched
+    for _ in range(3):  # a reply continues past the prompt
+        llm.eval([int(np.argmax(decoding.logits_row(llm)))])
+    assert llm.n_tokens == len(prompt) + 3
+    before = _prompt_evals(llm)
+    again = decoding.prefill(llm, prompt)
+    assert _prompt_evals(llm) == before  # nothing evaluated
+    assert llm.n_tokens == len(prompt)
+    assert llama_cpp.llama_memory_seq_pos_max(llama_cpp.llama_get_memory(llm._ctx.ctx), 0) == len(prompt) - 1
+    llm2 = llama_cpp.Llama(str(default_model), n_ctx=256, n_threads=2, verbose=False)
+    llm2.eval(prompt)  # the same prompt as one batch, elsewhere: the row the first prefill returned
+    assert np.array_equal(again, decoding.logits_row(llm2))
+
+
+def test_a_changed_or_forgotten_prompt_is_evaluated_again(default_model: Path) -> None:
+    llm = llama_cpp.Llama(str(default_model), n_ctx=256, n_threads=2, verbose=False)
+    prompt = llm.tokenize(b"Tell me a story about a fox.", add_bos=True)
+    decoding.prefill(llm, prompt)
+    before = _prompt_evals(llm)
+    decoding.prefill(llm, prompt[:-1])  # a shorter prompt: its last token's logits were never kept
+    assert sum(_prompt_evals(llm)) == sum(before) + 1  # its last token, evaluated alone
+    decoding.prefill(llm, prompt)  # the kept prompt is now the shorter one
+    assert sum(_prompt_evals(llm)) == sum(before) + 2
+    decoding.forget_prefill(llm)  # what a context shift or a restored cache does
+    decoding.prefill(llm, prompt)
+    assert sum(_prompt_evals(llm)) == sum(before) + 3
+
+
+def test_a_context_shift_and_a_restored_cache_forget_the_kept_prefill(default_model: Path) -> None:
+    from app.engine.context_overflow import ContextOverflow
+    from app.engine.worker import saved_kv
+
+    llm = llama_cpp.Llama(str(default_model), n_ctx=256, n_threads=2, verbose=False)
+    prompt = llm.tokenize(b"Tell me a story about a fox.", add_bos=True)
+    decoding.prefill(llm, prompt)
+    assert llm in decoding._LAST_PREFILL
+    ContextOverflow(policy="rolling", n_keep=2, limit=llm.n_tokens)._shift(llm, 1)
+    assert llm not in decoding._LAST_PREFILL
+    decoding.prefill(llm, prompt)
+    size = llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, 0)
+    state = bytearray(size)
+    buf = (ctypes.c_uint8 * size).from_buffer(state)
+    assert llama_cpp.llama_state_seq_get_data(llm._ctx.ctx, buf, size, 0) == size
+    saved_kv._load(llm, state, list(prompt))
+    assert llm not in decoding._LAST_PREFILL and llm.n_tokens == len(prompt)

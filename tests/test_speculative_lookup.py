@@ -98,7 +98,8 @@ def test_a_follow_up_after_lookup_reuses_the_cache_consistently(engine: EngineCl
                      sampling=P.Sampling(temperature=0.0, max_tokens=24, seed=1, ignore_eos=True))
     again = list(engine.generate(req, timeout=600))[-1]
     m = PhaseMetrics.from_dict(again.metrics)
-    assert m.reused_tokens == m.prompt_tokens - 1  # everything but the last prompt token came from the cache
+    # the whole prompt, and its first logits, came from the cache (app.engine.decoding.prefill): nothing evaluated
+    assert m.reused_tokens == m.prompt_tokens and m.prefill_tokens == 0
     assert m.kv_cells_used == m.prompt_tokens + m.generated_tokens - 1
     assert first.finish_reason == again.finish_reason == "length"
 

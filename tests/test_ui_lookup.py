@@ -45,3 +45,21 @@ def test_checkbox_sends_prompt_lookup_to_the_engine(qtbot, default_model) -> Non
     reply = win.store.messages(win.session.conversation.id)[-1]
     assert reply.role == "assistant" and reply.state == "complete" and reply.content
     win.close()
+
+
+def test_a_reply_whose_prompt_was_all_cached_shows_no_prefill_rate(qtbot) -> None:
+    # The same prompt again keeps the first prefill's cells and logits: nothing is evaluated, so there is no
+    # prefill rate to show or plot (a zero would read as a stalled prefill).
+    win = MainWindow()
+    qtbot.addWidget(win)
+    fresh = PhaseMetrics(prompt_tokens=20, prefill_tokens=20, prefill_ms=50.0, decode_tokens=3, decode_ms=30.0)
+    cached = PhaseMetrics(prompt_tokens=20, reused_tokens=20, decode_tokens=3, decode_ms=30.0)
+    for m in (fresh, cached):
+        win.dashboard.add_metrics(m)
+    win.dashboard._show_message(cached)
+    assert (win.dashboard.card_prefill.value.text(), win.dashboard.card_prefill.detail.text()) == \
+        ("—", "nothing new to evaluate")
+    win.dashboard._update_series()  # what the staged redraw runs a frame later
+    xs, ys = win.dashboard.curve_prefill.getData()
+    assert list(xs) == [1] and list(ys) == [fresh.prefill_tps]
+    assert cached.prefill_short == "prompt cached" and fresh.prefill_short == "prefill 400 tok/s"

@@ -64,6 +64,11 @@ class PhaseMetrics:
         return rate(self.prefill_tokens, self.prefill_ms)
 
     @property
+    def prefill_short(self) -> str:
+        """The prefill rate in a few words; a prompt found whole in the cache evaluated nothing, so has none."""
+        return f"prefill {self.prefill_tps:.0f} tok/s" if self.prefill_tokens > 0 else "prompt cached"
+
+    @property
     def decode_tps(self) -> float:
         return rate(self.decode_tokens, self.decode_ms)
 

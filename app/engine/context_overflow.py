@@ -27,7 +27,7 @@ from app.core.chat_templates import ChatTemplate, render
 from app.core.sampling import Sampler
 from app.engine import protocol as P
 from app.core.saved_kv import common_prefix
-from app.engine.decoding import logits_row, reuse_prefix
+from app.engine.decoding import forget_prefill, logits_row, prefill
 
 POLICIES = ("stop", "truncate-middle", "rolling")
 
@@ -82,12 +82,11 @@ class ContextOverflow:
 
     def tokens(self, llm: Any, prompt: Sequence[int], sampler: Sampler) -> Generator[int, None, None]:
         """Like decoding.plain_tokens, with a context shift instead of an end when the cache is full."""
-        prefix = reuse_prefix(llm, prompt)
-        llm.eval(list(prompt[prefix:]))  # prefill
+        row = prefill(llm, prompt)
         ctx, batch = llm._ctx, llm._batch
         generated = 0
         while True:
-            token = sampler.sample(logits_row(llm))
+            token = sampler.sample(row)
             generated += 1
             yield token
             if llm.n_tokens >= self.limit:
@@ -97,8 +96,10 @@ class ContextOverflow:
             ctx.decode(batch)  # raises on failure
             llm.input_ids[n] = token
             llm.n_tokens = n + 1
+            row = logits_row(llm)
 
     def _shift(self, llm: Any, generated: int) -> None:
+        forget_prefill(llm)  # the cells move or are rebuilt: the kept prefill no longer describes them
         n_past = llm.n_tokens
         keep = min(self.n_keep, n_past // 2)
         drop = shift_amount(n_past, keep)

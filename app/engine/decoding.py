@@ -13,7 +13,9 @@ Imported only by the engine worker (and by speculative.py, which only the worker
 from __future__ import annotations
 
 import ctypes
+import weakref
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import llama_cpp
@@ -64,16 +66,56 @@ def reuse_prefix(llm: Any, prompt: Sequence[int]) -> int:
     return prefix
 
 
+@dataclass(frozen=True)
+class _Prefilled:
+    tokens: np.ndarray  # the prompt the last prefill brought the cache to
+    logits: np.ndarray  # its logits row for the next token, as that prefill computed it
+
+
+_LAST_PREFILL: weakref.WeakKeyDictionary[Any, _Prefilled] = weakref.WeakKeyDictionary()
+
+
+def forget_prefill(llm: Any) -> None:
+    """Drop the kept prefill of `llm`: call it whenever KV cells are rewritten other than by `prefill`
+    (a context shift, a restored cache)."""
+    _LAST_PREFILL.pop(llm, None)
+
+
+def prefill(llm: Any, prompt: Sequence[int]) -> np.ndarray:
+    """Bring the KV cache to `prompt` and return the logits row for the token after it (a copy: the caller
+    may change it).
+
+    When the cache still holds exactly the prompt the last prefill evaluated (a regenerated reply, the same
+    request again), nothing is evaluated: the cells and the logits row of that prefill are kept. Evaluating
+    the last prompt token again on its own, as llama.cpp's reuse does, would not give the same logits: its
+    one-token kernels round differently from a batch's (up to ~1 logit on the default model), so the same
+    seed would sample another reply. Keeping the row costs one copy of it (1 MB for a 262k vocabulary)."""
+    n = len(prompt)
+    kept = _LAST_PREFILL.get(llm)
+    if (kept is not None and n > 0 and llm.n_tokens >= n
+            and np.array_equal(kept.tokens, np.asarray(prompt, dtype=kept.tokens.dtype))
+            and np.array_equal(llm.input_ids[:n], kept.tokens)
+            and llm._ctx.kv_cache_seq_rm(-1, n, -1)):
+        llm.n_tokens = n
+        return kept.logits.copy()
+    forget_prefill(llm)  # cells are about to change: an error half-way must not leave a stale row behind
+    prefix = reuse_prefix(llm, prompt)
+    llm.eval(list(prompt[prefix:]))
+    row = logits_row(llm)
+    if n > 0:
+        _LAST_PREFILL[llm] = _Prefilled(np.array(prompt, dtype=llm.input_ids.dtype), row.copy())
+    return row.copy()
+
+
 def plain_tokens(llm: Any, prompt: Sequence[int], sampler: Sampler) -> Generator[int, None, None]:
     """Tokens of the reply to `prompt`, one model call each; the caller stops by closing the generator.
 
     Afterwards the cache holds the prompt and every yielded token but the last (as after `Llama.generate`)."""
-    prefix = reuse_prefix(llm, prompt)
-    llm.eval(list(prompt[prefix:]))  # prefill
+    row = prefill(llm, prompt)
     n_ctx = llm.n_ctx()
     ctx, batch = llm._ctx, llm._batch
     while True:
-        token = sampler.sample(logits_row(llm))
+        token = sampler.sample(row)
         yield token
         n = llm.n_tokens
         if n >= n_ctx:
@@ -83,3 +125,4 @@ def plain_tokens(llm: Any, prompt: Sequence[int], sampler: Sampler) -> Generator
         ctx.decode(batch)  # raises on failure
         llm.input_ids[n] = token
         llm.n_tokens = n + 1
+        row = logits_row(llm)

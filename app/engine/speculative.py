@@ -23,15 +23,18 @@ import numpy as np
 
 from app.core.sampling import Sampler
 from app.engine.context_overflow import context_limit
-from app.engine.decoding import logits_row, reuse_prefix
+from app.engine.decoding import logits_row, prefill
 
 MAX_NGRAM = 3  # longest n-gram of recent tokens looked up in the history
 MIN_NGRAM = 2  # a single matching token is weak evidence: in free text its drafts are mostly rejected
 MAX_DRAFT = 8  # most tokens drafted per step: a longer batch costs more when it is rejected
 PAUSE_TOKENS = 48  # plain tokens before lookup is tried again after losing
 REFERENCE_STEPS = 3  # plain steps first when no plain rate is known: the speed-up and the pause need one
-TIE_MARGIN = 3.0  # logits: twice the most a batch moved either of the top two (1.3 on the default model, every
-# cell batch-written, batches of 2-8 over 4 prompts × 60 tokens): rounding of that size cannot reverse a wider gap
+TIE_MARGIN = 2.0  # logits: 1.5x the most a batch changed the gap between the top candidate and any of the next
+# nine (1.31 on the default model: 8 prompts x 60 tokens, batches of 2-8 on batch-written cells; measured by
+# scripts/bench_batch_rounding, docs/bench/2026-12-01-batch-rounding-epyc-avx2.txt). A choice can only flip
+# where that gap changes by more than the gap itself. The earlier margin, twice the most one logit moved (3.0),
+# made 80 % of a base model's steps ties (its top two are often close), and no draft was ever accepted there.
 
 
 def find_draft(history: list[int] | np.ndarray, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
@@ -163,13 +166,12 @@ class PromptLookup:
     def generate(self, prompt: list[int]) -> Generator[int, None, None]:
         llm = self.llm
         n_ctx = context_limit(llm)  # not llm.n_ctx(): llama.cpp pads a small context past what input_ids holds
-        prefix = reuse_prefix(llm, prompt)
-        llm.eval(prompt[prefix:])  # prefill, the same call as the plain path's
+        first_row = prefill(llm, prompt)  # the same call as the plain path's
         self.clean = llm.n_tokens  # cells before this were computed as the plain path computes them
         history = list(prompt)
         emitted = 0
         try:
-            token = self._sample(-1)
+            token = self.sampler.sample(first_row)
             history.append(token)
             while True:
                 emitted += 1

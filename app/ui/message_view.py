@@ -270,7 +270,7 @@ class MessageWidget(QFrame):
             else:
                 self.metrics_label.setText(
                     f"<span style='color:{c.muted}'>TTFT {pm.ttft_ms:.0f} ms</span> · "
-                    f"<span style='color:{theme.PREFILL}'>prefill {pm.prefill_tps:.0f} tok/s</span> · "
+                    f"<span style='color:{theme.PREFILL}'>{pm.prefill_short}</span> · "
                     f"<span style='color:{theme.DECODE}'>decode {pm.decode_tps:.1f} tok/s</span>")
             set_plain_tooltip(self.metrics_label, "\n".join(pm.summary_lines()))
         else:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import llama_cpp
 
 from app.core import saved_kv as S
+from app.engine.decoding import forget_prefill
 
 if TYPE_CHECKING:
     from app.engine import protocol as P
@@ -109,6 +110,7 @@ def restore(engine: Engine, req: P.Generate, prompt: list[int]) -> Restore:
 
 def _load(llm: Any, state: bytearray, tokens: list[int]) -> None:
     """Replace the cache with `state`; on any refusal the cache is left empty (a plain prefill follows)."""
+    forget_prefill(llm)  # the restored cells are not the ones the kept prefill computed
     llm.reset()
     llm._ctx.kv_cache_clear()
     buf = (ctypes.c_uint8 * len(state)).from_buffer(state)

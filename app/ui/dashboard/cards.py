@@ -116,7 +116,10 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
         prefill.set("n/a", "inside TTFT (remote)")
     else:
         ttft.set(fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
-        prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
+        if m.prefill_tokens > 0:
+            prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
+        else:  # the same prompt again: its cells and first logits were kept (app.engine.decoding.prefill)
+            prefill.set("—", "nothing new to evaluate")
     detail = f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
     if m.draft_tokens:  # speculative decoding: how many drafted tokens the model agreed with, and whose
         who = "draft model" if m.drafter == "draft model" else "lookup"

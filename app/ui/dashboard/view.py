@@ -275,9 +275,10 @@ class Dashboard(QWidget):
 
     def _update_series(self) -> None:
         xs = list(range(1, len(self.history) + 1))
-        # Replies from a remote server have no visible prefill rate or (often) prompt length: leave them out
-        # of those plots rather than plot zeros.
-        local = [(x, m) for x, m in zip(xs, self.history) if not m.source.startswith("client-side")]
+        # Replies from a remote server have no visible prefill rate or (often) prompt length, and a prompt
+        # wholly in the cache evaluated nothing: leave them out of the rate plot rather than plot zeros.
+        local = [(x, m) for x, m in zip(xs, self.history)
+                 if not m.source.startswith("client-side") and m.prefill_tokens > 0]
         self.curve_prefill.setData([x for x, _ in local], [m.prefill_tps for _, m in local])
         self.curve_decode.setData(xs, [m.decode_tps for m in self.history])
         counted = [m for m in self.history if m.prompt_tokens > 0]
