@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from app.core.sampling import Sampler, SamplerParams
-from app.engine import speculative
+from app.engine import decoding, speculative
 from app.engine.speculative import PromptLookup
 
 V = 16
@@ -120,7 +120,9 @@ def run(drafter: FixedDrafter, n: int) -> list[int]:
 
 @pytest.fixture(autouse=True)
 def fake_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(speculative, "logits_row", lambda llm, idx=-1: llm.rows[idx].copy())
+    rows = lambda llm, idx=-1: llm.rows[idx].copy()  # noqa: E731
+    monkeypatch.setattr(speculative, "logits_row", rows)
+    monkeypatch.setattr(decoding, "logits_row", rows)  # the prefill's first row (decoding.prefill)
 
 
 def test_the_fake_flips_a_near_tie_on_batch_written_cells() -> None:
