@@ -35,6 +35,13 @@ def test_local_summary_keeps_prefill_and_decode_on_separate_lines() -> None:
     assert any("109/4096 cells" in line and "72.0 MiB allocated" in line for line in lines)
 
 
+def test_a_prompt_kept_whole_in_the_cache_claims_no_prefill_rate() -> None:
+    m = PhaseMetrics(prompt_tokens=17, reused_tokens=17, decode_tokens=9, decode_ms=300.0, generated_tokens=10)
+    first = m.summary_lines()[0]
+    assert first.startswith("prefill : nothing evaluated") and "0 new, 17 reused" in first and "tok/s" not in first
+    assert m.prefill_short == "prompt cached"
+
+
 def test_remote_summary_claims_only_what_the_client_saw() -> None:
     m = PhaseMetrics(source="client-side wall clock", ttft_ms=120.0, decode_tokens=4, decode_wall_ms=100.0,
                      generated_tokens=5, itl_ms=[25.0] * 4)

@@ -116,9 +116,11 @@ class PhaseMetrics:
         if self.source.startswith("client-side"):
             return self._remote_summary_lines(fmt)
         new = self.prompt_tokens - self.reused_tokens
+        evaluated = (f"{self.prefill_tokens} tok in {self.prefill_ms:.1f} ms = {self.prefill_tps:.1f} tok/s"
+                     if self.prefill_tokens > 0 else "nothing evaluated")  # the same prompt again, kept whole
         lines = [
-            f"prefill : {self.prefill_tokens} tok in {self.prefill_ms:.1f} ms = {self.prefill_tps:.1f} tok/s"
-            f"  (prompt {self.prompt_tokens} tok: {new} new, {self.reused_tokens} reused from cache)",
+            f"prefill : {evaluated}  (prompt {self.prompt_tokens} tok: {new} new, {self.reused_tokens} reused "
+            "from cache)",
             f"TTFT    : {self.ttft_ms:.1f} ms (wall clock)",
             f"decode  : {self.decode_tokens} tok in {self.decode_ms:.1f} ms = {self.decode_tps:.1f} tok/s"
             f"  (wall {self.decode_wall_tps:.1f} tok/s)",

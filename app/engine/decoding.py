@@ -82,8 +82,8 @@ def forget_prefill(llm: Any) -> None:
 
 
 def prefill(llm: Any, prompt: Sequence[int]) -> np.ndarray:
-    """Bring the KV cache to `prompt` and return the logits row for the token after it (a copy: the caller
-    may change it).
+    """Bring the KV cache to `prompt` and return the logits row for the token after it; the caller may change
+    the row (it is llama.cpp's, rewritten by the next decode, or a copy of the kept one).
 
     When the cache still holds exactly the prompt the last prefill evaluated (a regenerated reply, the same
     request again), nothing is evaluated: the cells and the logits row of that prefill are kept. Evaluating
@@ -104,7 +104,7 @@ def prefill(llm: Any, prompt: Sequence[int]) -> np.ndarray:
     row = logits_row(llm)
     if n > 0:
         _LAST_PREFILL[llm] = _Prefilled(np.array(prompt, dtype=llm.input_ids.dtype), row.copy())
-    return row.copy()
+    return row
 
 
 def plain_tokens(llm: Any, prompt: Sequence[int], sampler: Sampler) -> Generator[int, None, None]:
