@@ -1,4 +1,5 @@
-"""Shared test set-up: an isolated ROOFLINE_HOME per test, offscreen Qt, the real default model once."""
+"""Shared test set-up: an isolated ROOFLINE_HOME per test, offscreen Qt, the real default model once, and a
+recorded machine instead of live measurements (a test never reads a live bandwidth or free-memory figure)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,48 @@ def roofline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pyte
         monkeypatch.setenv("ROOFLINE_DEFAULT_MODEL", str(model))
     monkeypatch.setenv("ROOFLINE_HOME", str(home))
     return home
+
+
+# A 2-core VM's figures, recorded: the probes' outputs that every prediction starts from. Live measurements
+# differ from call to call (more so on a busy machine, where `get_bandwidth` measures again on every call), so
+# a test that computed a prediction twice could see two machines.
+RECORDED_BANDWIDTH = {
+    "read_gbs": 20.7, "copy_gbs": 14.2, "threads": 2, "buffer_bytes": 256 << 20, "runs": 6, "seconds": 1.9,
+    "measured_at": "2026-12-01T12:00:00+00:00", "gemm_gflops": 56.3, "busy": False, "read_gbs_1t": 12.1,
+    "gemm_gflops_1t": 29.4,
+}
+
+
+@pytest.fixture(scope="session")
+def recorded_memory() -> tuple[int | None, int | None]:
+    """This machine's total and free memory, read once per run: every test sees the same machine."""
+    from app.core import hardware
+
+    return hardware.probe_memory()
+
+
+@pytest.fixture(autouse=True)
+def recorded_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bandwidth and compute probes return the recorded figures, the machine never reads as busy, and
+    free memory is the figure read at the start of the run. Tests of the probes themselves are marked
+    `live_probe` and get the real ones."""
+    if request.node.get_closest_marker("live_probe"):
+        return
+    from app.core import bandwidth, hardware
+
+    def recorded_bandwidth(threads: int | None = None, **_: object) -> bandwidth.BandwidthResult:
+        return bandwidth.BandwidthResult.from_dict(RECORDED_BANDWIDTH)
+
+    def recorded_gemm(threads: int | None = None, **_: object) -> float:
+        per_core = RECORDED_BANDWIDTH["gemm_gflops_1t"]
+        assert isinstance(per_core, float)
+        return per_core * (threads or 1)
+
+    memory = request.getfixturevalue("recorded_memory")
+    monkeypatch.setattr(bandwidth, "measure_bandwidth", recorded_bandwidth)
+    monkeypatch.setattr(bandwidth, "measure_gemm", recorded_gemm)
+    monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)
+    monkeypatch.setattr(hardware, "probe_memory", lambda: memory)
 
 
 @pytest.fixture(scope="module")

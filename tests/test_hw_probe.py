@@ -183,6 +183,7 @@ def test_gpu_backend_detection(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- this machine
 
 
+@pytest.mark.live_probe
 def test_real_machine_probe_is_fast_and_complete(monkeypatch: pytest.MonkeyPatch) -> None:
     # Fast by construction: probing reads what the OS reports and never measures (a measurement is what
     # takes seconds); a wall-clock limit would test this machine's load instead.
@@ -198,6 +199,7 @@ def test_real_machine_probe_is_fast_and_complete(monkeypatch: pytest.MonkeyPatch
     assert again.machine_key == hw.machine_key and again == hw
 
 
+@pytest.mark.live_probe
 def test_bandwidth_measure_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)  # other tests may load the machine
     t = time.perf_counter()
@@ -216,6 +218,7 @@ def test_bandwidth_measure_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not bandwidth.get_bandwidth("k1", budget_s=0.5).cached  # damaged cache: measured again
 
 
+@pytest.mark.live_probe
 def test_hw_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from app.cli import main
 
@@ -234,6 +237,7 @@ def test_hw_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPa
     assert "memory bandwidth" in out and "cached" in out
 
 
+@pytest.mark.live_probe
 def test_busy_measurement_is_retried_and_keeps_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bandwidth, "machine_busy", lambda: True)
     first = bandwidth.get_bandwidth("k", budget_s=0.3)
