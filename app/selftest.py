@@ -60,9 +60,9 @@ class SelfTest:
 
 def _check_model(st: SelfTest, model: Path | None) -> Callable[[], str]:
     def run() -> str:
-        from app.core.default_model import default_model_path
-        from app.core.gguf_info import inspect_gguf
-        from app.core.metrics import fmt_bytes
+        from app.core.models.default_model import default_model_path
+        from app.core.gguf.info import inspect_gguf
+        from app.core.metrics.phase import fmt_bytes
 
         path = model or default_model_path()
         if not path.is_file():
@@ -76,7 +76,7 @@ def _check_model(st: SelfTest, model: Path | None) -> Callable[[], str]:
 
 def _check_engine(st: SelfTest, n_tokens: int, timeout: float) -> Callable[[], str]:
     def run() -> str:
-        from app.core.metrics import PhaseMetrics
+        from app.core.metrics.phase import PhaseMetrics
         from app.engine import protocol as P
         from app.engine.client import EngineClient, worker_command
 
@@ -101,7 +101,7 @@ def _check_engine(st: SelfTest, n_tokens: int, timeout: float) -> Callable[[], s
         st.facts["reply"] = text
         m = PhaseMetrics.from_dict(done.metrics)
         mode = "frozen" if getattr(sys, "frozen", False) else "python"
-        from app.core import sampling as sampler_module
+        from app.core.sampling import chain as sampler_module
 
         top_k = "C" if sampler_module.native_topk is not None else "numpy (the C extension is missing)"
         return (f"engine pid {pid} ({mode}: {' '.join(Path(a).name for a in worker_command()[:2])}), "
@@ -116,8 +116,8 @@ def _check_engine(st: SelfTest, n_tokens: int, timeout: float) -> Callable[[], s
 
 def _check_user_store(path: Path | None = None) -> Callable[[], str]:
     def run() -> str:
-        from app.core.chat_store import default_db_path
-        from app.core.store_recovery import integrity_problem
+        from app.core.chat.store import default_db_path
+        from app.core.chat.store_recovery import integrity_problem
 
         db = path or default_db_path()
         if not db.exists():
@@ -134,7 +134,7 @@ def _check_user_store(path: Path | None = None) -> Callable[[], str]:
 def _check_store(st: SelfTest) -> str:
     import sqlite3
 
-    from app.core.chat_store import ChatStore, StreamWriter
+    from app.core.chat.store import ChatStore, StreamWriter
 
     db = Path(os.environ["ROOFLINE_HOME"]) / "selftest.sqlite3"
     store = ChatStore(db)
@@ -162,7 +162,7 @@ def _check_store(st: SelfTest) -> str:
 
 
 def _check_settings() -> str:
-    from app.core.settings import load_settings, save_settings
+    from app.core.config.settings import load_settings, save_settings
 
     first = load_settings()
     if first.warning:
@@ -182,8 +182,8 @@ def _check_gui() -> str:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
-    from app.core.chat_store import ChatStore
-    from app.core.settings import LoadResult, Settings
+    from app.core.chat.store import ChatStore
+    from app.core.config.settings import LoadResult, Settings
 
     app = QApplication.instance() or QApplication(["roofline-selftest"])
     icon_file = resources_dir() / "roofline.svg"
@@ -194,7 +194,7 @@ def _check_gui() -> str:
     opaque = sum(image.pixelColor(x, y).alpha() > 0 for x in range(0, 64, 4) for y in range(0, 64, 4))
     if image.isNull() or opaque < 100:  # the icon's rounded square covers ~90 % of its 256 sample points
         raise RuntimeError(f"the SVG icon did not render ({opaque}/256 points drawn; QtSvg plugin missing?)")
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     store = ChatStore(Path(os.environ["ROOFLINE_HOME"]) / "gui.sqlite3")
     window = MainWindow(store=store, settings_result=LoadResult(Settings()))

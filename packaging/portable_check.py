@@ -229,9 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "ROOFLINE_DEFAULT_MODEL")}
     env["PYTHONUNBUFFERED"] = "1"
     if args.python:
-        command = [args.python, "-u", "-m", "app.engine.worker"]
+        command = [args.python, "-u", "-m", "app.engine.llama.worker"]
         env["PYTHONPATH"] = str(ROOT)
-        what = f"{args.python} -m app.engine.worker (source checkout)"
+        what = f"{args.python} -m app.engine.llama.worker (source checkout)"
     else:
         app = Path(args.app)
         if not app.is_file():

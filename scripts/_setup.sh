@@ -54,7 +54,7 @@ fi  # native build
 
 # ---- the app and its dependencies (llama-cpp-python is already satisfied, so pip will not rebuild it) ----
 EXTRAS="${1:-}"
-want="$(cat pyproject.toml app/core/_topk.c | sha256sum | cut -c1-16)$EXTRAS"  # the C file: rebuild on change
+want="$(cat pyproject.toml app/core/sampling/_topk.c | sha256sum | cut -c1-16)$EXTRAS"  # the C file: rebuild on change
 if [ "$(cat "$VENV/.app-install-id" 2>/dev/null)" != "$want" ]; then
   echo "roofline: installing the app and its dependencies into .venv"
   if ! "$VPY" -m pip install -q -e ".${EXTRAS}" >"$VENV/.pip-install.log" 2>&1; then
@@ -78,7 +78,7 @@ if [ "${NEED_VERIFY:-0}" = "1" ]; then
   fi
   if [ "$PORTABLE" = "1" ]; then
     # The CPU code must come from a variant module that ggml chose at run time, found in llama_cpp/lib/.
-    if ! chosen="$("$VPY" -c 'from app.engine.backends import cpu_backend, load_backends
+    if ! chosen="$("$VPY" -c 'from app.engine.llama.backends import cpu_backend, load_backends
 load_backends(); b = cpu_backend(); print(b.describe())
 raise SystemExit(b.variant in ("built-in", "none loaded", "unknown"))')"; then
       echo "roofline: the portable llama.cpp did not load a CPU variant module (got: ${chosen:-nothing})" >&2

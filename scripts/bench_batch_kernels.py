@@ -1,7 +1,7 @@
-"""The batch kernel table (app/core/speed_rates.BATCH_PER_GEMM), measured: run it through
+"""The batch kernel table (app/core/predict/rates.BATCH_PER_GEMM), measured: run it through
 scripts/bench_batch_kernels, alone on a CPU (scripts/bench_isolated) for numbers that repeat.
 
-A decode step of B sequences is a B-column product of every matrix (app/core/batching.py). For each ggml
+A decode step of B sequences is a B-column product of every matrix (app/core/predict/batching.py). For each ggml
 type this writes two sparse zoo models with every matrix in that type -- Llama-3.2-1B (2048 wide) and a
 768-wide 16-layer model with the same 128k vocabulary -- and times, on raw llama.cpp, one llama_decode of B
 tokens that all ask for logits (what a B-stream step computes) after 32 tokens of prompt, for each width B.
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.core.zoo import ZOO, ZooSpec, write_zoo_model  # noqa: E402
+from app.core.bench.zoo import ZOO, ZooSpec, write_zoo_model  # noqa: E402
 
 NARROW = ZooSpec("narrow-768", "Narrow 768", "llama", 16, 768, 2048, 12, 4, 64, 128256, 8192, True,
                  rope_base=5e5, params_b=0.2)
@@ -93,9 +93,9 @@ def time_widths(path: Path, widths: list[int], threads: int) -> dict[int, float]
 
 def matrices(spec: ZooSpec, ggml_type: str, path: Path) -> tuple[float, float]:
     """(weights, output rows) of the products one token goes through (the tied embedding as the output)."""
-    from app.core.gguf_info import inspect_gguf
-    from app.core.memory import MemoryConfig
-    from app.core.speed import weight_groups
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.memory import MemoryConfig
+    from app.core.predict.speed import weight_groups
 
     g = weight_groups(inspect_gguf(str(path)), MemoryConfig(n_gpu_layers=0), has_gpu=False)["cpu"][ggml_type]
     return g.elements, g.rows
@@ -118,9 +118,9 @@ def main() -> int:
     ap.add_argument("-t", "--threads", type=int, default=1)
     args = ap.parse_args()
     widths = sorted({int(w) for w in args.widths.split(",")})
-    from app.core.bandwidth import get_bandwidth
-    from app.core.hardware import probe_hardware
-    from app.core.speed_rates import T0_CPU, T_LAYER_1T
+    from app.core.predict.bandwidth import get_bandwidth
+    from app.core.predict.hardware import probe_hardware
+    from app.core.predict.rates import T0_CPU, T_LAYER_1T
 
     probe = get_bandwidth(probe_hardware().machine_key)
     gemm = probe.gemm_gflops_1t * 1e9 * args.threads

@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import llama_cpp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from app.core.default_model import default_model_path  # noqa: E402
-from app.core.hardware import probe_cpu  # noqa: E402
-from app.engine.decoding import logits_row  # noqa: E402
-from app.engine.speculative import TIE_MARGIN  # noqa: E402
+from app.core.models.default_model import default_model_path  # noqa: E402
+from app.core.predict.hardware import probe_cpu  # noqa: E402
+from app.engine.llama.decoding import logits_row  # noqa: E402
+from app.engine.llama.prompt_lookup import TIE_MARGIN  # noqa: E402
 
 PROMPTS = ("The capital of France is", "Once upon a time, in a small village", "def fibonacci(n):",
            "The three primary colours are", "Copy this list: apple, banana, cherry, apple, banana,",

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import llama_cpp  # noqa: E402  (benchmarks may use llama_cpp directly; the app may not)
 import numpy as np  # noqa: E402
 
-from app.core.default_model import default_model_path  # noqa: E402
-from app.core.metrics import PhaseMetrics  # noqa: E402
+from app.core.models.default_model import default_model_path  # noqa: E402
+from app.core.metrics.phase import PhaseMetrics  # noqa: E402
 from app.engine import protocol as P  # noqa: E402
 from app.engine.client import EngineClient  # noqa: E402
 

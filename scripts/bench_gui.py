@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app, when run from anywhere
 
-from app.core.metrics import percentile
+from app.core.metrics.phase import percentile
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.engine import protocol as P
 
     app = offscreen_app()
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     win = MainWindow()
     win.resize(1440, 900)
@@ -261,11 +261,11 @@ def _instrument(out: dict[str, list[float]]) -> None:
     """Wrap the GUI-thread methods that run per token batch or per poll with timers."""
     import pyqtgraph as pg
 
-    from app.core.chat_store import StreamWriter
-    from app.ui.chat_session import ChatSession
+    from app.core.chat.store import StreamWriter
+    from app.ui.chat.session import ChatSession
     from app.ui.dashboard import Dashboard
-    from app.ui.engine_qt import EngineQt
-    from app.ui.message_view import MessageWidget
+    from app.ui.engine_link.engine_qt import EngineQt
+    from app.ui.chat.message_view import MessageWidget
 
     targets = [(MessageWidget, "append"), (Dashboard, "_refresh_live"), (Dashboard, "poll"),
                (Dashboard, "add_metrics"), (StreamWriter, "flush"), (ChatSession, "_end"),

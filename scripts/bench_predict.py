@@ -38,20 +38,20 @@ def main() -> int:
     args = ap.parse_args()
 
     home = tempfile.mkdtemp(prefix="roofline-bench-")
-    from app.core.default_model import default_model_path
+    from app.core.models.default_model import default_model_path
 
     default = default_model_path()  # resolve before ROOFLINE_HOME moves the models directory
     os.environ["ROOFLINE_HOME"] = home
     os.environ["ROOFLINE_DEFAULT_MODEL"] = str(default)
 
     from app.commands.calibrate import measure
-    from app.core import calibration
-    from app.core.bandwidth import get_bandwidth
-    from app.core.gguf_info import inspect_gguf
-    from app.core.hardware import probe_hardware
-    from app.core.memory import MemoryConfig
-    from app.core.speed import Rates, default_rates, predict
-    from app.core.zoo import ZOO, zoo_path
+    from app.core.predict import calibration
+    from app.core.predict.bandwidth import get_bandwidth
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.hardware import probe_hardware
+    from app.core.predict.memory import MemoryConfig
+    from app.core.predict.speed import Rates, default_rates, predict
+    from app.core.bench.zoo import ZOO, zoo_path
     from app.engine import protocol as P
     from app.engine.client import EngineClient
 

@@ -35,8 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.core.batching import stops_paying
-from app.core.default_model import default_model_path
+from app.core.predict.batching import stops_paying
+from app.core.models.default_model import default_model_path
 
 PROMPTS = [
     "The history of the printing press begins", "A recipe for bread needs", "The planets of the solar system are",
@@ -195,8 +195,8 @@ def load_info() -> str:
 
 
 def predicted_curve(model: str, counts: list[int], threads: int, tokens: int) -> tuple[dict[int, Any], str]:
-    """app.core.batching's prediction with this machine's rates for `threads` (a stored calibration if any)."""
-    from app.core import batch_sweep
+    """app.core.predict.batching's prediction with this machine's rates for `threads` (a stored calibration if any)."""
+    from app.core.bench import batch_sweep
 
     points, calibrated = batch_sweep.predicted_curve(model, counts, threads=threads, tokens=tokens)
     source = "calibrated rates" if calibrated else "uncalibrated rates (run `roofline calibrate`)"
@@ -228,7 +228,7 @@ def sweep(model: str, counts: list[int], args: argparse.Namespace) -> int:
         server.stop()
     print(f"# after: {load_info()}")
     predicted, source = predicted_curve(model, counts, args.threads, args.tokens)
-    print(f"# predicted: app.core.batching with {source}")
+    print(f"# predicted: app.core.predict.batching with {source}")
     print()
     print("| streams | aggregate tok/s | per stream tok/s | gain over the previous count | predicted aggregate | "
           "measured / predicted | predicted bound |")
@@ -355,7 +355,7 @@ def main() -> int:
         # no schedule gives a stream its next token sooner than one step of all n streams
         points, source = predicted_curve(model, [1, n], args.threads, args.tokens)
         print(f"predicted: one step of {n} streams takes {points[n].step_s / points[1].step_s:.2f}x a single "
-              f"stream's step (app.core.batching, {source})")
+              f"stream's step (app.core.predict.batching, {source})")
     if ours and ref:
         print(f"target {n}-stream aggregate >= 0.9x llama-server's: {ours['agg'] / ref['agg']:.2f}x "
               f"({'met' if ours['agg'] >= 0.9 * ref['agg'] else 'NOT met'})")

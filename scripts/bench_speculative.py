@@ -1,6 +1,6 @@
 """Benchmark: speculative decoding on vs off, interleaved, greedy, same engine: prompt lookup, or with
 `--draft-model PATH` a draft model, whose measured speed-up is printed beside the one the speed model
-predicts (app.core.speculative) at the acceptance measured in the same runs.
+predicts (app.core.predict.speculative_speedup) at the acceptance measured in the same runs.
 
 Two prompts: a repetitive one (rewrite a function: the answer copies most of the prompt) and a free-form
 one (a story: little to copy). For each, decode speed = (generated - 1) tokens / wall time from the first
@@ -19,11 +19,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.commands._draft_summary import measured_acceptance, this_machines_rates  # noqa: E402
-from app.core.default_model import default_model_path  # noqa: E402
-from app.core.gguf_info import inspect_gguf  # noqa: E402
-from app.core.memory import MemoryConfig  # noqa: E402
-from app.core.metrics import PhaseMetrics  # noqa: E402
-from app.core.speculative import predict_speedup  # noqa: E402
+from app.core.models.default_model import default_model_path  # noqa: E402
+from app.core.gguf.info import inspect_gguf  # noqa: E402
+from app.core.predict.memory import MemoryConfig  # noqa: E402
+from app.core.metrics.phase import PhaseMetrics  # noqa: E402
+from app.core.predict.speculative_speedup import predict_speedup  # noqa: E402
 from app.engine import protocol as P  # noqa: E402
 from app.engine.client import EngineClient  # noqa: E402
 

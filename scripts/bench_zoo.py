@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.core.kv_types import KV_TYPES  # the offered KV cache types, most exact first
+from app.core.gguf.kv_types import KV_TYPES  # the offered KV cache types, most exact first
 
 # (zoo key, quant) evaluated by default: every model in the Q4_K_M mix, and the small ones in other types
 EVALUATION = [
@@ -59,7 +59,7 @@ def _model_path(name: str, zoo_dir: Path, default: Path) -> Path:
     files in their types get random weights, as `roofline calibrate`'s probes do (zeros decode Q8_0 faster
     than real weights); the rest stay sparse zeros (Q4_K and Q6_K decode alike on both)."""
     from app.commands.calibrate import KERNEL_PROBES
-    from app.core.zoo import kernel_probe, zoo_path
+    from app.core.bench.zoo import kernel_probe, zoo_path
 
     if name == "default":
         return default
@@ -72,11 +72,11 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
     import psutil
 
     from app.commands.calibrate import CALIBRATION_ZOO, KERNEL_PROBES
-    from app.core.bandwidth import get_bandwidth
-    from app.core.gguf_info import inspect_gguf
-    from app.core.hardware import probe_hardware
-    from app.core.memory import MemoryConfig, MiB, estimate_memory
-    from app.core.zoo import ZOO
+    from app.core.predict.bandwidth import get_bandwidth
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.hardware import probe_hardware
+    from app.core.predict.memory import MemoryConfig, MiB, estimate_memory
+    from app.core.bench.zoo import ZOO
     from app.engine import protocol as P
     from app.engine.client import EngineClient
 
@@ -176,14 +176,14 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
 
 def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
     """Print the tables and the targets' verdicts from measured data with the current speed model."""
-    from app.core import calibration
-    from app.core.bandwidth import BandwidthResult
-    from app.core.calibration import Sample
-    from app.core.gguf_info import inspect_gguf
-    from app.core.hardware import probe_hardware
-    from app.core.memory import MemoryConfig
-    from app.core.speed import Rates, cost_parts, default_rates, predict
-    from app.core.zoo import ZOO
+    from app.core.predict import calibration
+    from app.core.predict.bandwidth import BandwidthResult
+    from app.core.predict.calibration import Sample
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.hardware import probe_hardware
+    from app.core.predict.memory import MemoryConfig
+    from app.core.predict.speed import Rates, cost_parts, default_rates, predict
+    from app.core.bench.zoo import ZOO
 
     pr = data["probes"]
     threads = data.get("n_threads_used") or data.get("n_threads") or pr["threads"]
@@ -287,7 +287,7 @@ def main() -> int:
     args = ap.parse_args()
     args.wanted = [(k, q) for k, q in EVALUATION if not args.only or k in args.only or f"{k}:{q}" in args.only]
 
-    from app.core.default_model import default_model_path
+    from app.core.models.default_model import default_model_path
 
     default = default_model_path()  # resolve before ROOFLINE_HOME moves the models directory
     os.environ["ROOFLINE_HOME"] = tempfile.mkdtemp(prefix="roofline-bench-")

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from gui_scripting import offscreen_app, spin, wait_until
 
     app = offscreen_app()  # (on the platform chosen above)
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     win = MainWindow()
     win.measure_bandwidth_on_load = False  # 2 s of every core for one line of the roofline box

@@ -88,13 +88,13 @@ def vram_used(pid: int | None) -> tuple[int | None, int]:
 
 
 def check(repetitions: int) -> int:
-    from app.core.bandwidth import get_bandwidth
-    from app.core.gguf_info import inspect_gguf
-    from app.core.hardware import probe_hardware
-    from app.core.memory import MemoryConfig, estimate_memory
-    from app.core.recommend import GPU_BACKEND_OVERHEAD
-    from app.core.speed import default_rates, predict
-    from app.core.zoo import ZOO, zoo_path
+    from app.core.predict.bandwidth import get_bandwidth
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.hardware import probe_hardware
+    from app.core.predict.memory import MemoryConfig, estimate_memory
+    from app.core.predict.recommend import GPU_BACKEND_OVERHEAD
+    from app.core.predict.speed import default_rates, predict
+    from app.core.bench.zoo import ZOO, zoo_path
     from app.engine import protocol as P
     from app.engine.client import EngineClient
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.ui import qt_env
+from app.ui.window import qt_env
 
 
 def offscreen_app() -> QApplication:

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> int:
-    from app.core.zoo import ZOO, quants_for, zoo_path
+    from app.core.bench.zoo import ZOO, quants_for, zoo_path
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("directory", type=Path)

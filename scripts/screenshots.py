@@ -29,11 +29,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from gui_scripting import offscreen_app, spin, wait_until
 
-    from app.ui import theme
+    from app.ui.toolkit import theme
 
     app = offscreen_app()
-    from app.ui.main_window import MainWindow
-    from app.ui.message_view import MessageWidget
+    from app.ui.window.main_window import MainWindow
+    from app.ui.chat.message_view import MessageWidget
 
     win = MainWindow()
     win.resize(1440, 900)

@@ -57,7 +57,7 @@ def child(args: argparse.Namespace) -> int:
     if not args.on_screen:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     app = offscreen_app()
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     rng = random.Random(args.seed * 1000 + (1 if args.phase == "reopen" else 0))
     win = MainWindow()
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase:
         return child(args)
 
-    from app.core.default_model import default_model_path
+    from app.core.models.default_model import default_model_path
 
     model = default_model_path()  # in the real data dir, before the soak's own home is used
     home = tempfile.mkdtemp(prefix="roofline-soak-")

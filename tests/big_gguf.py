@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gguf
 
-from app.core.gguf_writing import add_hparams, add_sparse_tensor, finish_sparse
+from app.core.gguf.writing import add_hparams, add_sparse_tensor, finish_sparse
 
 # file type name -> (ggml type of most weights, llama file type)
 QUANTS = {

@@ -28,7 +28,7 @@ pytest_plugins = ["reliability_plugin", "pytester"]  # reliability counts printe
 def default_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real embedded model (Gemma 3 270M Q4_K_M), assembled and verified once per run into a temporary
     ROOFLINE_HOME: a test run never writes into the user's own data folder."""
-    from app.core.default_model import default_model_path
+    from app.core.models.default_model import default_model_path
 
     saved = {name: os.environ.pop(name, None) for name in ("ROOFLINE_DEFAULT_MODEL", "ROOFLINE_HOME")}
     os.environ["ROOFLINE_HOME"] = str(tmp_path_factory.mktemp("default-model-home"))
@@ -68,7 +68,7 @@ RECORDED_BANDWIDTH = {
 @pytest.fixture(scope="session")
 def recorded_memory() -> tuple[int | None, int | None]:
     """This machine's total and free memory, read once per run: every test sees the same machine."""
-    from app.core import hardware
+    from app.core.predict import hardware
 
     return hardware.probe_memory()
 
@@ -80,7 +80,7 @@ def recorded_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
     `live_probe` and get the real ones."""
     if request.node.get_closest_marker("live_probe"):
         return
-    from app.core import bandwidth, hardware
+    from app.core.predict import bandwidth, hardware
 
     def recorded_bandwidth(threads: int | None = None, **_: object) -> bandwidth.BandwidthResult:
         return bandwidth.BandwidthResult.from_dict(RECORDED_BANDWIDTH)

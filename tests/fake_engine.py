@@ -6,7 +6,7 @@ import itertools
 from typing import Any
 
 from app.engine import protocol as P
-from app.ui.engine_qt import EngineQt
+from app.ui.engine_link.engine_qt import EngineQt
 
 
 class FakeClient:

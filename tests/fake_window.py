@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from app.core.chat_store import ChatStore
-from app.core.settings import LoadResult, Settings
+from app.core.chat.store import ChatStore
+from app.core.config.settings import LoadResult, Settings
 
 
 @pytest.fixture
 def window(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
     from fake_engine import fake_engine
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())

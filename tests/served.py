@@ -55,7 +55,7 @@ class Served:
         import psutil
 
         kids = [p for p in psutil.Process(self.proc.pid).children()
-                if "app.engine.batch" in " ".join(p.cmdline())]
+                if "app.engine.llama.batch" in " ".join(p.cmdline())]
         assert len(kids) == 1
         return int(kids[0].pid)
 

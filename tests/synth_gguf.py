@@ -16,7 +16,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from app.core.gguf_writing import add_byte_tokenizer, add_hparams
+from app.core.gguf.writing import add_byte_tokenizer, add_hparams
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
 _FILE_TYPES = {

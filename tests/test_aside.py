@@ -1,4 +1,4 @@
-"""Damaged or unusable files are kept under a free name beside them (app.core.aside), never overwritten."""
+"""Damaged or unusable files are kept under a free name beside them (app.core.files.aside), never overwritten."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core import aside, settings, store_recovery
+from app.core.chat import store_recovery
+from app.core.config import settings
+from app.core.files import aside
 
 
 def test_aside_names_never_overwrite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

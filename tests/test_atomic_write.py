@@ -1,4 +1,4 @@
-"""Every JSON/text store is written through app.core.atomic_write: the old content or the new, never half."""
+"""Every JSON/text store is written through app.core.files.atomic_write: the old content or the new, never half."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core import atomic_write
+from app.core.files import atomic_write
 
 APP = Path(__file__).resolve().parent.parent / "app"
 

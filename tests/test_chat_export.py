@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core import chat_export
-from app.core.chat_store import ChatStore
-from app.core.metrics import PhaseMetrics
+from app.core.chat import export as chat_export
+from app.core.chat.store import ChatStore
+from app.core.metrics.phase import PhaseMetrics
 
 
 def _chat(store: ChatStore) -> int:
@@ -64,8 +64,8 @@ def test_export_from_the_chat_list(qtbot, tmp_path: Path, monkeypatch) -> None:
     from fake_engine import fake_engine
     from PySide6.QtWidgets import QFileDialog
 
-    from app.core.settings import LoadResult, Settings
-    from app.ui.main_window import MainWindow
+    from app.core.config.settings import LoadResult, Settings
+    from app.ui.window.main_window import MainWindow
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     cid = _chat(store)
@@ -94,8 +94,8 @@ def test_file_menu_exports_the_chat_on_screen(qtbot, tmp_path: Path, monkeypatch
     from fake_engine import fake_engine
     from PySide6.QtWidgets import QFileDialog
 
-    from app.core.settings import LoadResult, Settings
-    from app.ui.main_window import MainWindow
+    from app.core.config.settings import LoadResult, Settings
+    from app.ui.window.main_window import MainWindow
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     _chat(store)

@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from app.core.chat_templates import ChatTemplate, ChatTemplateError, render, select_template
+from app.core.chat.templates import ChatTemplate, ChatTemplateError, render, select_template
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Bye"}]

@@ -62,8 +62,8 @@ def test_numeric_options_are_checked_at_the_edge(argv: list[str], option: str,
 def test_a_context_that_cannot_fit_is_refused_before_loading_with_the_largest_that_does(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from app.commands import _preflight
-    from app.core.gguf_info import inspect_gguf
-    from app.core.memory import MemoryConfig, estimate_memory
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.memory import MemoryConfig, estimate_memory
 
     model = write_synthetic_gguf(tmp_path / "m.gguf", n_layers=4)
     ram = 64 << 20
@@ -148,7 +148,7 @@ def test_quantize_output_paths_fail_with_the_right_cause(tmp_path: Path, capsys:
 def test_pull_says_when_the_models_folder_cannot_be_used(capsys: pytest.CaptureFixture[str],
                                                          monkeypatch: pytest.MonkeyPatch,
                                                          roofline_home: Path) -> None:
-    from app.core import hub
+    from app.core.hub import listing as hub
 
     monkeypatch.setattr(hub, "list_variants", lambda repo: _one_variant(repo))
     (roofline_home / "data").mkdir()
@@ -159,7 +159,7 @@ def test_pull_says_when_the_models_folder_cannot_be_used(capsys: pytest.CaptureF
 
 
 def _one_variant(repo: str) -> Any:
-    from app.core import hub
+    from app.core.hub import listing as hub
 
     f = hub.HubFile(path="tiny-Q8_0.gguf", size=1000, sha256="0" * 64)
     return hub.RepoVariants(repo_id=repo, revision="main", variants=[hub.Variant(quant="Q8_0", files=[f])])

@@ -101,7 +101,7 @@ class FakeEngine:
                              model_info={"model_filename": "fake.gguf", "n_threads": 2})
 
     def generate(self, request: P.Generate, timeout: float = 600.0) -> Any:
-        from app.core.metrics import PhaseMetrics
+        from app.core.metrics.phase import PhaseMetrics
 
         yield P.Token(request.request_id, "hi", 0, 0.0)
         yield P.Done(request.request_id, "hi", "length", PhaseMetrics().to_dict())
@@ -111,7 +111,7 @@ class FakeEngine:
 def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Paths a user might pass, good and bad, plus the stand-ins for the engine and the machine."""
     import app.engine.client as client_module
-    from app.core import recommend
+    from app.core.predict import recommend
 
     monkeypatch.setattr(client_module, "EngineClient", FakeEngine)
     monkeypatch.setattr(recommend.Machine, "from_system", classmethod(lambda cls, **kw: _recorded_machine()))
@@ -129,10 +129,10 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 def _recorded_machine() -> Any:
-    from app.core.bandwidth import BandwidthResult
-    from app.core.hardware import CPUInfo, GiB, HardwareInfo
-    from app.core.recommend import Machine
-    from app.core.speed import default_rates
+    from app.core.predict.bandwidth import BandwidthResult
+    from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
+    from app.core.predict.recommend import Machine
+    from app.core.predict.speed import default_rates
 
     bw = BandwidthResult(read_gbs=13.0, copy_gbs=10.0, threads=2, buffer_bytes=1 << 28, runs=5, seconds=1.0,
                          measured_at="recorded", gemm_gflops=400.0)

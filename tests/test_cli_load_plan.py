@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core import settings as S
-from app.core.presets import preset_key
+from app.core.config import settings as S
+from app.core.models.presets import preset_key
 
 pytestmark = pytest.mark.model
 

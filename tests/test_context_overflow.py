@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from app.engine import protocol as P
-from app.engine.context_overflow import ContextOverflow, context_limit, fit_prompt, middle_cut, shift_amount
+from app.engine.llama.context_overflow import ContextOverflow, context_limit, fit_prompt, middle_cut, shift_amount
 
 
 def test_middle_cut_keeps_the_start_and_the_newest_tokens() -> None:

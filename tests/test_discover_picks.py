@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from hubserver import HubServer, hub_server  # noqa: F401 (fixture)
 
-from app.core.curated_models import CURATED
-from app.core.hardware import CPUInfo, GiB, HardwareInfo
-from app.core.recommend import NONE, Machine
-from app.core.speed import default_rates
+from app.core.models.curated import CURATED
+from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
+from app.core.predict.recommend import NONE, Machine
+from app.core.predict.speed import default_rates
 
 pytestmark = pytest.mark.gui
 
@@ -24,7 +24,7 @@ def _machine(ram_gib: float) -> Machine:
 
 @pytest.fixture
 def picks(qtbot: Any) -> Any:
-    from app.ui.discover_picks import RecommendedPicks
+    from app.ui.models_page.discover_picks import RecommendedPicks
 
     w = RecommendedPicks()
     qtbot.addWidget(w)

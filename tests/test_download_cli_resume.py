@@ -14,7 +14,9 @@ import pytest
 from hubserver import HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
 from synth_gguf import write_synthetic_gguf
 
-from app.core import downloads, library, paths
+from app.core.config import paths
+from app.core.hub import downloads
+from app.core.models import library
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +108,8 @@ def _settled(srv: HubServer, path: str) -> int:
 
 
 def test_pull_without_quant_takes_the_recommended_one(hub_server: HubServer, tmp_path: Path) -> None:
-    from app.core import hub, remote_gguf
+    from app.core.gguf import remote_header as remote_gguf
+    from app.core.hub import listing as hub
 
     f32 = write_synthetic_gguf(tmp_path / "f32.gguf", tensor_type="F32", n_layers=2)
     q8 = write_synthetic_gguf(tmp_path / "q8.gguf", tensor_type="Q8_0", n_layers=2)

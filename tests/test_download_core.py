@@ -10,7 +10,8 @@ import pytest
 from hubserver import HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
 from synth_gguf import write_synthetic_gguf
 
-from app.core import downloads, hub, paths
+from app.core.config import paths
+from app.core.hub import downloads, listing as hub
 
 
 @pytest.fixture
@@ -162,8 +163,8 @@ def test_split_variant_downloads_all_parts_and_lists_as_one(hub_server: HubServe
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import synth_gguf
 
-    from app.core import library
-    from app.core.gguf_info import inspect_gguf
+    from app.core.models import library
+    from app.core.gguf.info import inspect_gguf
 
     synth_gguf.write_synthetic_gguf(tmp_path / "m-Q8_0.gguf", tensor_type="Q8_0", n_layers=3, split_max_tensors=12)
     whole = synth_gguf.write_synthetic_gguf(tmp_path / "whole.gguf", tensor_type="Q8_0", n_layers=3)

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from app.core.drafts import MAX_DRAFTS, DraftBook, drafts_path
+from app.core.chat.unsent import MAX_DRAFTS, DraftBook, drafts_path
 
 
 def test_drafts_round_trip_privately(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""app.engine.decoding on the real default model: the logits the sampler reads are llama.cpp's, token after token."""
+"""app.engine.llama.decoding on the real default model: the logits the sampler reads are llama.cpp's, token after token."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import llama_cpp  # a hard dependency: a broken install must fail here, not skip
 import numpy as np
 
-from app.core.sampling import Sampler, SamplerParams
-from app.engine import decoding
+from app.core.sampling.chain import Sampler, SamplerParams
+from app.engine.llama import decoding
 
 
 def test_logits_row_is_llama_cpps_current_row_after_every_decode(default_model: Path) -> None:
@@ -50,7 +50,7 @@ def test_plain_tokens_greedy_matches_llama_cpps_own_greedy_generate(default_mode
 
 def _prompt_evals(llm: llama_cpp.Llama) -> tuple[int, int]:
     """Tokens llama.cpp has evaluated so far in batches and one at a time (read as the engine reads them)."""
-    from app.engine.worker.generate import read_perf
+    from app.engine.llama.worker.generate import read_perf
 
     perf = read_perf(llm)
     return perf.n_p_eval, perf.n_eval
@@ -91,8 +91,8 @@ def test_a_changed_or_forgotten_prompt_is_evaluated_again(default_model: Path) -
 
 
 def test_a_context_shift_and_a_restored_cache_forget_the_kept_prefill(default_model: Path) -> None:
-    from app.engine.context_overflow import ContextOverflow
-    from app.engine.worker import saved_kv
+    from app.engine.llama.context_overflow import ContextOverflow
+    from app.engine.llama.worker import saved_kv
 
     llm = llama_cpp.Llama(str(default_model), n_ctx=256, n_threads=2, verbose=False)
     prompt = llm.tokenize(b"Tell me a story about a fox.", add_bos=True)

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from app.engine import protocol as P
-from app.engine.worker import load
+from app.engine.llama.worker import load
 
 
 def test_the_default_is_to_read_the_weights_in() -> None:

@@ -11,7 +11,7 @@ import pytest
 from engine_helpers import collect as run
 from engine_helpers import running_engine
 
-from app.core.metrics import PhaseMetrics
+from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
 
@@ -264,7 +264,7 @@ def test_load_reports_progress_from_llama_cpp(default_model: Path) -> None:
 
 
 def test_seeded_sampling_repeats_and_the_reply_is_not_greedy(engine: EngineClient) -> None:
-    """The engine samples with app.core.sampling: a seed fixes the reply; temperature really samples."""
+    """The engine samples with app.core.sampling.chain: a seed fixes the reply; temperature really samples."""
     msgs = [{"role": "user", "content": "Tell me a story about a fox."}]
 
     def reply(rid: str, sampling: P.Sampling) -> str:

@@ -6,8 +6,8 @@ import pytest
 
 from app.engine import protocol as P
 # imports llama_cpp, a hard dependency: a broken install fails, never skips
-from app.engine.worker import engine as _engine  # noqa: F401
-from app.engine.worker import stream
+from app.engine.llama.worker import engine as _engine  # noqa: F401
+from app.engine.llama.worker import stream
 
 
 def test_tokens_leave_in_bursts_with_their_own_timestamps(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from synth_gguf import write_synthetic_gguf
 
-from app.core import calibration
+from app.core.predict import calibration
 from app.commands.calibrate import KERNEL_PROBES
-from app.core.calibration import Sample, fit_decode, fit_decode_with_types, fit_prefill
-from app.core.gguf_info import GGUFInfo, TensorInfo, inspect_gguf
-from app.core.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
-from app.core.memory import MemoryConfig
-from app.core.speed import (
+from app.core.predict.calibration import Sample, fit_decode, fit_decode_with_types, fit_prefill
+from app.core.gguf.info import GGUFInfo, TensorInfo, inspect_gguf
+from app.core.predict.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
+from app.core.predict.memory import MemoryConfig
+from app.core.predict.speed import (
     ETA_CPU,
     PREFILL_WIDTH,
     DeviceRates,
@@ -329,7 +329,7 @@ def test_calibration_storage(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)  # a 1.2B zoo model is measured too: ~30 s on a quiet machine, minutes on a busy one
 def test_calibrate_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from app.cli import main
-    from app.core.hardware import probe_hardware
+    from app.core.predict.hardware import probe_hardware
 
     model = write_synthetic_gguf(tmp_path / "tiny.gguf", n_layers=2, n_ctx=2048)
     assert main(["calibrate", "-m", str(model), "--depth", "512", "--zoo", "1", "-r", "1", "--json"]) == 0

@@ -14,7 +14,7 @@ import gguf
 import pytest
 from synth_gguf import write_synthetic_gguf
 
-from app.core.gguf_info import (
+from app.core.gguf.info import (
     GGUFError,
     GGUFTruncated,
     choose_chat_template,

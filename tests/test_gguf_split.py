@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from app.core.gguf_info import info_from_header, parse_header
-from app.core.gguf_split import merge_split, place_bytes
+from app.core.gguf.info import info_from_header, parse_header
+from app.core.gguf.split import merge_split, place_bytes
 from tests.big_gguf import write_header_only
 
 APP = Path(__file__).resolve().parent.parent / "app"

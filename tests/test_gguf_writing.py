@@ -1,4 +1,4 @@
-"""The GGUF writing pieces shared by the zoo and the test models (app.core.gguf_writing)."""
+"""The GGUF writing pieces shared by the zoo and the test models (app.core.gguf.writing)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import gguf
 from synth_gguf import byte_vocab
 
-from app.core.gguf_info import inspect_gguf
-from app.core.gguf_writing import add_byte_tokenizer, add_hparams, add_sparse_tensor, finish_sparse
+from app.core.gguf.info import inspect_gguf
+from app.core.gguf.writing import add_byte_tokenizer, add_hparams, add_sparse_tensor, finish_sparse
 
 
 def test_sparse_file_has_the_right_sizes_and_metadata(tmp_path: Path) -> None:

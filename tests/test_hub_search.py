@@ -9,7 +9,7 @@ from connect_log import record_connect_attempts
 from hubserver import HubServer, hub_server, unused_loopback_url  # noqa: F401 (fixture)
 from synth_gguf import write_synthetic_gguf
 
-from app.core import hub
+from app.core.hub import listing as hub
 
 
 def _tiny_repo(srv: HubServer, tmp_path: Path) -> dict[str, Path]:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from app.core import bandwidth, hardware
-from app.core.hardware import GiB, parse_cpuinfo, probe_amd, probe_apple, probe_cpu, probe_nvidia
+from app.core.predict import bandwidth, hardware
+from app.core.predict.hardware import GiB, parse_cpuinfo, probe_amd, probe_apple, probe_cpu, probe_nvidia
 
 # ----------------------------------------------------------------------------- NVIDIA (recorded NVML)
 

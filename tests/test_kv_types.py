@@ -8,7 +8,9 @@ import typing
 import gguf
 import pytest
 
-from app.core import kv_types, memory, recommend, settings
+from app.core.config import settings
+from app.core.gguf import kv_types
+from app.core.predict import memory, recommend
 
 
 @pytest.mark.parametrize("kv_type", kv_types.LLAMA_KV_TYPES)
@@ -40,7 +42,7 @@ def _kv_choices(command: str) -> list[tuple[str, object]]:
 @pytest.mark.parametrize("command", ["chat", "bench", "serve", "recommend"])
 def test_every_command_offers_the_same_types(command: str) -> None:
     found = _kv_choices(command)
-    # chat leaves the default to settings.json / the preset (app.core.load_plan): None means "not given"
+    # chat leaves the default to settings.json / the preset (app.core.predict.load_plan): None means "not given"
     default = None if command == "chat" else kv_types.DEFAULT_KV_TYPE
     assert found and all(c == (kv_types.KV_TYPES, default) for c in found)
 
@@ -54,6 +56,6 @@ def test_settings_and_recommender_offer_the_same_types() -> None:
 
 
 def test_library_column_names_the_same_types() -> None:
-    from app.ui.library_columns import HEADERS
+    from app.ui.models_page.library_columns import HEADERS
 
     assert "Max context f16 / q8_0 / q4_0" in HEADERS

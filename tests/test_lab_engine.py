@@ -11,7 +11,7 @@ from fake_engine import FakeClient, loaded_event
 
 from app.engine import protocol as P
 from app.engine.client import EngineError
-from app.ui.engine_qt import EngineQt
+from app.ui.engine_link.engine_qt import EngineQt
 
 pytestmark = pytest.mark.gui
 
@@ -70,7 +70,7 @@ class Factory:
 
 
 def test_a_sweep_runs_in_a_measuring_engine_the_window_engine_owns(qtbot, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from app.ui.lab_page import LabPage
+    from app.ui.lab.page import LabPage
 
     factory = Factory()
     engine = EngineQt(client_factory=factory)

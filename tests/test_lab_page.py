@@ -8,8 +8,8 @@ from pathlib import Path
 import pyqtgraph as pg
 import pytest
 
-from app.core.sweeps import SweepResult
-from app.ui.lab_page import LabPage
+from app.core.bench.sweeps import SweepResult
+from app.ui.lab.page import LabPage
 
 pytestmark = [pytest.mark.gui]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.core.sweeps import Measurement, Step, analyse, crossover, plan, run_sweep
+from app.core.bench.sweeps import Measurement, Step, analyse, crossover, plan, run_sweep
 
 # ------------------------------------------------------------------ a llama-bench JSON reader/validator
 LLAMA_BENCH_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -172,7 +172,7 @@ def test_grid_sweep_cli_exports_llama_bench_json_csv_and_png(default_model: Path
 
 
 def test_the_validator_rejects_what_llama_bench_would_not_write() -> None:
-    from app.core.benchfmt import bench_row
+    from app.core.bench.llama_bench_format import bench_row
 
     row = bench_row(n_prompt=64, n_gen=0, n_depth=0, samples_ns=[10_000_000, 12_000_000],
                     model_info={"model_filename": "m.gguf", "n_threads": 2})

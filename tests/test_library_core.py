@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from synth_gguf import write_synthetic_gguf
 
-from app.core import library, paths
+from app.core.config import paths
+from app.core.models import library
 
 
 @pytest.fixture

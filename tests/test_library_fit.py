@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from app.core.gguf_info import inspect_gguf
-from app.core.hardware import CPUInfo, GiB, HardwareInfo
-from app.core.library import LocalModel
-from app.core.library_fit import assess_models
-from app.core.recommend import Machine, max_context, memory_budget
-from app.core.speed import default_rates
-from app.core.zoo import zoo_path
+from app.core.gguf.info import inspect_gguf
+from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
+from app.core.models.library import LocalModel
+from app.core.models.fit import assess_models
+from app.core.predict.recommend import Machine, max_context, memory_budget
+from app.core.predict.speed import default_rates
+from app.core.bench.zoo import zoo_path
 
 
 def _machine(ram_gib: int) -> Machine:
@@ -69,11 +69,11 @@ def test_library_table_shows_the_fit_columns(tmp_path: Path, qtbot: Any) -> None
 
 
 def test_settings_memory_costs_and_largest_fits(tmp_path: Path) -> None:
-    from app.core.hardware import GPUInfo
-    from app.core.memory import MemoryConfig, estimate_memory
-    from app.core.metrics import fmt_bytes
-    from app.core.recommend import Budget
-    from app.ui.settings_memory import MemoryAdvisor
+    from app.core.predict.hardware import GPUInfo
+    from app.core.predict.memory import MemoryConfig, estimate_memory
+    from app.core.metrics.phase import fmt_bytes
+    from app.core.predict.recommend import Budget
+    from app.ui.settings.memory import MemoryAdvisor
 
     path = zoo_path("llama-3.2-1b", "Q4_K_M", tmp_path)
     info = inspect_gguf(path)
@@ -96,8 +96,8 @@ def test_settings_memory_costs_and_largest_fits(tmp_path: Path) -> None:
 
 @pytest.mark.gui
 def test_settings_dialog_shows_what_the_context_costs(tmp_path: Path, qtbot: Any) -> None:
-    from app.core.settings import Settings
-    from app.ui.settings_dialog import SettingsDialog
+    from app.core.config.settings import Settings
+    from app.ui.settings.dialog import SettingsDialog
 
     path = zoo_path("qwen2.5-0.5b", "Q8_0", tmp_path)
     dlg = SettingsDialog(Settings(), model_path=str(path))
@@ -114,7 +114,7 @@ def test_settings_dialog_shows_what_the_context_costs(tmp_path: Path, qtbot: Any
 
 
 def test_selector_advice_picks_among_the_quantizations_here(tmp_path: Path) -> None:
-    from app.core.library_fit import selector_advice
+    from app.core.models.fit import selector_advice
 
     q8 = str(zoo_path("llama-3.2-1b", "Q8_0", tmp_path))
     q4 = str(zoo_path("llama-3.2-1b", "Q4_K_M", tmp_path))
@@ -135,7 +135,7 @@ def test_model_selector_tooltips_say_what_is_recommended(tmp_path: Path, qtbot: 
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QComboBox
 
-    from app.ui.model_tips import annotate
+    from app.ui.model_bar.tips import annotate
 
     from PySide6.QtGui import QTextDocumentFragment
 

@@ -25,7 +25,7 @@ def _loaded(**kw: Any) -> P.Loaded:
 
 
 def test_prefilled_round_trips_and_the_live_kv_arithmetic() -> None:
-    from app.ui.dashboard_live import kv_texts, live_kv, prefill_texts
+    from app.ui.dashboard.live_numbers import kv_texts, live_kv, prefill_texts
 
     ev = P.Prefilled("r1", prompt_tokens=120, prefill_tokens=40, prefill_ms=80.0, ttft_ms=95.0, kv_cells_used=120,
                      kv_bytes_used=120 * 18432, kv_bytes_per_cell=18432.0)
@@ -45,7 +45,7 @@ def test_prefilled_round_trips_and_the_live_kv_arithmetic() -> None:
 @pytest.mark.gui
 def test_dashboard_shows_prefill_at_the_first_token_and_grows_the_kv_card(qtbot: Any) -> None:
     from app.ui.dashboard import Dashboard
-    from app.ui.engine_qt import EngineQt
+    from app.ui.engine_link.engine_qt import EngineQt
 
     engine = EngineQt()
     dash = Dashboard(engine)

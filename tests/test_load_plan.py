@@ -1,4 +1,4 @@
-"""One way from settings to a load (app.core.load_plan): settings.json, then the model's preset, then the
+"""One way from settings to a load (app.core.predict.load_plan): settings.json, then the model's preset, then the
 auto-tune result, then command-line flags, each winning over the one before; presets that do not validate are
 dropped alone, with a note, and kept in the file."""
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from app.core import settings as S
-from app.core.load_plan import plan_load
-from app.core.presets import preset_for, preset_key, set_preset
+from app.core.config import settings as S
+from app.core.predict.load_plan import plan_load
+from app.core.models.presets import preset_for, preset_key, set_preset
 
 TUNED = {"n_threads": 3, "n_threads_batch": 5, "n_ubatch": 128, "n_batch": 128}
 

@@ -1,4 +1,4 @@
-"""Machine identity has one home: app.core.machine_identity (a hash for caches, a readable name for tuning)."""
+"""Machine identity has one home: app.core.predict.machine_identity (a hash for caches, a readable name for tuning)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import platform
 from pathlib import Path
 
-from app.core import autotune, hardware, machine_identity
+from app.core.predict import autotune, hardware, machine_identity
 
 APP = Path(__file__).resolve().parent.parent / "app"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from app.core.metrics import PhaseMetrics, fmt_bytes, percentile, rate
+from app.core.metrics.phase import PhaseMetrics, fmt_bytes, percentile, rate
 
 
 def test_percentile_matches_linear_interpolation() -> None:

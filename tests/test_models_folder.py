@@ -8,10 +8,11 @@ from pathlib import Path
 
 from synth_gguf import write_synthetic_gguf
 
-from app.core import library, paths
-from app.core.default_model import default_model_path
-from app.core.settings import load_settings, save_settings
-from app.ui.model_selector import selector_entries
+from app.core.config import paths
+from app.core.models import library
+from app.core.models.default_model import default_model_path
+from app.core.config.settings import load_settings, save_settings
+from app.ui.model_bar.selector import selector_entries
 
 APP = Path(__file__).resolve().parent.parent / "app"
 

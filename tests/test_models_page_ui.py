@@ -12,7 +12,9 @@ from big_gguf import write_header_only
 from hubserver import HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
 from synth_gguf import write_synthetic_gguf
 
-from app.core import downloads, library, paths
+from app.core.config import paths
+from app.core.hub import downloads
+from app.core.models import library
 
 pytestmark = pytest.mark.gui
 
@@ -23,11 +25,11 @@ BIG_QUANTS = ["Q2_K", "Q3_K_M", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "F16
 def recorded_machine(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Predictions for a recorded machine like the development one (2 cores, 24 GiB, ~13 GB/s, no GPU):
     the page's plumbing is under test here, not this host's load-dependent bandwidth probe."""
-    from app.core import remote_gguf
-    from app.core.bandwidth import BandwidthResult
-    from app.core.hardware import CPUInfo, GiB, HardwareInfo
-    from app.core.recommend import Machine
-    from app.core.speed import default_rates
+    from app.core.gguf import remote_header as remote_gguf
+    from app.core.predict.bandwidth import BandwidthResult
+    from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
+    from app.core.predict.recommend import Machine
+    from app.core.predict.speed import default_rates
 
     bw = BandwidthResult(read_gbs=13.0, copy_gbs=10.0, threads=2, buffer_bytes=1 << 28, runs=5, seconds=1.0,
                          measured_at="recorded", gemm_gflops=400.0)
@@ -181,7 +183,7 @@ def test_unfinished_download_from_last_run_shows_paused(hub_server: HubServer, t
     src = write_synthetic_gguf(tmp_path / "s.gguf", n_layers=2)
     hub_server.state.add_repo("acme/Tiny-GGUF", {"Tiny-F32.gguf": src})
     hub_server.state.drop_after["Tiny-F32.gguf"] = 100_000
-    from app.core import hub
+    from app.core.hub import listing as hub
 
     rv = hub.list_variants("acme/Tiny-GGUF")
     task = downloads.plan(rv.variants[0], rv.repo_id, rv.revision, paths.models_dir())

@@ -149,7 +149,7 @@ def test_every_library_libllama_needs_is_collected() -> None:
 
 
 def test_runtime_hook_points_at_the_bundled_model_only_when_it_is_there(tmp_path: Path) -> None:
-    from app.core.default_model import DEFAULT_MODEL_FILENAME
+    from app.core.models.default_model import DEFAULT_MODEL_FILENAME
 
     hook = ROOT / "packaging" / "rthook_roofline.py"
     probe = ("import os, runpy, sys; sys._MEIPASS = sys.argv[1]; runpy.run_path(sys.argv[2]); "

@@ -129,7 +129,7 @@ def test_harness_line_flags_an_unexpected_variant() -> None:
 
 
 def test_variant_names_from_library_files() -> None:
-    from app.engine.backends import variant_of
+    from app.engine.llama.backends import variant_of
 
     assert variant_of("/x/llama_cpp/lib/libggml-cpu-haswell.so") == "haswell"
     assert variant_of("libggml-cpu-armv8.2_1.so") == "armv8.2_1"
@@ -144,7 +144,7 @@ def _worker(env_extra: dict[str, str], model: Path | None, timeout: float = 240)
     import os
     import time
 
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "app.engine.worker"], cwd=ROOT, stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "app.engine.llama.worker"], cwd=ROOT, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra})
     assert proc.stdin is not None and proc.stdout is not None
@@ -234,7 +234,7 @@ def test_no_variant_module_contains_amx_instructions(tmp_path: Path) -> None:
 def test_hw_names_the_cpu_variant_the_engine_uses(capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from app.cli import main
-    from app.core import bandwidth
+    from app.core.predict import bandwidth
 
     monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)
     assert main(["hw", "--json"]) == 0
@@ -246,8 +246,8 @@ def test_hw_names_the_cpu_variant_the_engine_uses(capsys: pytest.CaptureFixture[
 
 def test_hw_text_line_for_the_variant_and_for_an_engine_that_did_not_start() -> None:
     from app.commands.hw import describe
-    from app.core.bandwidth import BandwidthResult
-    from app.core.hardware import probe_hardware
+    from app.core.predict.bandwidth import BandwidthResult
+    from app.core.predict.hardware import probe_hardware
 
     hw = probe_hardware(gpu_offload=False)
     bw = BandwidthResult(read_gbs=10.0, copy_gbs=8.0, threads=2, buffer_bytes=1, runs=1, seconds=0.1,

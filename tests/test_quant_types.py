@@ -5,7 +5,9 @@ from __future__ import annotations
 import gguf
 import pytest
 
-from app.core import hub, quant_quality, quant_types
+from app.core.gguf import quant_types
+from app.core.hub import listing as hub
+from app.core.predict import quality as quant_quality
 
 
 @pytest.mark.parametrize("file_type", quant_types.PURE_TYPES)

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from synth_gguf import write_synthetic_gguf
 
-from app.core import library, paths
-from app.core.downloads import provenance_path
-from app.core.gguf_info import inspect_gguf
+from app.core.config import paths
+from app.core.models import library
+from app.core.hub.downloads import provenance_path
+from app.core.gguf.info import inspect_gguf
 from app.engine.quantize_client import QuantizeCancelled, QuantizeError, QuantizeJob, quantize_model
 
 
@@ -93,7 +94,7 @@ def _catch(fn, errors: list[BaseException]) -> None:  # type: ignore[no-untyped-
 
 
 def test_quant_choices_match_the_engine_side() -> None:
-    from app.engine.quantize import QUANT_TYPES
+    from app.engine.llama.quantize import QUANT_TYPES
     from app.engine.quantize_client import QUANT_CHOICES
 
     assert QUANT_CHOICES == QUANT_TYPES

@@ -12,7 +12,7 @@ import pytest
 from thinking_server import ANSWER, INLINE_CHUNKS, THINKING, ThinkingServer
 
 from app.engine import protocol as P
-from app.engine.remote import RemoteClient
+from app.engine.remote.backend import RemoteClient
 
 
 def _chat(url: str) -> tuple[list[P.Token], P.Done]:

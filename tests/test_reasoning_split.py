@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from app.core.reasoning import ReasoningSplitter, ends_inside_thinking, split_reasoning
+from app.core.chat.reasoning import ReasoningSplitter, ends_inside_thinking, split_reasoning
 from app.engine import protocol as P
 from app.engine.reasoning_stream import ReasoningStream
 

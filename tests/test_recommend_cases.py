@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from big_gguf import write_header_only
 
-from app.core.bandwidth import BandwidthResult
-from app.core.gguf_info import GGUFInfo, inspect_gguf
-from app.core.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo, probe_apple
-from app.core.quant_quality import quality
-from app.core.recommend import CPU, FULL, NONE, PARTIAL, Candidate, Machine, recommend
-from app.core.speed import default_rates
+from app.core.predict.bandwidth import BandwidthResult
+from app.core.gguf.info import GGUFInfo, inspect_gguf
+from app.core.predict.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo, probe_apple
+from app.core.predict.quality import quality
+from app.core.predict.recommend import CPU, FULL, NONE, PARTIAL, Candidate, Machine, recommend
+from app.core.predict.speed import default_rates
 
 QUANTS = ["Q2_K", "Q4_K_M", "Q8_0", "F16"]
 BW = BandwidthResult(read_gbs=40.0, copy_gbs=30.0, threads=8, buffer_bytes=1 << 28, runs=5, seconds=1.0,
@@ -136,7 +136,7 @@ def test_quality_and_json(llama8b: dict[str, GGUFInfo]) -> None:
 
 
 def test_calibrated_label(llama8b: dict[str, GGUFInfo]) -> None:
-    from app.core import calibration
+    from app.core.predict import calibration
 
     m = desktop(gpu=None)
     cal = calibration.Calibration(m.hw.machine_key, "cpu", effective_bandwidth_gbs=20.0, t0_s=0.002,
@@ -203,7 +203,7 @@ def test_non_text_model_is_not_recommended(tmp_path: Path, llama8b: dict[str, GG
 
 def test_a_slow_machine_does_not_get_the_worst_quality_by_default() -> None:
     """When every variant is slow, demanding all of the fastest one's speed would always pick Q2_K."""
-    from app.core.recommend import VariantReport, choose
+    from app.core.predict.recommend import VariantReport, choose
 
     def report(name: str, tps: float) -> VariantReport:
         return VariantReport(name=name, file_type=name, size=1, verdict=CPU, n_layers=32, n_gpu_layers=0,

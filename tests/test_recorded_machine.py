@@ -20,7 +20,7 @@ import os
 import random
 import time
 
-import app.core.bandwidth as bandwidth
+import app.core.predict.bandwidth as bandwidth
 
 os.getloadavg = lambda: (64.0, 64.0, 64.0)
 

@@ -3,7 +3,7 @@
 100 mutations of a tiny synthetic model (truncations, bit flips in header and tensor data, wrong magic and
 version, absurd tensor/metadata counts, dimensions, types, offsets and string lengths) and 5 of the real default
 model's header (its 262k-token vocabulary makes the header 6.5 MB). Every file goes through both doors the app
-has: `app.core.gguf_info.inspect_gguf` (the library, the model picker) and the engine's load. Structural damage
+has: `app.core.gguf.info.inspect_gguf` (the library, the model picker) and the engine's load. Structural damage
 must be refused with a plain message; a flipped bit that leaves the structure valid (a letter in a name, a weight)
 may load, and then must generate. The engine either survives each file or dies alone and is restarted.
 """
@@ -19,7 +19,7 @@ import pytest
 from reliability_plugin import record
 from synth_gguf import write_synthetic_gguf
 
-from app.core.gguf_info import GGUFError, inspect_gguf, parse_header
+from app.core.gguf.info import GGUFError, inspect_gguf, parse_header
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
 

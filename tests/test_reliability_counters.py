@@ -12,7 +12,7 @@ from reliability_plugin import LossTally
 TESTS = Path(__file__).resolve().parent
 
 PLANTED = '''
-from app.core.chat_store import ChatStore
+from app.core.chat.store import ChatStore
 from reliability_plugin import counting_losses
 
 

@@ -19,7 +19,8 @@ from hubserver import HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
 from reliability_plugin import record
 from synth_gguf import write_synthetic_gguf
 
-from app.core import downloads, hub, paths
+from app.core.config import paths
+from app.core.hub import downloads, listing as hub
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "acme/Flaky-GGUF"
@@ -61,7 +62,8 @@ def test_a_download_cut_ten_times_still_completes_and_verifies(hub_server: HubSe
 
 _PULL = """
 import sys
-from app.core import downloads, hub, paths
+from app.core.config import paths
+from app.core.hub import downloads, listing as hub
 rv = hub.list_variants(sys.argv[1])
 downloads.download_variant(downloads.plan(rv.variants[0], rv.repo_id, rv.revision, paths.models_dir()))
 """

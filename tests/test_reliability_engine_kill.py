@@ -24,7 +24,7 @@ import pytest
 from PySide6.QtCore import QObject, Signal
 from reliability_plugin import counting_losses, record
 
-from app.core.chat_store import ChatStore
+from app.core.chat.store import ChatStore
 from app.engine import protocol as P
 from app.engine.client import EngineClient
 
@@ -113,7 +113,7 @@ def _measure_prefill(config: P.LoadConfig) -> float:
 
 
 def test_engine_killed_twenty_times_loses_nothing(default_model: Path, tmp_path: Path, qtbot: Any) -> None:
-    from app.ui.chat_session import ChatSession
+    from app.ui.chat.session import ChatSession
 
     rng = random.Random(SEED)
     phases = ["load"] * 7 + ["prefill"] * 6 + ["decode"] * 7
@@ -215,8 +215,8 @@ def test_engine_killed_twenty_times_loses_nothing(default_model: Path, tmp_path:
 
 @pytest.mark.gui
 def test_window_survives_engine_kills_during_streaming(default_model: Path, tmp_path: Path, qtbot: Any) -> None:
-    from app.core.settings import LoadResult, Settings
-    from app.ui.main_window import MainWindow
+    from app.core.config.settings import LoadResult, Settings
+    from app.ui.window.main_window import MainWindow
 
     store = ChatStore(tmp_path / "gui.sqlite3")
     settings = Settings(n_ctx=512, threads=1)

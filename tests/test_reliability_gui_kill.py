@@ -27,7 +27,7 @@ import psutil
 import pytest
 from reliability_plugin import counting_losses, record
 
-from app.core import paths
+from app.core.config import paths
 
 pytestmark = [pytest.mark.model, pytest.mark.gui]
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ DRIVER = textwrap.dedent("""
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
     from app.engine import protocol as P
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     model, tag = sys.argv[1], sys.argv[2]
     def say(**kw):
@@ -171,7 +171,7 @@ def test_gui_killed_while_streaming_keeps_every_saved_message(default_model: Pat
             # What the next start does with it: the reply becomes `interrupted`, its text untouched.
             committed[long_id] = ("assistant", content, "interrupted")
             if round_no == ROUNDS - 1:
-                from app.core.chat_store import ChatStore
+                from app.core.chat.store import ChatStore
 
                 store = ChatStore(db)
                 assert store.recover_streaming() == 1

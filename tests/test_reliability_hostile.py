@@ -12,8 +12,9 @@ from hubserver import HubServer, hub_server  # noqa: F401 (fixture)
 from reliability_plugin import record
 from synth_gguf import write_synthetic_gguf
 
-from app.core import downloads, hub, paths
-from app.core.chat_templates import ChatTemplate, ChatTemplateError, render
+from app.core.config import paths
+from app.core.hub import downloads, listing as hub
+from app.core.chat.templates import ChatTemplate, ChatTemplateError, render
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
 

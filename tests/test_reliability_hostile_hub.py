@@ -14,7 +14,9 @@ from hubserver import COMMIT, HubServer, hub_server, sha256_of  # noqa: F401 (fi
 from reliability_plugin import hostile_tried, record
 from synth_gguf import write_synthetic_gguf
 
-from app.core import downloads, hub, paths, remote_gguf
+from app.core.config import paths
+from app.core.gguf import remote_header as remote_gguf
+from app.core.hub import downloads, listing as hub
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,7 +165,7 @@ def test_a_failed_first_attempt_leaves_no_empty_folders(hub_server: HubServer, t
 
 
 def test_reading_the_header_cap_leaves_a_damaged_settings_file_alone() -> None:
-    from app.core.settings import settings_path
+    from app.core.config.settings import settings_path
 
     path = settings_path()
     path.parent.mkdir(parents=True, exist_ok=True)

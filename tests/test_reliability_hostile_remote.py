@@ -23,7 +23,7 @@ from synth_gguf import write_synthetic_gguf
 
 from app.engine import protocol as P
 from app.engine.client import EngineError
-from app.engine.remote import MAX_JSON_BYTES, RemoteClient
+from app.engine.remote.backend import MAX_JSON_BYTES, RemoteClient
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ("\x1b", "\x07", "\x9b", "\r")
@@ -103,7 +103,7 @@ def test_escape_sequences_in_a_model_file_never_reach_the_terminal(tmp_path: Pat
 
 
 def test_clean_text_keeps_text_and_drops_every_kind_of_escape() -> None:
-    from app.core.untrusted import clean_line, clean_text
+    from app.core.files.untrusted import clean_line, clean_text
 
     assert clean_text("a\x1b[2Jb\x1b]0;title\x07c\x1b]8;;http://x\x1b\\d\re\tf\ng\x9b2Jh\x00\x7f") == "abcde\tf\ngh"
     assert clean_line("one\ntwo\tthree\x1bP+q\x1b\\") == "one two three"
@@ -144,7 +144,7 @@ def test_help_says_where_the_key_can_come_from() -> None:
 
 
 def test_settings_are_created_readable_by_the_owner_only() -> None:
-    from app.core.settings import Settings, save_settings, settings_path
+    from app.core.config.settings import Settings, save_settings, settings_path
 
     old = os.umask(0o022)
     try:

@@ -17,8 +17,8 @@ import pytest
 from reliability_plugin import record
 from synth_gguf import write_synthetic_gguf
 
-from app.core import template_sandbox
-from app.core.chat_templates import ChatTemplate, ChatTemplateError, render
+from app.core.chat import template_sandbox
+from app.core.chat.templates import ChatTemplate, ChatTemplateError, render
 from app.engine import limits
 from app.engine import protocol as P
 from app.engine.client import EngineClient
@@ -70,7 +70,7 @@ def test_templates_that_spin_or_allocate_silently_are_stopped(name: str,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     source = {**SPINNING, **ALLOCATING}[name]
     # The wall clock is out of the picture: only the step budget and the size checks may stop these.
-    monkeypatch.setattr("app.core.chat_templates.MAX_RENDER_SECONDS", 3600.0)
+    monkeypatch.setattr("app.core.chat.templates.MAX_RENDER_SECONDS", 3600.0)
     with pytest.raises(ChatTemplateError, match="unsafe|could not be rendered|out of memory"):
         render(ChatTemplate("gguf", "gguf", jinja=source), MESSAGES)
     record("hostile inputs refused")
@@ -79,7 +79,7 @@ def test_templates_that_spin_or_allocate_silently_are_stopped(name: str,
 def test_the_step_budget_counts_loop_items(monkeypatch: pytest.MonkeyPatch) -> None:
     source = "{% for a in range(300) %}{% for b in range(1000) %}{% endfor %}{% endfor %}x"
     template = ChatTemplate("gguf", "gguf", jinja=source)
-    monkeypatch.setattr("app.core.chat_templates.MAX_RENDER_SECONDS", 3600.0)
+    monkeypatch.setattr("app.core.chat.templates.MAX_RENDER_SECONDS", 3600.0)
     assert render(template, MESSAGES) == "x"  # 300k loop items fit the default budget...
     monkeypatch.setattr(template_sandbox, "MAX_STEPS", 200_000)
     with pytest.raises(ChatTemplateError, match="too many steps"):
@@ -87,7 +87,7 @@ def test_the_step_budget_counts_loop_items(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_the_wall_clock_is_checked_inside_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("app.core.chat_templates.MAX_RENDER_SECONDS", 0.0)
+    monkeypatch.setattr("app.core.chat.templates.MAX_RENDER_SECONDS", 0.0)
     monkeypatch.setattr(template_sandbox, "MAX_STEPS", 10**12)
     t0 = time.monotonic()
     with pytest.raises(ChatTemplateError, match="ran longer than"):

@@ -14,7 +14,8 @@ import pytest
 from connect_log import record_connect_attempts
 from reliability_plugin import record
 
-from app.core import hub, paths
+from app.core.config import paths
+from app.core.hub import listing as hub
 
 ROOT = Path(__file__).resolve().parents[1]
 UNROUTABLE = "http://203.0.113.7"  # TEST-NET-3: following this redirect would hang until a timeout
@@ -92,7 +93,7 @@ def test_hub_api_refuses_a_redirect_to_plain_http(redirector: str, monkeypatch: 
 
 
 def test_downloads_refuse_a_redirect_to_plain_http(redirector: str) -> None:
-    from app.core.downloads import http_client
+    from app.core.hub.downloads import http_client
 
     with http_client() as client, pytest.raises(hub.HubInsecure, match="203.0.113.7"):
         client.get(redirector + "/acme/model/resolve/main/model.gguf")
@@ -114,8 +115,8 @@ def test_api_keys_go_to_the_keyring_and_never_into_our_files(monkeypatch: pytest
     import keyring
     from keyring.backend import KeyringBackend
 
-    from app.core import secrets
-    from app.core.settings import load_settings, save_settings
+    from app.core.config import secrets
+    from app.core.config.settings import load_settings, save_settings
 
     class Memory(KeyringBackend):
         priority = 1  # type: ignore[assignment]

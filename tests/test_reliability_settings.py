@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from reliability_plugin import record
 
-from app.core import settings as S
+from app.core.config import settings as S
 
 DAMAGED: dict[str, bytes] = {
     "empty": b"",
@@ -84,8 +84,8 @@ def test_a_valid_older_file_is_read_not_replaced() -> None:
 
 @pytest.mark.gui
 def test_window_starts_with_defaults_and_says_why(qtbot: Any, tmp_path: Path) -> None:
-    from app.core.chat_store import ChatStore
-    from app.ui.main_window import MainWindow
+    from app.core.chat.store import ChatStore
+    from app.ui.window.main_window import MainWindow
 
     S.settings_path().write_bytes(b'{"version": 1e400}')  # crashed load_settings before the fix
     store = ChatStore(tmp_path / "c.sqlite3")

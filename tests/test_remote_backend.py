@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 import pytest
 from llama_server import KEY, start_server
 
-from app.core.metrics import PhaseMetrics
+from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.engine.client import EngineError
-from app.engine.remote import SOURCE, RemoteClient
+from app.engine.remote.backend import SOURCE, RemoteClient
 
 
 def _greedy(n: int) -> P.Sampling:
@@ -175,7 +175,7 @@ def test_keyring_key_is_used_when_none_is_given(monkeypatch: pytest.MonkeyPatch)
     import keyring
     from keyring.backend import KeyringBackend
 
-    from app.core import secrets
+    from app.core.config import secrets
 
     class Memory(KeyringBackend):
         priority = 1  # type: ignore[assignment]
@@ -215,7 +215,7 @@ def test_without_a_keyring_backend_the_key_is_not_stored(monkeypatch: pytest.Mon
     import keyring
     from keyring.backends import fail
 
-    from app.core import secrets
+    from app.core.config import secrets
 
     old = keyring.get_keyring()
     keyring.set_keyring(fail.Keyring())
@@ -233,7 +233,7 @@ def test_without_a_keyring_backend_the_key_is_not_stored(monkeypatch: pytest.Mon
 def test_grid_sweep_runs_against_the_remote_with_client_side_timings(server: str) -> None:
     from test_lab_sweeps import read_llama_bench_json
 
-    from app.core.sweeps import plan, run_sweep
+    from app.core.bench.sweeps import plan, run_sweep
     from app.engine.sweep_backend import RemoteSweepBackend
 
     with RemoteClient(server, api_key=KEY) as client:

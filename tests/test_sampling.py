@@ -1,8 +1,8 @@
-"""app.core.sampling: the same distribution as llama.cpp's own sampler chain, at a fraction of the cost.
+"""app.core.sampling.chain: the same distribution as llama.cpp's own sampler chain, at a fraction of the cost.
 
 The reference is llama.cpp itself: its penalties → top-k → typical → top-p → min-p → temp chain (as
 llama-cpp-python builds it) applied to a full candidate array, survivors turned into probabilities. Every
-sampler test runs twice: with the C top-k (app/core/_topk.c) and with the numpy path used where it is not
+sampler test runs twice: with the C top-k (app/core/sampling/_topk.c) and with the numpy path used where it is not
 built."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import ctypes
 import numpy as np
 import pytest
 
-from app.core import sampling
-from app.core.sampling import Sampler, SamplerParams
+from app.core.sampling import chain as sampling
+from app.core.sampling.chain import Sampler, SamplerParams
 
 N_VOCAB = 262_144  # Gemma 3's vocabulary: the size the shortcuts are for
 
@@ -24,7 +24,7 @@ def top_k_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     if request.param == "numpy":
         monkeypatch.setattr(sampling, "native_topk", None)
     else:
-        assert sampling.native_topk is not None, "the set-up did not build app.core._topk (no C compiler?)"
+        assert sampling.native_topk is not None, "the set-up did not build app.core.sampling._topk (no C compiler?)"
     return str(request.param)
 
 

@@ -1,4 +1,4 @@
-"""One set of sampling defaults (app.core.sampling_defaults) for the window, `roofline chat`, the engine
+"""One set of sampling defaults (app.core.sampling.defaults) for the window, `roofline chat`, the engine
 protocol and the server."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from app.commands import chat
-from app.core import sampling_defaults as D
-from app.core.settings import SamplingDefaults
+from app.core.sampling import defaults as D
+from app.core.config.settings import SamplingDefaults
 from app.engine import protocol as P
 from app.server import openai_api as api
 
@@ -25,7 +25,7 @@ def test_window_settings_and_engine_protocol() -> None:
 
 
 def test_command_line(tmp_path, monkeypatch) -> None:
-    """Flags left out come from the settings (app.core.load_plan): with no settings file, the shared defaults."""
+    """Flags left out come from the settings (app.core.predict.load_plan): with no settings file, the shared defaults."""
     monkeypatch.setenv("ROOFLINE_HOME", str(tmp_path))
     parser = argparse.ArgumentParser()
     chat.register(parser.add_subparsers())

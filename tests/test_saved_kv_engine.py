@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core import saved_kv as S
+from app.core.chat import saved_kv as S
 from app.engine import protocol as P
 from app.engine.client import EngineClient
 

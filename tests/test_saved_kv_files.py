@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core import saved_kv as S
+from app.core.chat import saved_kv as S
 
 KEY = {"model": "/m/a.gguf", "model_bytes": 10, "model_mtime_ns": 1, "n_ctx": 1024, "type_k": "f16",
        "type_v": "f16", "flash_attn": False, "swa_full": True, "llama_cpp": "0.3.36"}

@@ -146,8 +146,8 @@ def test_refusal_is_one_line_without_a_traceback(tmp_path) -> None:  # type: ign
 
 
 def make_sequence(stop: list[str], max_tokens: int = 10):  # type: ignore[no-untyped-def]
-    from app.core.sampling import Sampler, SamplerParams
-    from app.engine.batch.sequence import Sequence
+    from app.core.sampling.chain import Sampler, SamplerParams
+    from app.engine.llama.batch.sequence import Sequence
 
     return Sequence(request_id="r", prompt=[1, 2, 3], sampler=Sampler(SamplerParams(), 8, 0),
                     max_tokens=max_tokens, requested_max_tokens=max_tokens, stop=stop, ignore_eos=False,

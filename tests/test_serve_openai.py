@@ -114,7 +114,7 @@ def test_errors_are_openai_shaped(served: Served) -> None:
 
 def test_remote_backend_reads_serve(served: Served) -> None:
     from app.engine import protocol as P
-    from app.engine.remote import RemoteClient
+    from app.engine.remote.backend import RemoteClient
 
     with RemoteClient(served.url, api_key=KEY) as remote:
         loaded = remote.connect()

@@ -59,8 +59,8 @@ def test_stop_string_still_cuts_the_text_of_a_chunk_per_token_stream(served: Ser
 
 def test_remote_backend_shows_the_servers_prefill_numbers(served: Served) -> None:
     from app.engine import protocol as P
-    from app.engine.remote import RemoteClient
-    from app.engine.server_timings import SERVER_SOURCE
+    from app.engine.remote.backend import RemoteClient
+    from app.engine.remote.server_timings import SERVER_SOURCE
 
     with RemoteClient(served.url, api_key=KEY) as remote:
         remote.connect()

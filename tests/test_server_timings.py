@@ -1,4 +1,4 @@
-"""The remote backend's helper that reads llama-server's `timings` (app.engine.server_timings): the
+"""The remote backend's helper that reads llama-server's `timings` (app.engine.remote.server_timings): the
 server's prefill and decode numbers replace what the client's clock can see; malformed blocks are ignored;
 and `roofline serve`'s real stream carries a block it reads."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from served import Served, open_stream, serve
 
-from app.engine.openai_stream import client_metrics
-from app.engine.server_timings import SERVER_SOURCE, apply_server_timings, parse_timings, timings_in_line
+from app.engine.remote.openai_stream import client_metrics
+from app.engine.remote.server_timings import SERVER_SOURCE, apply_server_timings, parse_timings, timings_in_line
 
 LAST = {"choices": [{"index": 0, "finish_reason": "stop", "text": ""}],
         "timings": {"prompt_n": 40, "prompt_ms": 80.0, "prompt_per_second": 500.0, "predicted_n": 11,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.core import settings as S
+from app.core.config import settings as S
 
 
 def test_round_trip(roofline_home):

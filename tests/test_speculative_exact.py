@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.sampling import Sampler, SamplerParams
-from app.engine import decoding, speculative
-from app.engine.speculative import PromptLookup
+from app.core.sampling.chain import Sampler, SamplerParams
+from app.engine.llama import decoding, prompt_lookup as speculative
+from app.engine.llama.prompt_lookup import PromptLookup
 
 V = 16
 PROMPT = [3, 1, 4, 1]

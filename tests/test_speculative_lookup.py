@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from engine_helpers import running_engine
 
-from app.core.metrics import PhaseMetrics
+from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.engine.client import EngineClient
-from app.engine.speculative import find_draft
+from app.engine.llama.prompt_lookup import find_draft
 
 CODE = '''def total_price(items, tax_rate):
     subtotal = 0
@@ -98,7 +98,7 @@ def test_a_follow_up_after_lookup_reuses_the_cache_consistently(engine: EngineCl
                      sampling=P.Sampling(temperature=0.0, max_tokens=24, seed=1, ignore_eos=True))
     again = list(engine.generate(req, timeout=600))[-1]
     m = PhaseMetrics.from_dict(again.metrics)
-    # the whole prompt, and its first logits, came from the cache (app.engine.decoding.prefill): nothing evaluated
+    # the whole prompt, and its first logits, came from the cache (app.engine.llama.decoding.prefill): nothing evaluated
     assert m.reused_tokens == m.prompt_tokens and m.prefill_tokens == 0
     assert m.kv_cells_used == m.prompt_tokens + m.generated_tokens - 1
     assert first.finish_reason == again.finish_reason == "length"

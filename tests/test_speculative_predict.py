@@ -1,4 +1,4 @@
-"""Draft-model speed-up prediction (app.core.speculative) on the zoo's real shapes: the standard expected-tokens
+"""Draft-model speed-up prediction (app.core.predict.speculative_speedup) on the zoo's real shapes: the standard expected-tokens
 formula, step times that agree with the speed model, and predictions that move the right way."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.gguf_info import GGUFInfo, inspect_gguf
-from app.core.memory import MemoryConfig
-from app.core.speculative import (
+from app.core.gguf.info import GGUFInfo, inspect_gguf
+from app.core.predict.memory import MemoryConfig
+from app.core.predict.speculative_speedup import (
     acceptance_from_rate,
     acceptance_rate,
     break_even_acceptance,
@@ -18,8 +18,8 @@ from app.core.speculative import (
     speedup_line,
     step_seconds,
 )
-from app.core.speed import DeviceRates, Rates, predict
-from app.core.zoo import zoo_path
+from app.core.predict.speed import DeviceRates, Rates, predict
+from app.core.bench.zoo import zoo_path
 
 # A CPU whose decode is memory-bound (arithmetic far faster than reading weights), one that is compute-bound
 # (a big vocabulary's output matrix on slow kernels), and a GPU that holds the whole target.
@@ -127,8 +127,8 @@ def test_recommend_predicts_the_speed_up_with_a_draft_model(tmp_path: Path, monk
     import json
 
     from app.cli import main
-    from app.core.hardware import CPUInfo, GiB, HardwareInfo
-    from app.core.recommend import Machine
+    from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
+    from app.core.predict.recommend import Machine
 
     hw = HardwareInfo(CPUInfo("a CPU", "x86_64", 8, 16, ["AVX2"]), 64 * GiB, 60 * GiB, [], True)
     monkeypatch.setattr(Machine, "from_system", classmethod(lambda cls, **_: Machine(hw, MEMORY_BOUND)))

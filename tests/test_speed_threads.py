@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from synth_gguf import write_synthetic_gguf
 
-from app.core import calibration
-from app.core.bandwidth import BandwidthResult, load_cached, measure_bandwidth, store
-from app.core.gguf_info import inspect_gguf
-from app.core.hardware import CPUInfo, GiB, HardwareInfo
-from app.core.load_plan import planned_threads
-from app.core.memory import MemoryConfig
-from app.core.settings import Settings
-from app.core.speed import Rates, default_rates, predict
-from app.core.speed_rates import (
+from app.core.predict import calibration
+from app.core.predict.bandwidth import BandwidthResult, load_cached, measure_bandwidth, store
+from app.core.gguf.info import inspect_gguf
+from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
+from app.core.predict.load_plan import planned_threads
+from app.core.predict.memory import MemoryConfig
+from app.core.config.settings import Settings
+from app.core.predict.speed import Rates, default_rates, predict
+from app.core.predict.rates import (
     ETA_CPU,
     ETA_CPU_1T,
     NO_VNNI_DECODE,

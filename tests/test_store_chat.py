@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-from app.core.chat_store import ChatStore, StreamWriter
-from app.core.metrics import PhaseMetrics
+from app.core.chat.store import ChatStore, StreamWriter
+from app.core.metrics.phase import PhaseMetrics
 
 
 def test_conversation_crud_and_search(tmp_path):
@@ -83,7 +83,7 @@ def test_killed_process_keeps_streamed_text_and_recovers(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal, sys, time
         from pathlib import Path
-        from app.core.chat_store import ChatStore, StreamWriter
+        from app.core.chat.store import ChatStore, StreamWriter
         store = ChatStore(Path({str(db)!r}))
         conv = store.create_conversation()
         msg = store.add_message(conv.id, "assistant", state="streaming")

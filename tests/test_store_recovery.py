@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat_store import ChatStore
-from app.core.store_recovery import integrity_problem, open_chat_store
+from app.core.chat.store import ChatStore
+from app.core.chat.store_recovery import integrity_problem, open_chat_store
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -68,9 +68,9 @@ def test_a_corrupt_page_loses_only_its_rows(tmp_path: Path) -> None:
 
 
 def test_the_window_starts_on_a_damaged_store_and_names_both_files(qtbot, roofline_home: Path) -> None:
-    from app.core.chat_store import default_db_path
-    from app.core.settings import LoadResult, Settings
-    from app.ui.main_window import MainWindow
+    from app.core.chat.store import default_db_path
+    from app.core.config.settings import LoadResult, Settings
+    from app.ui.window.main_window import MainWindow
 
     db = default_db_path()
     _store_with(db, conversations=2, messages=4)
@@ -86,7 +86,7 @@ def test_the_window_starts_on_a_damaged_store_and_names_both_files(qtbot, roofli
 
 def test_self_test_fails_on_a_damaged_real_store_naming_it(roofline_home: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     from app import selftest
-    from app.core.chat_store import default_db_path
+    from app.core.chat.store import default_db_path
 
     db = default_db_path()
     _store_with(db, conversations=2, messages=10)

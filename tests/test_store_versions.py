@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from app.core import chat_trash, chat_versions
-from app.core.chat_store import ChatStore
+from app.core.chat import trash as chat_trash, versions as chat_versions
+from app.core.chat.store import ChatStore
 
 
 def _chat(store: ChatStore, *texts: str) -> tuple[int, list[int]]:

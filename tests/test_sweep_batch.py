@@ -11,8 +11,8 @@ import pytest
 from synth_gguf import write_synthetic_gguf
 
 from app.cli import main
-from app.core.batch_sweep import build_rows, finding
-from app.core.batching import BatchPoint
+from app.core.bench.batch_sweep import build_rows, finding
+from app.core.predict.batching import BatchPoint
 from app.engine import protocol as P
 from app.engine.batch.sweep import MeasuredPoint, aggregate_rate, measure_batch, token_times
 
@@ -89,7 +89,7 @@ def test_json_on_stdout(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
 
 def test_the_prediction_is_for_the_sweeps_thread_count(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from app.core.batch_sweep import predicted_curve
+    from app.core.bench.batch_sweep import predicted_curve
     from app.engine.batch import sweep as engine_sweep
 
     model = tmp_path / "m.gguf"

@@ -16,7 +16,7 @@ SCRIPT = r"""
 import sys
 from app.commands import sweep  # noqa: F401 - the command module itself must not pull in the UI
 from app.charts.sweep_chart import render_png
-from app.core.sweeps import Measurement, Step, analyse
+from app.core.bench.sweeps import Measurement, Step, analyse
 
 def m(step, ms):
     return Measurement(step, [int(ms * 1e6)] * 2, {"n_threads": 2})
@@ -41,8 +41,8 @@ def test_sweep_png_renders_without_the_ui_package(tmp_path: Path) -> None:
 def test_the_lab_page_draws_with_the_shared_chart(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import pyqtgraph as pg
 
-    from app.core.sweeps import Measurement, Step, analyse
-    from app.ui.lab_page import LabPage
+    from app.core.bench.sweeps import Measurement, Step, analyse
+    from app.ui.lab.page import LabPage
 
     page = LabPage(model_path=str(tmp_path / "none.gguf"))
     qtbot.addWidget(page)

@@ -7,7 +7,7 @@ import threading
 from PySide6.QtCore import QObject, QThread
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.ui.background import run_in_background
+from app.ui.toolkit.background import run_in_background
 
 
 def test_result_arrives_on_the_gui_thread(qtbot):
@@ -83,7 +83,7 @@ def test_cancelled_job_drops_its_result(qtbot):
 _LAST_REFERENCE = r"""
 from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication, QWidget
-from app.ui.background import run_in_background
+from app.ui.toolkit.background import run_in_background
 app = QApplication([])
 loop = QEventLoop()
 
@@ -121,7 +121,7 @@ _RACE = r"""
 import sys, threading
 import shiboken6
 from PySide6.QtWidgets import QApplication, QWidget
-from app.ui.background import run_in_background
+from app.ui.toolkit.background import run_in_background
 app = QApplication([])
 jobs = []
 for i in range(3000):

@@ -1,4 +1,4 @@
-"""The window's background work goes through app.ui.background, and a result that comes back too late is dropped:
+"""The window's background work goes through app.ui.toolkit.background, and a result that comes back too late is dropped:
 the default model prepared after the window closed loads nothing, and a remote connection that fails after its
 engine object was deleted reports nothing (instead of calling into a deleted object)."""
 
@@ -11,10 +11,10 @@ import pytest
 import shiboken6
 from fake_engine import FakeClient, fake_engine
 
-from app.core.settings import LoadResult, Settings
+from app.core.config.settings import LoadResult, Settings
 from app.engine import protocol as P
-from app.ui.engine_qt import EngineQt
-from app.ui.main_window import MainWindow
+from app.ui.engine_link.engine_qt import EngineQt
+from app.ui.window.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -23,7 +23,7 @@ PREPARED = "/models/default-Q4_K_M.gguf"
 
 def _slow_default_model(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
     """Replace the default-model assembly with one that waits for `release`; `started` says it began."""
-    from app.core import default_model
+    from app.core.models import default_model
 
     started, release = threading.Event(), threading.Event()
 
@@ -75,7 +75,7 @@ def test_closing_the_window_while_the_default_model_is_prepared_loads_nothing(
 
 
 def test_a_remote_connect_that_fails_after_its_engine_was_deleted_is_dropped(qtbot, monkeypatch) -> None:
-    from app.engine import remote
+    from app.engine.remote import backend as remote
 
     release = threading.Event()
 
@@ -117,7 +117,7 @@ def test_the_bandwidth_feed_shows_a_failure_as_a_note_and_then_runs_the_measurem
         qtbot, monkeypatch) -> None:
     from PySide6.QtCore import QObject
 
-    from app.ui import bandwidth_feed
+    from app.ui.dashboard import bandwidth_feed
 
     asked: list[bool] = []
     gate = threading.Event()

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app.core import batch_sweep
-from app.core.batch_roofline import batch_roofline
-from app.core.batching import predict_batch
-from app.core.gguf_info import inspect_gguf
-from app.core.speed import default_rates
+from app.core.bench import batch_sweep
+from app.core.bench.batch_roofline import batch_roofline
+from app.core.predict.batching import predict_batch
+from app.core.gguf.info import inspect_gguf
+from app.core.predict.speed import default_rates
 from app.engine.batch import sweep as batch_engine_sweep
 from app.engine.batch.sweep import MeasuredPoint
 
@@ -48,7 +48,7 @@ def fake_measure(monkeypatch: pytest.MonkeyPatch) -> dict:
 
 
 def _lab(qtbot, model: Path):  # type: ignore[no-untyped-def]
-    from app.ui.lab_page import LabPage
+    from app.ui.lab.page import LabPage
 
     page = LabPage(str(model))
     qtbot.addWidget(page)

@@ -11,9 +11,9 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDialog
 
-from app.core.chat_store import ChatStore
-from app.ui import engine_qt as E
-from app.ui.main_window import MainWindow
+from app.core.chat.store import ChatStore
+from app.ui.engine_link import engine_qt as E
+from app.ui.window.main_window import MainWindow
 
 # The offscreen platform cannot resize native windows and says so; that is not a bug of ours.
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -202,7 +202,7 @@ def test_gui_command_opens_the_window_on_the_default_model(default_model, tmp_pa
     assert proc.returncode == 0, proc.stderr
     image = QImage(str(shot))
     assert image.width() >= 800 and image.height() >= 500
-    from app.core import settings as S
+    from app.core.config import settings as S
 
     assert S.load_settings().settings.last_model == str(default_model)  # it loaded the default model
 
@@ -244,7 +244,7 @@ def test_a_failed_load_brings_the_previous_model_back(qtbot, default_model, tmp_
 def test_settings_reload_during_a_reply_stops_it_as_reloaded_and_settles(qtbot, default_model, monkeypatch):
     """Settings ▸ OK with a new context size while a reply streams, answered "stop and reload": the real
     engine's Done for the reply arrives after the Load was sent; the status bar ends idle, not "loading"."""
-    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.settings.dialog import SettingsDialog
     from app.ui.window import chat_flow
 
     win = _open(qtbot, max_tokens=400)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat_store import ChatStore
-from app.core.settings import LoadResult, Settings
+from app.core.chat.store import ChatStore
+from app.core.config.settings import LoadResult, Settings
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not s
 def test_undo_reopens_the_deleted_chat(qtbot, tmp_path: Path) -> None:
     from fake_engine import fake_engine
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     older = store.create_conversation("Older")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat_store import ChatStore
-from app.core.settings import LoadResult, Settings
+from app.core.chat.store import ChatStore
+from app.core.config.settings import LoadResult, Settings
 from app.engine import protocol as P
 from fake_window import window  # noqa: F401  (the fixture)
 

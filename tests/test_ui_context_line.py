@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat_store import ChatStore
-from app.core.metrics import PhaseMetrics
-from app.core.settings import LoadResult, Settings
+from app.core.chat.store import ChatStore
+from app.core.metrics.phase import PhaseMetrics
+from app.core.config.settings import LoadResult, Settings
 from app.engine import protocol as P
-from app.ui.dashboard_context import context_line
+from app.ui.dashboard.context_line import context_line
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -42,7 +42,7 @@ def test_the_windows_dashboard_shows_it(qtbot, tmp_path: Path, metrics: dict, re
                                         expected: str) -> None:
     from fake_engine import fake_engine, loaded_event
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
@@ -73,7 +73,7 @@ DRAFTED = {**PhaseMetrics(prompt_tokens=5, prefill_tokens=5, prefill_ms=10.0, tt
 def test_the_decode_card_gives_the_measured_draft_speed_up(qtbot, tmp_path: Path) -> None:
     # The same card as the context line, for speculative decoding: acceptance and the speed-up measured in the
     # reply (0.67: a slowdown, as `roofline chat --draft-model` measured it on the default model).
-    from app.ui.dashboard_speculative import speedup_line
+    from app.ui.dashboard.speculative_line import speedup_line
 
     assert speedup_line(DRAFTED) == "measured ×0.67 vs plain decode"
     assert speedup_line({**DRAFTED, "draft_tokens": 0}) == "" and speedup_line(BASE) == ""

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.core.remote_gguf import VariantAssessment
+from app.core.gguf.remote_header import VariantAssessment
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]

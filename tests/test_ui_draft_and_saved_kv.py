@@ -12,14 +12,14 @@ import pytest
 from fake_engine import fake_engine
 from synth_gguf import write_synthetic_gguf
 
-from app.core import paths
-from app.core import settings as S
-from app.core.chat_store import ChatStore
-from app.core.metrics import PhaseMetrics
-from app.core.saved_kv import default_dir
+from app.core.config import paths
+from app.core.config import settings as S
+from app.core.chat.store import ChatStore
+from app.core.metrics.phase import PhaseMetrics
+from app.core.chat.saved_kv import default_dir
 from app.engine import protocol as P
-from app.ui.draft_picker import DraftPickerDialog
-from app.ui.main_window import MainWindow
+from app.ui.model_bar.draft_model_picker import DraftPickerDialog
+from app.ui.window.main_window import MainWindow
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 
@@ -121,7 +121,7 @@ def test_the_reply_names_its_drafter_and_what_was_restored_from_disk(qtbot: Any,
 
 
 def test_the_saved_kv_budget_is_a_setting(qtbot: Any) -> None:
-    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.settings.dialog import SettingsDialog
 
     dialog = SettingsDialog(S.Settings(saved_kv_budget_mib=300))
     qtbot.addWidget(dialog)

@@ -9,8 +9,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from synth_gguf import write_synthetic_gguf
 
-from app.core import paths
-from app.ui.draft_picker import DraftPickerDialog, check_options
+from app.core.config import paths
+from app.ui.model_bar.draft_model_picker import DraftPickerDialog, check_options
 
 
 def _library(tmp: Path) -> dict[str, Path]:

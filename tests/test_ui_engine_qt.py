@@ -7,7 +7,7 @@ import threading
 import time
 
 from app.engine import protocol as P
-from app.ui import engine_qt as E
+from app.ui.engine_link import engine_qt as E
 
 
 def test_tokens_from_a_reader_thread_arrive_batched_in_order(qtbot):
@@ -64,7 +64,7 @@ def test_send_to_a_stopped_engine_reports_instead_of_raising(qtbot):
 
 
 def test_the_windows_engine_is_started_below_normal_priority(qtbot):
-    from app.ui.engine_qt import ENGINE_NICE, EngineQt
+    from app.ui.engine_link.engine_qt import ENGINE_NICE, EngineQt
 
     engine = EngineQt()
     assert ENGINE_NICE > 0 and engine.client.nice == ENGINE_NICE
@@ -75,7 +75,7 @@ def test_pacing_follows_whether_llama_cpp_leaves_a_core_free(qtbot, monkeypatch)
     taken from decoding); with a core to spare, or a remote server, it streams at full rate."""
     from test_ui_widgets import _loaded
 
-    from app.core.pacing import ROOMY, SHARED, view_pacing
+    from app.core.chat.pacing import ROOMY, SHARED, view_pacing
 
     assert view_pacing(2, 2) == SHARED and view_pacing(4, 2) == SHARED
     assert view_pacing(2, 4) == ROOMY and view_pacing(None, 2) == ROOMY and view_pacing(2, None) == ROOMY
@@ -100,7 +100,7 @@ def test_pacing_follows_whether_llama_cpp_leaves_a_core_free(qtbot, monkeypatch)
 
 
 def test_generate_asks_the_engine_for_tokens_at_the_views_pace(qtbot, monkeypatch):
-    from app.core.pacing import SHARED
+    from app.core.chat.pacing import SHARED
 
     engine = E.EngineQt()
     sent: list[object] = []

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.core.chat_store import ChatStore
-from app.core.metrics import PhaseMetrics
-from app.core.settings import LoadResult, Settings
+from app.core.chat.store import ChatStore
+from app.core.metrics.phase import PhaseMetrics
+from app.core.config.settings import LoadResult, Settings
 from app.engine import protocol as P
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
 def _window(qtbot, store: ChatStore):
     from fake_engine import fake_engine, loaded_event
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
     qtbot.addWidget(win)
@@ -252,7 +252,7 @@ def test_a_crash_says_engine_crashed(window) -> None:
 
 # ---------------------------------------------------------------- 7. Settings ▸ OK while a reply streams
 def _settings_change_needing_reload(monkeypatch, window) -> None:
-    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.settings.dialog import SettingsDialog
 
     window.session.model_path = "/models/fake-Q4_K_M.gguf"
 
@@ -302,7 +302,7 @@ def test_settings_reload_that_stops_a_reply_says_so_and_the_status_bar_settles(w
 
 
 def test_settings_needing_no_reload_do_not_touch_a_reply(window, monkeypatch) -> None:
-    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.settings.dialog import SettingsDialog
     from app.ui.window import chat_flow
 
     monkeypatch.setattr(chat_flow, "ask_to_stop_for_reload", lambda parent: pytest.fail("asked"))
@@ -370,7 +370,7 @@ def test_a_server_that_answers_takes_over_and_the_status_bar_says_so(window, qtb
 
     from fake_engine import loaded_event
 
-    from app.engine import remote
+    from app.engine.remote import backend as remote
 
     class AnsweringServer:
         alive, pid = True, None
@@ -411,7 +411,7 @@ def test_a_model_chosen_while_a_server_connects_wins(window, qtbot, monkeypatch)
 
     from fake_engine import loaded_event
 
-    from app.engine import remote
+    from app.engine.remote import backend as remote
 
     release = threading.Event()
     answered = threading.Event()

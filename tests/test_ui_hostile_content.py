@@ -16,8 +16,8 @@ from PySide6 import QtGui
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QImage, QTextCursor, QTextDocument, QTextImageFormat
 
-from app.core.chat_store import ChatStore, Message
-from app.ui.message_view import MessageWidget
+from app.core.chat.store import ChatStore, Message
+from app.ui.chat.message_view import MessageWidget
 
 # The offscreen platform cannot resize native windows and says so; that is not a bug of ours.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -157,7 +157,7 @@ def test_error_text_in_a_tooltip_is_shown_literally(qtbot) -> None:
 
 
 def test_banner_shows_html_as_text(qtbot) -> None:
-    from app.ui.main_window import Banner
+    from app.ui.window.banner import Banner
 
     banner = Banner()
     qtbot.addWidget(banner)
@@ -170,9 +170,9 @@ def test_banner_shows_html_as_text(qtbot) -> None:
 def test_model_names_and_engine_errors_reach_the_window_as_text(qtbot, tmp_path: Path) -> None:
     from fake_engine import fake_engine
 
-    from app.core.settings import LoadResult, Settings
+    from app.core.config.settings import LoadResult, Settings
     from app.engine import protocol as P
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     hostile = HTML_ERROR.format(img="missing.png")
     store = ChatStore(tmp_path / "chats.sqlite3")
@@ -212,7 +212,7 @@ def test_chat_store_and_its_wal_are_private(tmp_path: Path) -> None:
 
 
 def test_chat_titles_show_literally_in_the_list_tooltip(qtbot, tmp_path: Path) -> None:
-    from app.ui.conversation_list import ConversationPanel
+    from app.ui.chat.conversation_list import ConversationPanel
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     title = HTML_ERROR.format(img="missing.png")

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
-from app.core.sweeps import SweepResult
+from app.core.bench.sweeps import SweepResult
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -22,7 +22,7 @@ def depth_result(finding: str, cancelled: bool = False, tps: float = 0.4) -> Swe
 
 @pytest.fixture
 def page(qtbot, tmp_path: Path):
-    from app.ui.lab_page import LabPage
+    from app.ui.lab.page import LabPage
 
     page = LabPage(model_path=str(tmp_path / "none.gguf"))
     qtbot.addWidget(page)

@@ -23,8 +23,8 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication, QTextBrowser
 
-from app.core.chat_store import Message
-from app.ui.message_view import MessageView
+from app.core.chat.store import Message
+from app.ui.chat.message_view import MessageView
 
 DATA = Path(__file__).parent / "data"
 BAND = (-3, -2, -1)  # heights around the content's height tried at each width

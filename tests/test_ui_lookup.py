@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from app.core.metrics import PhaseMetrics
-from app.ui.main_window import MainWindow
+from app.core.metrics.phase import PhaseMetrics
+from app.ui.window.main_window import MainWindow
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]

@@ -9,9 +9,9 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QKeySequence, QPalette
 
-from app.core import settings as settings_mod
-from app.core.chat_store import ChatStore
-from app.core.settings import LoadResult, Settings
+from app.core.config import settings as settings_mod
+from app.core.chat.store import ChatStore
+from app.core.config.settings import LoadResult, Settings
 from fake_window import window  # noqa: F401  (the fixture)
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
 @pytest.fixture(autouse=True)
 def _system_theme_after():
     yield
-    from app.ui import theme
+    from app.ui.toolkit import theme
 
     theme.set_choice("system")  # the palette is the application's: leave it as the next test expects
     app = QGuiApplication.instance()
@@ -68,7 +68,7 @@ def test_ctrl_n_starts_a_new_chat(window, qtbot) -> None:
 
 
 def test_ctrl_comma_opens_settings(window, qtbot, monkeypatch) -> None:
-    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.settings.dialog import SettingsDialog
 
     opened: list[bool] = []
     monkeypatch.setattr(SettingsDialog, "exec", lambda self: opened.append(True) or 0)
@@ -81,7 +81,7 @@ def window_is_dark() -> bool:
 
 
 def test_theme_switch_recolours_now_and_is_remembered(window) -> None:
-    from app.ui import theme
+    from app.ui.toolkit import theme
 
     assert not window_is_dark()  # the offscreen platform's palette is light
     window.menus.theme_actions["dark"].trigger()
@@ -99,7 +99,7 @@ def test_theme_switch_recolours_now_and_is_remembered(window) -> None:
 def test_saved_theme_applies_at_start(qtbot, tmp_path: Path) -> None:
     from fake_engine import fake_engine
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     settings = Settings()
     settings.window.theme = "dark"
@@ -112,7 +112,7 @@ def test_saved_theme_applies_at_start(qtbot, tmp_path: Path) -> None:
     finally:
         win.close()
         store.close()
-        from app.ui import theme
+        from app.ui.toolkit import theme
 
         theme.set_choice("system")
         app = QGuiApplication.instance()

@@ -7,8 +7,8 @@ import pytest
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.core.chat_store import Message
-from app.core.metrics import PhaseMetrics
+from app.core.chat.store import Message
+from app.core.metrics.phase import PhaseMetrics
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -20,7 +20,7 @@ def rect_in(widget: QWidget, ancestor: QWidget) -> QRect:
 
 @pytest.fixture
 def view(qtbot):
-    from app.ui.message_view import MessageView
+    from app.ui.chat.message_view import MessageView
 
     view = MessageView()
     qtbot.addWidget(view)

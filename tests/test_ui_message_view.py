@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from app.core.chat_store import Message
-from app.core.metrics import PhaseMetrics
-from app.ui.message_view import MessageView
+from app.core.chat.store import Message
+from app.core.metrics.phase import PhaseMetrics
+from app.ui.chat.message_view import MessageView
 
 
 def test_a_long_metrics_line_never_widens_a_message_past_the_view(qtbot) -> None:
@@ -72,7 +72,7 @@ def _doc_signature(doc) -> list:  # type: ignore[no-untyped-def]
 def _stream_both(qtbot, chunks: list[str]) -> int:  # type: ignore[no-untyped-def]
     """Stream `chunks` into a widget with the fast path and one without; assert they always look the same.
     Returns how many updates took the fast path."""
-    from app.ui.message_view import MessageWidget
+    from app.ui.chat.message_view import MessageWidget
 
     now = time.time()
     fast = MessageWidget(Message(1, 1, "assistant", "", "streaming", None, None, None, None, now, now))

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app.core.chat_store import ChatStore
-from app.core.recommend import CPU, FULL, NONE, PARTIAL
-from app.core.settings import LoadResult, Settings
-from app.core.zoo import zoo_path
+from app.core.chat.store import ChatStore
+from app.core.predict.recommend import CPU, FULL, NONE, PARTIAL
+from app.core.config.settings import LoadResult, Settings
+from app.core.bench.zoo import zoo_path
 from app.engine import protocol as P
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not s
 def window(qtbot, tmp_path: Path):
     from fake_engine import fake_engine, loaded_event
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     models = tmp_path / "models"
     model = zoo_path("qwen2.5-0.5b", "Q4_K_M", models / "quantized")
@@ -42,7 +42,7 @@ def window(qtbot, tmp_path: Path):
 
 
 def test_selector_lists_size_quant_and_fit_for_each_model(window, qtbot) -> None:
-    from app.ui.model_tips import ModelTips
+    from app.ui.model_bar.tips import ModelTips
 
     win, model = window
     win._populate_models()
@@ -95,7 +95,7 @@ def test_eject_and_reload_ask_before_stopping_a_reply(window, monkeypatch) -> No
 
 
 def test_selector_lists_the_hugging_face_cache_like_the_library(window, tmp_path: Path, monkeypatch) -> None:
-    from app.core import library
+    from app.core.models import library
 
     win, _ = window
     cache = tmp_path / "hf" / "models--org--repo" / "snapshots" / "abc"

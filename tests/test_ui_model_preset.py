@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from fake_engine import fake_engine, loaded_event
 
-from app.core import settings as S
-from app.core.chat_store import ChatStore
-from app.core.presets import preset_for, preset_key, set_preset
+from app.core.config import settings as S
+from app.core.chat.store import ChatStore
+from app.core.models.presets import preset_for, preset_key, set_preset
 from app.engine import protocol as P
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -73,7 +73,7 @@ def test_choosing_a_model_applies_its_preset_and_another_model_goes_back(qtbot, 
 
 def test_the_preset_dialog_saves_the_preset_and_reloads(qtbot, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.ui.preset_dialog import PresetDialog
+    from app.ui.model_bar.preset_dialog import PresetDialog
 
     model = _model(tmp_path, "c-Q4_K_M.gguf")
     win = _window(qtbot, tmp_path, S.Settings(sampling=S.SamplingDefaults(temperature=0.7)))

@@ -12,15 +12,15 @@ import sys
 SCRIPT = r"""
 import sys, time
 from PySide6.QtWidgets import QApplication
-from app.ui import qt_env
+from app.ui.window import qt_env
 qt_env.prepare()
 qapp = QApplication([])
-import app.ui.main_window  # noqa: F401 - everything the window imports at start
-from app.core.chat_store import Message
-from app.core.metrics import PhaseMetrics
+import app.ui.window.main_window  # noqa: F401 - everything the window imports at start
+from app.core.chat.store import Message
+from app.core.metrics.phase import PhaseMetrics
 from app.ui.dashboard import Dashboard
-from app.ui.engine_qt import EngineQt
-from app.ui.message_view import MessageWidget
+from app.ui.engine_link.engine_qt import EngineQt
+from app.ui.chat.message_view import MessageWidget
 
 dash = Dashboard(EngineQt())
 msg = MessageWidget(Message(1, 1, "assistant", "", "streaming", None, None, None, None, 0.0, 0.0))

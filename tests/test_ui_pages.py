@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.ui.main_window import MainWindow
+from app.ui.window.main_window import MainWindow
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -19,7 +19,7 @@ def test_pages_are_built_when_first_opened(qtbot) -> None:
     assert win.models_page.widget is None and win.lab_page.widget is None
     win.pages.setCurrentWidget(win.lab_page)
     qtbot.waitUntil(lambda: win.lab_page.widget is not None)
-    from app.ui.lab_page import LabPage
+    from app.ui.lab.page import LabPage
 
     assert isinstance(win.lab_page.widget, LabPage)
     assert win.models_page.widget is None  # still untouched
@@ -40,7 +40,7 @@ def test_choosing_a_model_in_the_library_loads_it_in_the_chat(qtbot, default_mod
     assert win.engine.loaded_info.model_path == str(default_model)
     assert win.session.model_path == str(default_model)
     # The library remembers when it was last used.
-    from app.core.library import find
+    from app.core.models.library import find
 
     entry = find(default_model)
     assert entry is not None and entry.last_used is not None

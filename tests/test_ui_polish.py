@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.core.chat_store import ChatStore
-from app.core.settings import LoadResult, Settings
+from app.core.chat.store import ChatStore
+from app.core.config.settings import LoadResult, Settings
 from fake_window import window  # noqa: F401  (the fixture)
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
 
 
 def test_settings_ok_keeps_the_sidebar_sampling_values(window, monkeypatch) -> None:
-    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.settings.dialog import SettingsDialog
 
     monkeypatch.setattr(SettingsDialog, "exec", lambda self: 1)  # the user presses OK without changing anything
     window.sampling_panel.max_tokens.setValue(64)
@@ -68,7 +68,7 @@ def test_selector_lists_imported_and_quantized_models(window, tmp_path: Path) ->
 
 
 def test_rechoosing_the_model_after_a_failed_connect_reloads_it(window, monkeypatch) -> None:
-    from app.ui.model_selector import needs_load
+    from app.ui.model_bar.selector import needs_load
 
     loads: list[str] = []
     monkeypatch.setattr(window, "load_model", lambda path: loads.append(str(path)))
@@ -84,7 +84,7 @@ def test_rechoosing_the_model_after_a_failed_connect_reloads_it(window, monkeypa
 
 
 def test_lab_lengths_typo_is_named_next_to_the_field(qtbot, tmp_path: Path) -> None:
-    from app.ui.lab_page import LabPage
+    from app.ui.lab.page import LabPage
 
     page = LabPage(model_path=str(tmp_path / "none.gguf"))
     qtbot.addWidget(page)
@@ -101,7 +101,7 @@ def test_lab_lengths_typo_is_named_next_to_the_field(qtbot, tmp_path: Path) -> N
 
 
 def test_quantize_disabled_says_why(qtbot, monkeypatch, tmp_path: Path) -> None:
-    from app.core.library import LocalModel
+    from app.core.models.library import LocalModel
     from app.ui.models_page import ModelsPage
 
     page = ModelsPage()
@@ -122,7 +122,7 @@ def test_deleting_a_chat_asks_nothing_and_undo_brings_it_back(qtbot, monkeypatch
     """Delete goes to the trash at once (no dialog to press Enter through); Undo or Ctrl+Z restores it."""
     from PySide6.QtWidgets import QMessageBox
 
-    from app.ui.conversation_list import ConversationPanel
+    from app.ui.chat.conversation_list import ConversationPanel
 
     store = ChatStore()
     store.create_conversation("Keep me")
@@ -149,9 +149,9 @@ def test_deleting_a_chat_asks_nothing_and_undo_brings_it_back(qtbot, monkeypatch
 def test_trash_view_restores_and_empties(qtbot, monkeypatch) -> None:
     from PySide6.QtWidgets import QDialog
 
-    from app.core import chat_trash
-    from app.ui.conversation_list import ConversationPanel
-    from app.ui.trash_dialog import TrashDialog
+    from app.core.chat import trash as chat_trash
+    from app.ui.chat.conversation_list import ConversationPanel
+    from app.ui.chat.trash_dialog import TrashDialog
 
     store = ChatStore()
     for title in ("One", "Two"):
@@ -188,8 +188,8 @@ def test_ctrl_q_closes_the_window(window, qtbot) -> None:
 def test_keyring_message_is_not_nested_in_itself(qtbot, monkeypatch) -> None:
     from PySide6.QtWidgets import QLabel
 
-    from app.core import secrets
-    from app.ui.remote_dialog import RemoteDialog
+    from app.core.config import secrets
+    from app.ui.engine_link.remote_dialog import RemoteDialog
 
     monkeypatch.setattr(secrets, "keyring_available", lambda: False)
     dialog = RemoteDialog()
@@ -199,7 +199,7 @@ def test_keyring_message_is_not_nested_in_itself(qtbot, monkeypatch) -> None:
 
 
 def test_library_count_says_1_model(qtbot, tmp_path: Path) -> None:
-    from app.core.library import LocalModel
+    from app.core.models.library import LocalModel
     from app.ui.models_page import ModelsPage
 
     page = ModelsPage()
@@ -210,7 +210,7 @@ def test_library_count_says_1_model(qtbot, tmp_path: Path) -> None:
 
 
 def test_search_without_matches_says_so(qtbot) -> None:
-    from app.ui.conversation_list import ConversationPanel
+    from app.ui.chat.conversation_list import ConversationPanel
 
     store = ChatStore()
     store.create_conversation("Alpha")
@@ -224,7 +224,7 @@ def test_search_without_matches_says_so(qtbot) -> None:
 
 
 def test_first_start_says_the_bundled_model_is_a_demo_base_model(window, monkeypatch) -> None:
-    from app.core import default_model
+    from app.core.models import default_model
 
     loaded = window.engine.loaded_info
     monkeypatch.setattr(default_model, "default_model_path", lambda ensure=True: Path(loaded.model_path))

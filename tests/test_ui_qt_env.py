@@ -1,4 +1,4 @@
-"""app.ui.qt_env: the window turns off Qt's painting helper threads, which compete with llama.cpp for cores."""
+"""app.ui.window.qt_env: the window turns off Qt's painting helper threads, which compete with llama.cpp for cores."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from app.ui import qt_env
+from app.ui.window import qt_env
 
 # Paints large antialiased polygons (fills Qt splits across its helper pool), then lists this process's threads.
 PAINT_AND_LIST_THREADS = """
@@ -16,7 +16,7 @@ import glob
 from PySide6.QtCore import QPointF
 from PySide6.QtGui import QColor, QImage, QPainter, QPolygonF
 from PySide6.QtWidgets import QApplication
-from app.ui import qt_env
+from app.ui.window import qt_env
 if PREPARE:
     qt_env.prepare()
 app = QApplication([])

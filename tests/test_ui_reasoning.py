@@ -8,13 +8,13 @@ import sqlite3
 
 import pytest
 
-from app.core.chat_store import ChatStore
-from app.core.metrics import PhaseMetrics
+from app.core.chat.store import ChatStore
+from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
-from app.ui.chat_session import ChatSession
-from app.ui.dashboard_reasoning import reasoning_line
-from app.ui.message_view import MessageView
-from app.ui.thinking_box import connect_thinking
+from app.ui.chat.session import ChatSession
+from app.ui.dashboard.reasoning_line import reasoning_line
+from app.ui.chat.message_view import MessageView
+from app.ui.chat.thinking_box import connect_thinking
 
 pytestmark = pytest.mark.gui
 
@@ -122,8 +122,8 @@ def test_the_window_streams_thinking_live(qtbot, tmp_path):
     """The real window wires the session's thinking into its message view while the reply streams."""
     from fake_engine import fake_engine
 
-    from app.core.settings import LoadResult, Settings
-    from app.ui.main_window import MainWindow
+    from app.core.config.settings import LoadResult, Settings
+    from app.ui.window.main_window import MainWindow
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     engine = fake_engine()

@@ -9,8 +9,8 @@ import pytest
 from llama_server import KEY
 from PySide6.QtCore import Qt
 
-from app.ui import engine_qt as E
-from app.ui.main_window import MainWindow
+from app.ui.engine_link import engine_qt as E
+from app.ui.window.main_window import MainWindow
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, pytest.mark.model, OFFSCREEN_NOISE]

@@ -1,7 +1,7 @@
 """The window's Serve switch and the dashboard's server traffic: `roofline serve` started and stopped from the
 toolbar (a stand-in server, tests/fake_serve.py, with the same options and /metrics names), the status bar's
 URL and requests in flight, a server that dies, the window closing, the loopback-or-key rule; and the
-/metrics arithmetic of app.core.serve_traffic."""
+/metrics arithmetic of app.core.metrics.serve_traffic."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import psutil
 import pytest
 from fake_engine import fake_engine
 
-from app.core.serve_traffic import parse_metrics, traffic
-from app.core.settings import LoadResult, Settings
-from app.ui.main_window import MainWindow
-from app.ui.serve_control import ServeControl
+from app.core.metrics.serve_traffic import parse_metrics, traffic
+from app.core.config.settings import LoadResult, Settings
+from app.ui.window.main_window import MainWindow
+from app.ui.serve.control import ServeControl
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -164,9 +164,9 @@ def test_the_real_roofline_serve_is_started_polled_and_stopped(qtbot, default_mo
 def test_switch_tooltip_gives_the_servers_estimated_extra_memory(qtbot, monkeypatch, tmp_path: Path) -> None:
     from synth_gguf import write_synthetic_gguf
 
-    from app.core.gguf_info import inspect_gguf
-    from app.core.memory import MemoryConfig, estimate_memory
-    from app.core.metrics import fmt_bytes
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.memory import MemoryConfig, estimate_memory
+    from app.core.metrics.phase import fmt_bytes
 
     model = write_synthetic_gguf(tmp_path / "m.gguf", n_layers=2)
     win = _window(qtbot, monkeypatch)

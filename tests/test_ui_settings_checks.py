@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
-from app.core.settings import Settings
+from app.core.config.settings import Settings
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
 
 @pytest.fixture
 def dialog(qtbot):
-    from app.ui.settings_dialog import SettingsDialog
+    from app.ui.settings.dialog import SettingsDialog
 
     dlg = SettingsDialog(Settings())
     qtbot.addWidget(dlg)

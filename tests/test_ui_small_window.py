@@ -11,9 +11,9 @@ import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QToolBar, QWidget
 
-from app.core.chat_store import ChatStore
-from app.core.metrics import PhaseMetrics
-from app.core.settings import LoadResult, Settings
+from app.core.chat.store import ChatStore
+from app.core.metrics.phase import PhaseMetrics
+from app.core.config.settings import LoadResult, Settings
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -25,7 +25,7 @@ LONG_TEXT = ("Roofline keeps prefill and decode apart. " * 12).strip()
 def window(qtbot, tmp_path: Path):
     from fake_engine import fake_engine
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     conv = store.create_conversation("A long chat")
@@ -163,7 +163,7 @@ def test_the_widest_latency_line_fits_its_card(window, qtbot, size: tuple[int, i
 
 
 def test_status_bar_shows_ttft_and_decode_rate_while_the_dashboard_is_hidden(window, qtbot) -> None:
-    from app.core.chat_store import Message
+    from app.core.chat.store import Message
 
     speed = window.speed_label
     assert not speed.isVisible()  # the dashboard shows them

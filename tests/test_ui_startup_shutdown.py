@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from fake_engine import fake_engine
 
-from app.core.chat_store import ChatStore
-from app.core.settings import LoadResult, Settings
+from app.core.chat.store import ChatStore
+from app.core.config.settings import LoadResult, Settings
 from app.engine import protocol as P
-from app.ui import engine_qt as E
-from app.ui.main_window import MainWindow
+from app.ui.engine_link import engine_qt as E
+from app.ui.window.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -42,7 +42,7 @@ def _two_chats(db: Path) -> tuple[int, int]:
 
 
 def test_a_chat_that_died_while_opening_is_not_reopened(qtbot, roofline_home: Path) -> None:
-    from app.core.chat_store import default_db_path
+    from app.core.chat.store import default_db_path
 
     db = default_db_path()
     older, crashed = _two_chats(db)
@@ -71,7 +71,7 @@ def test_a_chat_that_died_while_opening_is_not_reopened(qtbot, roofline_home: Pa
 
 
 def test_one_message_that_cannot_render_falls_back_to_plain_text(qtbot, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from app.ui import message_view
+    from app.ui.chat import message_view
 
     real = message_view.markdown_to_html
 
@@ -118,7 +118,7 @@ def _replies(db: Path) -> list[tuple[str, str]]:
 
 
 def test_closing_while_the_engine_is_busy_then_it_reports(qtbot, roofline_home: Path) -> None:
-    from app.core.chat_store import default_db_path
+    from app.core.chat.store import default_db_path
 
     win, engine, rid = _busy_window(qtbot, roofline_home)
     win.close()
@@ -132,7 +132,7 @@ def test_closing_while_the_engine_is_busy_then_it_reports(qtbot, roofline_home: 
 
 
 def test_closing_while_the_engine_dies(qtbot, roofline_home: Path) -> None:
-    from app.core.chat_store import default_db_path
+    from app.core.chat.store import default_db_path
 
     win, engine, _rid = _busy_window(qtbot, roofline_home)
     engine.kill()  # the process is gone; its reader has not reported it yet
@@ -152,7 +152,7 @@ def test_closing_on_the_real_engine_while_busy_and_while_it_dies(qtbot, default_
     import os
     import signal
 
-    from app.core.chat_store import default_db_path
+    from app.core.chat.store import default_db_path
 
     def start() -> MainWindow:
         win = MainWindow(settings_result=LoadResult(Settings()))

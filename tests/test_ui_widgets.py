@@ -13,13 +13,13 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.commands.gui import NO_DISPLAY_EXIT, display_problem
-from app.core import settings as S
-from app.core.chat_store import ChatStore
-from app.core.metrics import PhaseMetrics
-from app.ui import roofline_model
-from app.ui.conversation_list import ConversationIdRole, ConversationListModel, ConversationPanel
-from app.ui.markdown_render import markdown_to_html, plain_to_html
-from app.ui.message_view import InputBox
+from app.core.config import settings as S
+from app.core.chat.store import ChatStore
+from app.core.metrics.phase import PhaseMetrics
+from app.ui.dashboard import roofline_math as roofline_model
+from app.ui.chat.conversation_list import ConversationIdRole, ConversationListModel, ConversationPanel
+from app.ui.chat.markdown_render import markdown_to_html, plain_to_html
+from app.ui.chat.message_view import InputBox
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui]
@@ -89,7 +89,7 @@ def test_markdown_escapes_html_and_renders_code():
 
 @OFFSCREEN_NOISE
 def test_settings_dialog_round_trip(qtbot):
-    from app.ui.settings_dialog import AUTO, SettingsDialog
+    from app.ui.settings.dialog import AUTO, SettingsDialog
 
     dlg = SettingsDialog(S.Settings())
     qtbot.addWidget(dlg)
@@ -115,7 +115,7 @@ def test_settings_dialog_round_trip(qtbot):
 
 @OFFSCREEN_NOISE
 def test_broken_settings_file_warns_in_window(qtbot, roofline_home):
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     S.settings_path().write_text("{\"n_ctx\": ")
     win = MainWindow()
@@ -133,7 +133,7 @@ def test_broken_settings_file_warns_in_window(qtbot, roofline_home):
 
 @OFFSCREEN_NOISE
 def test_window_list_models(qtbot, qtmodeltester):
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     _store_with(["One", "Two"]).close()
     win = MainWindow()
@@ -204,8 +204,8 @@ def _loaded(**kw) -> object:
 def test_dashboard_shows_history_memory_and_roofline(qtbot):
     from app.engine import protocol as P
     from app.ui.dashboard import Dashboard
-    from app.ui.engine_qt import EngineQt
-    from app.ui.main_window import quant_of
+    from app.ui.engine_link.engine_qt import EngineQt
+    from app.ui.window.engine_events import quant_of
 
     engine = EngineQt()
     dash = Dashboard(engine)
@@ -287,8 +287,8 @@ def test_streaming_render_matches_full_render_and_stays_cheap(qtbot):
     import re
     import time
 
-    from app.core.chat_store import Message
-    from app.ui.message_view import MessageView, stable_prefix_length
+    from app.core.chat.store import Message
+    from app.ui.chat.message_view import MessageView, stable_prefix_length
 
     assert stable_prefix_length("a\n\nb") == 3
     assert stable_prefix_length("a\n\n```\nx\n\ny") == 3  # a blank line inside an open fence is not a boundary

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.ui import xcb_check
+from app.ui.window import xcb_check
 
 LDD_OUTPUT = """\
 \tlinux-vdso.so.1 (0x00007ffc5a9f2000)

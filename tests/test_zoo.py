@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.gguf_info import inspect_gguf
-from app.core.memory import MemoryConfig, estimate_memory
-from app.core.zoo import (
+from app.core.gguf.info import inspect_gguf
+from app.core.predict.memory import MemoryConfig, estimate_memory
+from app.core.bench.zoo import (
     QUANTS,
     ZOO,
     ZooSpec,

@@ -1,5 +1,5 @@
 """One colour per phase everywhere (prefill orange, decode blue, roofs grey): the charts here and every
-widget of the window (app.ui.theme re-exports them)."""
+widget of the window (app.ui.toolkit.theme re-exports them)."""
 
 from __future__ import annotations
 

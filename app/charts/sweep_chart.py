@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLabel, QVBoxLayout, QWidget
 
 from app.charts.colors import DECODE, PREFILL, ROOF
-from app.core.sweeps import SweepResult, grid_cells, nice
+from app.core.bench.sweeps import SweepResult, grid_cells, nice
 
 KIND_TITLES = {
     "grid": "Prompt × answer length: where does the time go?",
@@ -32,7 +32,7 @@ KIND_TITLES = {
 
 
 class ChartColors(Protocol):
-    """The colours a chart takes from its surroundings (app.ui.theme.Colors has them)."""
+    """The colours a chart takes from its surroundings (app.ui.toolkit.theme.Colors has them)."""
 
     @property
     def text(self) -> str: ...

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.core.gguf_facts import GGUFInfo
+    from app.core.gguf.facts import GGUFInfo
 
 
 def add_model_arg(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +17,7 @@ def add_model_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_model(arg: str | None) -> Path:
-    from app.core.default_model import default_model_path
+    from app.core.models.default_model import default_model_path
 
     if not arg:
         return default_model_path()
@@ -31,7 +31,7 @@ def resolve_model(arg: str | None) -> Path:
 
 def inspect_or_fail(path: Path) -> GGUFInfo | None:
     """The model's GGUF facts, or None after one line saying why the file cannot be read (exit status 1)."""
-    from app.core.gguf_info import GGUFError, inspect_gguf
+    from app.core.gguf.info import GGUFError, inspect_gguf
 
     try:
         return inspect_gguf(path)
@@ -46,7 +46,7 @@ def print_json(data: Any) -> None:
 
 
 def fail(message: str, code: int = 1) -> int:
-    from app.core.untrusted import clean_text
+    from app.core.files.untrusted import clean_text
 
     print(f"roofline: {clean_text(message)}", file=sys.stderr)  # messages quote hub, file and server text
     return code

@@ -16,7 +16,7 @@ EXIT_INTERNAL = 1  # like any other failure; bad input (usage errors) is 2
 
 def crash_log_dir() -> Path:
     """Where crash logs go: `logs` in the app's data folder (ROOFLINE_HOME/data/logs when that is set)."""
-    from app.core import paths
+    from app.core.config import paths
 
     return paths.data_dir() / "logs"
 

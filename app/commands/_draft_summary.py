@@ -12,7 +12,7 @@ from typing import Any
 
 def measured_acceptance(metrics: dict[str, Any]) -> tuple[float, float] | None:
     """(per-token acceptance α, mean draft length) behind a run's counters; None without drafted batches."""
-    from app.core.speculative import acceptance_from_rate
+    from app.core.predict.speculative_speedup import acceptance_from_rate
 
     drafted, accepted = int(metrics.get("draft_tokens") or 0), int(metrics.get("draft_accepted") or 0)
     steps = int(metrics.get("lookup_batch_steps") or 0)
@@ -23,10 +23,10 @@ def measured_acceptance(metrics: dict[str, Any]) -> tuple[float, float] | None:
 
 
 def this_machines_rates() -> Any:
-    from app.core.bandwidth import load_cached
-    from app.core.calibration import calibrated_rates
-    from app.core.hardware import probe_hardware
-    from app.core.speed import default_rates
+    from app.core.predict.bandwidth import load_cached
+    from app.core.predict.calibration import calibrated_rates
+    from app.core.predict.hardware import probe_hardware
+    from app.core.predict.speed import default_rates
 
     hw = probe_hardware()
     return calibrated_rates(default_rates(hw, load_cached(hw.machine_key)), hw.machine_key, "cpu", "gpu")
@@ -42,9 +42,9 @@ def speedup_lines(metrics: dict[str, Any], model: Path | None, draft: Path | Non
     seen = measured_acceptance(metrics)
     if model is None or draft is None or seen is None:
         return [line]
-    from app.core.gguf_info import GGUFError, inspect_gguf
-    from app.core.memory import MemoryConfig
-    from app.core.speculative import predict_speedup
+    from app.core.gguf.info import GGUFError, inspect_gguf
+    from app.core.predict.memory import MemoryConfig
+    from app.core.predict.speculative_speedup import predict_speedup
 
     alpha, k = seen
     try:

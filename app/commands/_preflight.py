@@ -19,7 +19,7 @@ class Limits:
 
 
 def machine_limits() -> Limits:
-    from app.core.hardware import probe_hardware
+    from app.core.predict.hardware import probe_hardware
 
     hw = probe_hardware()
     ram = hw.ram_available if hw.ram_available is not None else (hw.ram_total or 0)
@@ -32,9 +32,9 @@ def check_context_fits(model: Path, n_ctx: int, type_k: str = "f16", type_v: str
                        hint: str = "--ctx {n}", limits: Limits | None = None) -> str | None:
     """None when loading `model` with `n_ctx` fits in memory, else the one-line reason and the largest
     context that does fit. A file the GGUF reader cannot parse passes: the engine reports that better."""
-    from app.core.gguf_info import GGUFError, inspect_gguf
-    from app.core.memory import CTX_PAD, MemoryConfig, estimate_memory
-    from app.core.metrics import fmt_bytes
+    from app.core.gguf.info import GGUFError, inspect_gguf
+    from app.core.predict.memory import CTX_PAD, MemoryConfig, estimate_memory
+    from app.core.metrics.phase import fmt_bytes
 
     try:
         info = inspect_gguf(model)

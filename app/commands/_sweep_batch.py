@@ -1,9 +1,9 @@
 """`roofline sweep batch`: aggregate and per-stream decode tok/s at 1, 2, 4, 8, 16 concurrent streams on the
-model, with app.core.batching's predicted curve beside the measured one and where batching stops paying.
+model, with app.core.predict.batching's predicted curve beside the measured one and where batching stops paying.
 
 Wired into `roofline sweep` (app.commands.sweep): its options are added there by `add_arguments`, and its
 kind is run by `run_batch`. The measuring is app.engine.batch.sweep's (the batch engine `roofline serve`
-uses); the table and the finding are app.core.batch_sweep's.
+uses); the table and the finding are app.core.bench.batch_sweep's.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def run_batch(args: argparse.Namespace) -> int:
     if args.repetitions < 1:
         return fail("--repetitions must be at least 1", 2)
 
-    from app.core.batch_sweep import build_rows, finding, predicted_curve, table_text, to_json
+    from app.core.bench.batch_sweep import build_rows, finding, predicted_curve, table_text, to_json
     from app.engine import protocol as P
     from app.engine.batch.sweep import BatchSweepError, measure_batch, sweep_config
     from app.engine.client import EngineError

@@ -7,7 +7,7 @@ import sys
 
 from app.commands import _args as A
 from app.commands._common import add_model_arg, fail, print_json, resolve_model
-from app.core.kv_types import DEFAULT_KV_TYPE, KV_TYPES
+from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.core.benchfmt import bench_row, markdown_table
+    from app.core.bench.llama_bench_format import bench_row, markdown_table
     from app.engine import protocol as P
     from app.engine.client import EngineClient, EngineError
 
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                                       model_info=res.model_info, backend=backend,
                                       build=f"llama-cpp-python {engine.ready.llama_cpp_version if engine.ready else '?'}"))
         except EngineError as exc:
-            from app.core.untrusted import clean_text
+            from app.core.files.untrusted import clean_text
 
             print(f"roofline: {clean_text(exc)}", file=sys.stderr)  # may quote llama.cpp on the model's metadata
             return 1

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from app.commands._common import add_model_arg, fail, inspect_or_fail, print_json, resolve_model
 
 if TYPE_CHECKING:
-    from app.core.calibration import Sample
-    from app.core.gguf_info import GGUFInfo
-    from app.core.memory import MemoryConfig
-    from app.core.speed import Rates
+    from app.core.predict.calibration import Sample
+    from app.core.gguf.info import GGUFInfo
+    from app.core.predict.memory import MemoryConfig
+    from app.core.predict.speed import Rates
 
 # Zoo models that calibrate alongside the given one: small enough to write and run in seconds, big enough
 # that their weights, not the per-layer overhead, set their speed; one shape in two quantizations, so the
@@ -62,8 +62,8 @@ def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, rat
             n_threads: int | None = None, progress: Any = None, label: str = "", probe: bool = False) -> Measured:
     """Run tg (at each depth) and pp through a started EngineClient: samples with the speed model's parts
     at `rates` (the base the calibration scales)."""
-    from app.core.calibration import Sample
-    from app.core.speed import cost_parts
+    from app.core.predict.calibration import Sample
+    from app.core.predict.speed import cost_parts
     from app.engine import protocol as P
 
     label = label or model_path
@@ -99,13 +99,13 @@ def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, rat
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from app.core import calibration
-    from app.core.bandwidth import get_bandwidth
-    from app.core.gguf_info import inspect_gguf
-    from app.core.hardware import probe_hardware
-    from app.core.memory import MemoryConfig
-    from app.core.speed import default_rates, predict
-    from app.core.zoo import kernel_probe, zoo_path
+    from app.core.predict import calibration
+    from app.core.predict.bandwidth import get_bandwidth
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.hardware import probe_hardware
+    from app.core.predict.memory import MemoryConfig
+    from app.core.predict.speed import default_rates, predict
+    from app.core.bench.zoo import kernel_probe, zoo_path
     from app.engine.client import EngineClient, EngineError
 
     path = resolve_model(args.model)

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
-from app.core.kv_types import KV_TYPES
-from app.core.untrusted import clean_text
+from app.core.gguf.kv_types import KV_TYPES
+from app.core.files.untrusted import clean_text
 
 if TYPE_CHECKING:
-    from app.core.load_plan import LoadPlan
+    from app.core.predict.load_plan import LoadPlan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-f", "--file", dest="prompt_file", metavar="FILE", default=None,
                    help="read the prompt from FILE (any size; not UTF-8: decoded with replacement)")
     # Options left out take the value from settings.json, the model's preset or `roofline tune`
-    # (app.core.load_plan), so their defaults here are None ("not given").
+    # (app.core.predict.load_plan), so their defaults here are None ("not given").
     p.add_argument("--system", default=None, help="system prompt (default: the model's preset, if it has one)")
     p.add_argument("--raw", action="store_true", help="continue the text as-is, without a chat template")
     p.add_argument("-n", "--max-tokens", type=A.token_count, default=None)
@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.commands._prompt import PromptError, from_argument, read_prompt
-    from app.core.metrics import PhaseMetrics
+    from app.core.metrics.phase import PhaseMetrics
     from app.engine import protocol as P
     from app.engine.client import EngineError
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     sampling = P.Sampling(**plan.sampling_kwargs())
     engine: Any  # EngineClient or RemoteClient: the same interface where it matters here
     if model is None:
-        from app.engine.remote import RemoteClient  # written for the remote-backend feature
+        from app.engine.remote.backend import RemoteClient  # written for the remote-backend feature
 
         engine = RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.remote_model)
         cfg = None
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 if args.raw:
                     template = "none (--raw: plain text continuation)"
                 else:
-                    from app.core.chat_templates import ChatTemplate
+                    from app.core.chat.templates import ChatTemplate
 
                     template = ChatTemplate(loaded.chat_template_name, loaded.chat_template_source).describe()
                 print(clean_text(f"model: {loaded.model_desc}  ({loaded.model_path})"), file=sys.stderr)
@@ -167,9 +167,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def plan_from_args(args: argparse.Namespace, model: Path | None, system: str | None) -> LoadPlan:
-    """settings.json, the model's preset, the tune result, then these flags (app.core.load_plan)."""
-    from app.core.load_plan import plan_load
-    from app.core.settings import load_settings
+    """settings.json, the model's preset, the tune result, then these flags (app.core.predict.load_plan)."""
+    from app.core.predict.load_plan import plan_load
+    from app.core.config.settings import load_settings
 
     loaded = load_settings(move_aside=False)  # a command never moves the user's file aside; the window does
     flags = {"n_ctx": args.ctx, "n_gpu_layers": args.n_gpu_layers, "type_k": args.kv_type, "type_v": args.kv_type,

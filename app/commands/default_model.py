@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.core.default_model import default_model_path
+    from app.core.models.default_model import default_model_path
 
     path = default_model_path()
     if not args.quiet:

@@ -69,7 +69,7 @@ def run_gui(args: argparse.Namespace) -> int:
               f"Use the command line instead: `roofline --help` (e.g. `roofline chat`, `roofline bench`).",
               file=sys.stderr)
         return NO_DISPLAY_EXIT
-    from app.ui import qt_env, xcb_check
+    from app.ui.window import qt_env, xcb_check
 
     missing = xcb_check.check()  # Qt would abort with no word on what to install
     if missing:
@@ -80,7 +80,7 @@ def run_gui(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.ui.main_window import MainWindow
+    from app.ui.window.main_window import MainWindow
 
     existing = QApplication.instance()
     app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])

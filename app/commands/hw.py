@@ -9,8 +9,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.core.bandwidth import BandwidthResult
-    from app.core.hardware import HardwareInfo
+    from app.core.predict.bandwidth import BandwidthResult
+    from app.core.predict.hardware import HardwareInfo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.commands._common import print_json
-    from app.core.bandwidth import get_bandwidth
-    from app.core.hardware import probe_hardware
+    from app.core.predict.bandwidth import get_bandwidth
+    from app.core.predict.hardware import probe_hardware
 
     engine: dict[str, Any] = {}
     asker = None
@@ -67,7 +67,7 @@ def ask_engine(timeout: float = ENGINE_TIMEOUT_S) -> dict[str, Any]:
 
 def describe(hw: HardwareInfo, bw: BandwidthResult,
              engine: dict[str, Any] | None = None) -> list[tuple[str, str]]:
-    from app.core.metrics import fmt_bytes
+    from app.core.metrics.phase import fmt_bytes
 
     def size(n: int | None) -> str:
         return fmt_bytes(n) if n is not None else "unknown"

@@ -6,10 +6,10 @@ import argparse
 from typing import TYPE_CHECKING
 
 from app.commands._common import add_model_arg, inspect_or_fail, print_json, resolve_model
-from app.core.untrusted import clean_line
+from app.core.files.untrusted import clean_line
 
 if TYPE_CHECKING:
-    from app.core.gguf_info import GGUFInfo
+    from app.core.gguf.info import GGUFInfo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.core.gguf_info import choose_chat_template
+    from app.core.gguf.info import choose_chat_template
 
     info = inspect_or_fail(resolve_model(args.model))
     if info is None:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 def describe(info: GGUFInfo, template_name: str, template_source: str) -> list[tuple[str, str]]:
     """Label/value lines for humans."""
-    from app.core.metrics import fmt_bytes
+    from app.core.metrics.phase import fmt_bytes
 
     heads = _per_layer_text(info.n_head)
     kv_heads = _per_layer_text(info.n_head_kv)

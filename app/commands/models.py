@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.core.untrusted import clean_line
+from app.core.files.untrusted import clean_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.commands._common import fail, print_json
-    from app.core import library
+    from app.core.models import library
 
     try:
         if args.import_path:
@@ -46,8 +46,8 @@ def _remove(path: str, yes: bool) -> int:
     import sys
 
     from app.commands._common import fail
-    from app.core import library
-    from app.core.metrics import fmt_bytes
+    from app.core.models import library
+    from app.core.metrics.phase import fmt_bytes
 
     model = library.find(path)
     if model is None:
@@ -71,7 +71,7 @@ def _params(n: int) -> str:
 
 
 def _print_table(models: list) -> None:  # type: ignore[type-arg]
-    from app.core.metrics import fmt_bytes
+    from app.core.metrics.phase import fmt_bytes
 
     if not models:
         print("no models (try `roofline search` and `roofline pull`)")

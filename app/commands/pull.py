@@ -24,8 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.commands._common import fail, print_json
-    from app.core import downloads, hub, paths
-    from app.core.writable import OutputPathError, ensure_writable_dir
+    from app.core.config import paths
+    from app.core.hub import downloads, listing as hub
+    from app.core.files.writable import OutputPathError, ensure_writable_dir
 
     try:
         repo, quant = hub.parse_repo_spec(args.spec)
@@ -97,7 +98,7 @@ def _ctrl_c_stops(control: Any) -> Iterator[None]:
 def _choose(rv, quant):  # type: ignore[no-untyped-def]
     if quant:
         return next((v for v in rv.variants if v.quant.upper() == quant.upper()), None)
-    from app.core import remote_gguf
+    from app.core.gguf import remote_header as remote_gguf
 
     rows = remote_gguf.assess_repo(rv)
     best = next((r for r in rows if r.recommended), None)
@@ -109,7 +110,7 @@ def _choose(rv, quant):  # type: ignore[no-untyped-def]
 
 
 def _fmt(n: float) -> str:
-    from app.core.metrics import fmt_bytes
+    from app.core.metrics.phase import fmt_bytes
 
     return fmt_bytes(n)
 

@@ -27,9 +27,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from app.commands._common import fail
-    from app.core import paths
-    from app.core.downloads import DownloadError
-    from app.core.metrics import fmt_bytes
+    from app.core.config import paths
+    from app.core.hub.downloads import DownloadError
+    from app.core.metrics.phase import fmt_bytes
     from app.engine.quantize_client import QuantizeError, QuantizeJob
 
     out = Path(args.output)

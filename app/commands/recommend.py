@@ -7,12 +7,12 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.core.recommend import Recommendation
+    from app.core.predict.recommend import Recommendation
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from app.commands import _args as A
-    from app.core.kv_types import DEFAULT_KV_TYPE, KV_TYPES
+    from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 
     p = sub.add_parser("recommend", help="which quant / context / GPU offload fits this machine, and how fast")
     p.add_argument("-m", "--model", nargs="+", metavar="GGUF",
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.commands._common import fail, inspect_or_fail, print_json, resolve_model
-    from app.core.recommend import Candidate, Machine, recommend
+    from app.core.predict.recommend import Candidate, Machine, recommend
 
     paths = [resolve_model(m) for m in args.model] if args.model else [resolve_model(None)]
     cands = []
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
                                size=path.stat().st_size))
     if args.ctx is not None and args.ctx <= 0:
         return fail("--ctx must be positive")
-    from app.core.load_plan import planned_threads
+    from app.core.predict.load_plan import planned_threads
 
     threads, batch = planned_threads(paths[0], n_threads=args.threads)  # the threads a load of it would use
     machine = Machine.from_system(remeasure=args.remeasure, threads=threads, batch_threads=batch)
@@ -77,11 +77,11 @@ def run(args: argparse.Namespace) -> int:
 def draft_prediction(rec: Recommendation, paths: list[Any], draft_path: Any, machine: Any,
                      draft_max: int) -> dict[str, Any] | str:
     """The predicted speed-up of the recommended variant with `draft_path` drafting (a string: why not)."""
-    from app.core.gguf_info import GGUFError, inspect_gguf
-    from app.core.memory import MemoryConfig
-    from app.core.speculative import ACCEPTANCES, break_even_acceptance, predict_speedup, speedup_line
-    from app.core.speed import Rates
-    from app.core.vocabulary import draft_problem
+    from app.core.gguf.info import GGUFError, inspect_gguf
+    from app.core.predict.memory import MemoryConfig
+    from app.core.predict.speculative_speedup import ACCEPTANCES, break_even_acceptance, predict_speedup, speedup_line
+    from app.core.predict.speed import Rates
+    from app.core.gguf.vocabulary import draft_problem
 
     pick = rec.pick
     if pick is None:
@@ -103,9 +103,9 @@ def draft_prediction(rec: Recommendation, paths: list[Any], draft_path: Any, mac
 
 
 def print_report(rec: Recommendation) -> None:
-    from app.core.kv_types import KV_TYPES
-    from app.core.metrics import fmt_bytes
-    from app.core.untrusted import clean_text
+    from app.core.gguf.kv_types import KV_TYPES
+    from app.core.metrics.phase import fmt_bytes
+    from app.core.files.untrusted import clean_text
 
     print(clean_text(rec.sentence))  # may name the model (from its file)
     print()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.core.untrusted import clean_line
+from app.core.files.untrusted import clean_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.commands._common import fail, print_json
-    from app.core import hub
+    from app.core.hub import listing as hub
 
     try:
         if "/" in args.text and " " not in args.text.strip():
@@ -46,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _variants(args: argparse.Namespace) -> int:
     from app.commands._common import print_json
-    from app.core import hub, remote_gguf
-    from app.core.metrics import fmt_bytes
+    from app.core.gguf import remote_header as remote_gguf
+    from app.core.hub import listing as hub
+    from app.core.metrics.phase import fmt_bytes
 
     repo, _ = hub.parse_repo_spec(args.text)
     rv = hub.list_variants(repo)

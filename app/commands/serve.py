@@ -1,7 +1,7 @@
 """`roofline serve`: the model behind a local OpenAI-compatible HTTP API, with continuous batching.
 
 Loopback only by default; any other address needs an API key (--api-key or ROOFLINE_API_KEY), else the
-command refuses to start. The engine runs in its own process (app.engine.batch); this process is the HTTP
+command refuses to start. The engine runs in its own process (app.engine.llama.batch); this process is the HTTP
 server (app.server, Starlette on uvicorn).
 """
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from app.commands._common import add_model_arg, fail, resolve_model
-from app.core.kv_types import DEFAULT_KV_TYPE, KV_TYPES
+from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 
 DEFAULT_PORT = 8080
 
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def check_options(args: argparse.Namespace, api_key: str | None) -> str | None:
     """One line saying what is wrong with the options, or None."""
-    from app.engine.remote import is_loopback
+    from app.engine.remote.backend import is_loopback
 
     if not is_loopback(args.host) and not api_key:
         return (f"refusing to listen on {args.host} without an API key: anyone who can reach this machine "
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from app.engine import protocol as P
     from app.engine.client import EngineError
     from app.server.app import build_app
-    from app.server.hub import Hub
+    from app.server.engine_queue import Hub
 
     model = resolve_model(args.model)
     try:

@@ -14,7 +14,7 @@ from app.commands._common import add_model_arg, api_key_arg, fail, resolve_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from app.core.sweeps import KINDS
+    from app.core.bench.sweeps import KINDS
 
     p = sub.add_parser("sweep", help="benchmark sweeps that show which phase (prefill/decode) dominates")
     p.add_argument("kind", choices=(*KINDS, "batch"), help="grid: prompt × generation length; depth: decode vs "
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         return sweep_batch.run_batch(args)
     import os
 
-    from app.core.sweeps import context_needed, plan, run_sweep
+    from app.core.bench.sweeps import context_needed, plan, run_sweep
     from app.engine import protocol as P
     from app.engine.client import EngineClient, EngineError
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.remote:
-            from app.engine.remote import RemoteClient
+            from app.engine.remote.backend import RemoteClient
             from app.engine.sweep_backend import RemoteSweepBackend
 
             with RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.model_name, timeout=120) as remote:

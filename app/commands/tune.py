@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.core import autotune
+    from app.core.predict import autotune
 
     model = resolve_model(args.model)
     if args.show:

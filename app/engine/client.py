@@ -33,7 +33,7 @@ def worker_command() -> list[str]:
     """How to start the engine: the module under Python, or the frozen app with a flag."""
     if getattr(sys, "frozen", False):
         return [sys.executable, "--engine-worker"]
-    return [sys.executable, "-u", "-m", "app.engine.worker"]
+    return [sys.executable, "-u", "-m", "app.engine.llama.worker"]
 
 
 def describe_exit(code: int | None) -> str:

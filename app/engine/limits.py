@@ -1,7 +1,7 @@
 """Resource limits on the engine process, so a hostile model or chat template cannot take the machine down.
 
 The engine renders GGUF chat templates and runs llama.cpp on files from the internet. Inside it, the template
-sandbox (app/core/template_sandbox.py) bounds steps, time and sizes; these limits are the backstop for what
+sandbox (app/core/chat/template_sandbox.py) bounds steps, time and sizes; these limits are the backstop for what
 gets past it, set by the app on the child process (Linux `prlimit`):
 
 - Address space (RLIMIT_AS): the model's estimated memory (weights, KV cache, compute buffers) doubled, plus
@@ -41,8 +41,8 @@ def supported() -> bool:
 def address_space_for(model_path: str, config: Any) -> int:
     """The RLIMIT_AS for an engine about to load `model_path` with `config` (a protocol.LoadConfig)."""
     try:
-        from app.core.gguf_info import inspect_gguf
-        from app.core.memory import MemoryConfig, estimate_memory
+        from app.core.gguf.info import inspect_gguf
+        from app.core.predict.memory import MemoryConfig, estimate_memory
 
         info = inspect_gguf(model_path)
         cfg = MemoryConfig(n_ctx=config.n_ctx, type_k=config.type_k, type_v=config.type_v,

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from app.core import sampling_defaults as D
+from app.core.sampling import defaults as D
 
 # ---------------------------------------------------------------- commands (app -> engine)
 
@@ -39,7 +39,7 @@ class LoadConfig:
     draft_model: str | None = None  # a small model with the same vocabulary for speculative decoding
     draft_max: int = 8  # most tokens it drafts per step
     warmup: bool = True  # a short uncounted decode after loading, so the first reply is not measured cold
-    # Saved KV of conversations (app.core.saved_kv): the folder for the states, None: none saved or restored
+    # Saved KV of conversations (app.core.chat.saved_kv): the folder for the states, None: none saved or restored
     kv_store_dir: str | None = None
     kv_store_budget_mib: int = 2048  # the folder's most; least recently used states go first; 0: off
     # States up to this size are written right after each reply; a bigger one (a long chat of a big model: a
@@ -88,7 +88,7 @@ class Generate:
     # the answer alone to .text. Raw prompts (continuations) are never split.
     split_reasoning: bool = True
     # A full context: "stop" (end the reply, finish_reason context_full), "truncate-middle" (cut the middle
-    # of a too-long prompt) or "rolling" (also shift the KV cache mid-reply and go on); app.engine.context_overflow.
+    # of a too-long prompt) or "rolling" (also shift the KV cache mid-reply and go on); app.engine.llama.context_overflow.
     context_overflow: str = "stop"
     n_keep: int | None = None  # tokens at the start that overflow never drops (None: system + first turn)
     # The chat this request belongs to: its KV cache is saved after the reply and restored from disk when a
@@ -203,7 +203,7 @@ class Prefilled:
     kv_cells_used: int
     kv_bytes_used: int
     kv_bytes_per_cell: float  # what each further token adds (full-attention caches; 0: unknown)
-    # a saved KV cache loaded from disk instead of prefilling (app.core.saved_kv); 0/"" when none was
+    # a saved KV cache loaded from disk instead of prefilling (app.core.chat.saved_kv); 0/"" when none was
     restored_tokens: int = 0
     restore_ms: float = 0.0
     restore_prefill_ms: float = 0.0  # what prefilling the restored tokens would have taken (estimate)

@@ -1,4 +1,4 @@
-"""Run `python -m app.engine.quantize` as a child process: progress events, cancel, library registration.
+"""Run `python -m app.engine.llama.quantize` as a child process: progress events, cancel, library registration.
 
 No llama_cpp here (the UI and CLI import this). Cancel terminates the child and deletes its partial output.
 On success the result gets a provenance sidecar (source file, type, date) so the library shows where it came
@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.core.downloads import write_provenance
-from app.core.writable import OutputPathError, ensure_writable_dir
+from app.core.hub.downloads import write_provenance
+from app.core.files.writable import OutputPathError, ensure_writable_dir
 
-PARTIAL_SUFFIX = ".partial"  # the child's temporary output name (app.engine.quantize.PARTIAL_SUFFIX)
-# Kept in step with app.engine.quantize.QUANT_TYPES (not imported: that module is the llama_cpp side).
+PARTIAL_SUFFIX = ".partial"  # the child's temporary output name (app.engine.llama.quantize.PARTIAL_SUFFIX)
+# Kept in step with app.engine.llama.quantize.QUANT_TYPES (not imported: that module is the llama_cpp side).
 QUANT_CHOICES = ["Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_1", "Q5_0", "Q4_K_M", "Q4_K_S", "Q4_1", "Q4_0",
                  "IQ4_NL", "IQ4_XS", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q2_K", "F16", "BF16"]
 
@@ -38,7 +38,7 @@ class QuantizeCancelled(QuantizeError):
 def quantize_command(in_path: Path, out_path: Path, qtype: str, threads: int = 0) -> list[str]:
     if getattr(sys, "frozen", False):
         return [sys.executable, "--quantize", str(in_path), str(out_path), qtype, "--threads", str(threads)]
-    return [sys.executable, "-u", "-m", "app.engine.quantize", str(in_path), str(out_path), qtype,
+    return [sys.executable, "-u", "-m", "app.engine.llama.quantize", str(in_path), str(out_path), qtype,
             "--threads", str(threads)]
 
 
@@ -80,7 +80,7 @@ class QuantizeJob:
             proc.terminate()
 
     def _preflight(self) -> None:
-        from app.core.gguf_info import GGUFError, inspect_gguf
+        from app.core.gguf.info import GGUFError, inspect_gguf
 
         if self.in_path.is_dir():
             raise QuantizeError(f"{self.in_path} is a directory; give the path of a .gguf file")

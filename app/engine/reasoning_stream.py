@@ -1,6 +1,6 @@
 """Token events of one reply with the thinking kept apart from the answer (local engine and remote backend).
 
-Wraps app.core.reasoning's splitter with what the protocol and the metrics need: each piece of reply text
+Wraps app.core.chat.reasoning's splitter with what the protocol and the metrics need: each piece of reply text
 becomes one `Token` whose `text` is answer and whose `reasoning` is thinking; at the end the whole answer,
 the whole reasoning, the number of generated tokens spent thinking, how long the thinking took, and the time
 to the first answer token (what a user of a reasoning model waits for, beside the plain TTFT).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.reasoning import ReasoningSplitter, ends_inside_thinking
+from app.core.chat.reasoning import ReasoningSplitter, ends_inside_thinking
 from app.engine import protocol as P
 
 PROMPT_TAIL_TOKENS = 8  # enough of the prompt's end to see a generation prompt that opens "<think>\n"

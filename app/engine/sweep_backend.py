@@ -1,4 +1,4 @@
-"""Sweep backends (app.core.sweeps.SweepBackend) over the engine process or a remote server.
+"""Sweep backends (app.core.bench.sweeps.SweepBackend) over the engine process or a remote server.
 
 Both are blocking: the CLI calls them directly, the Lab page from a worker thread. Cancel is a
 threading.Event checked while waiting, so a sweep stops within one repetition.
@@ -11,10 +11,10 @@ import random
 import threading
 from typing import Any
 
-from app.core.sweeps import Measurement, Step, SweepCancelled
+from app.core.bench.sweeps import Measurement, Step, SweepCancelled
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
-from app.engine.remote import RemoteClient
+from app.engine.remote.backend import RemoteClient
 
 # Words that are a single token in most tokenizers: a remote prompt of N of them is ≈ N tokens.
 _WORDS = ("the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on",

@@ -1,4 +1,4 @@
-"""`roofline serve`: an OpenAI-compatible HTTP server over the batch engine (app.engine.batch).
+"""`roofline serve`: an OpenAI-compatible HTTP server over the batch engine (app.engine.llama.batch).
 
 `openai_api` turns request bodies into engine requests and engine results into OpenAI-shaped JSON (pure);
 `metrics` keeps the Prometheus counters; `hub` connects the asyncio server to the engine process; `app`

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.server import openai_api as api
-from app.server.hub import Hub, Unavailable
+from app.server.engine_queue import Hub, Unavailable
 
 MAX_BODY_BYTES = 32 * 2**20  # far above any prompt a context holds; a bigger body is refused unread
 KEEPALIVE_S = 5.0  # an SSE comment this often while a request waits: a client that left is noticed

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from app.core import sampling_defaults as D
+from app.core.sampling import defaults as D
 from app.engine import protocol as P
 
 UNLIMITED_TOKENS = 1 << 30  # the engine clips max_tokens to what the slot's context leaves

@@ -1,4 +1,4 @@
-"""The server's side of the batch engine: starts `python -m app.engine.batch` and relays its events.
+"""The server's side of the batch engine: starts `python -m app.engine.llama.batch` and relays its events.
 
 No llama_cpp here. It is the single-request `EngineClient` with another process and two more event types:
 starting and loading are blocking (`start_loaded`), after which every event goes to `on_event` on the
@@ -20,7 +20,7 @@ from app.engine.client import EngineClient
 def batch_engine_command(parallel: int) -> list[str]:
     if getattr(sys, "frozen", False):
         return [sys.executable, "--batch-engine", "--parallel", str(parallel)]
-    return [sys.executable, "-u", "-m", "app.engine.batch", "--parallel", str(parallel)]
+    return [sys.executable, "-u", "-m", "app.engine.llama.batch", "--parallel", str(parallel)]
 
 
 class BatchEngineClient(EngineClient):

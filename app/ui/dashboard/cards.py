@@ -8,9 +8,9 @@ import math
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.core.metrics import PhaseMetrics
-from app.ui import theme
-from app.ui.dashboard_live import prompt_detail
+from app.core.metrics.phase import PhaseMetrics
+from app.ui.toolkit import theme
+from app.ui.dashboard.live_numbers import prompt_detail
 
 
 def fmt(v: float, digits: int = 0, unit: str = "") -> str:
@@ -118,7 +118,7 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
         ttft.set(fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
         if m.prefill_tokens > 0:
             prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
-        else:  # the same prompt again: its cells and first logits were kept (app.engine.decoding.prefill)
+        else:  # the same prompt again: its cells and first logits were kept (app.engine.llama.decoding.prefill)
             prefill.set("—", "nothing new to evaluate")
     detail = f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
     if m.draft_tokens:  # speculative decoding: how many drafted tokens the model agreed with, and whose

@@ -8,11 +8,11 @@ from typing import Any
 import psutil
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QProgressBar
 
-from app.core.metrics import PhaseMetrics, fmt_bytes
+from app.core.metrics.phase import PhaseMetrics, fmt_bytes
 from app.engine import protocol as P
-from app.ui import dashboard_live
+from app.ui.dashboard import live_numbers as dashboard_live
 from app.ui.dashboard.cards import Card
-from app.ui.engine_qt import EngineQt
+from app.ui.engine_link.engine_qt import EngineQt
 
 
 class MemoryPanel(QGroupBox):

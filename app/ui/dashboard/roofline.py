@@ -1,5 +1,5 @@
 """The dashboard's Roofline box: the measured bandwidth and compute roofs with the prefill and decode
-operating points (from app.ui.roofline_model), on log axes labelled at powers of ten."""
+operating points (from app.ui.dashboard.roofline_math), on log axes labelled at powers of ten."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
 
-from app.core.metrics import PhaseMetrics
+from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
-from app.ui import roofline_model, theme
+from app.ui.dashboard import roofline_math as roofline_model
+from app.ui.toolkit import theme
 from app.ui.dashboard.plots import PLOT_HEIGHT, empty_label, make_plot
 
 _SI_PREFIX = {3: "k", 6: "M", 9: "G", 12: "T"}

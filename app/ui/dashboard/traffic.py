@@ -1,4 +1,4 @@
-"""The dashboard's server box: what a running `roofline serve` is doing, from its /metrics (app.core.serve_traffic).
+"""The dashboard's server box: what a running `roofline serve` is doing, from its /metrics (app.core.metrics.serve_traffic).
 
 Four cards — requests in flight (running + waiting for a slot), aggregate decode tok/s of all requests, the
 time to first token of the requests that finished lately, KV cells held by all sequences — and the aggregate
@@ -13,8 +13,8 @@ import collections
 import pyqtgraph as pg
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QVBoxLayout, QWidget
 
-from app.core.serve_traffic import Traffic
-from app.ui import theme
+from app.core.metrics.serve_traffic import Traffic
+from app.ui.toolkit import theme
 from app.ui.dashboard.cards import Card, fmt
 from app.ui.dashboard.plots import make_plot, nice_ceiling, restyle_plot
 

@@ -19,18 +19,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.metrics import PhaseMetrics, fmt_bytes, percentile
+from app.core.metrics.phase import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
-from app.ui import dashboard_live, theme
+from app.ui.dashboard import live_numbers as dashboard_live
+from app.ui.toolkit import theme
 from app.ui.dashboard.cards import Card, CardGrid, itl_detail, show_message
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.roofline import RooflinePanel
 from app.ui.dashboard.traffic import ServerTrafficPanel
-from app.ui.dashboard_context import attach_context_line
-from app.ui.dashboard_reasoning import attach_reasoning_line
-from app.ui.dashboard_speculative import attach_speedup_line
-from app.ui.engine_qt import EngineQt
+from app.ui.dashboard.context_line import attach_context_line
+from app.ui.dashboard.reasoning_line import attach_reasoning_line
+from app.ui.dashboard.speculative_line import attach_speedup_line
+from app.ui.engine_link.engine_qt import EngineQt
 
 DOCK_MIN_WIDTH = 250  # with the chat and the sidebar, the window still fits 800 px
 PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
@@ -236,7 +237,7 @@ class Dashboard(QWidget):
 
     def on_tokens(self, times: list[float]) -> None:
         """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
-        2×/s (half that where llama.cpp takes every core: app.core.pacing)."""
+        2×/s (half that where llama.cpp takes every core: app.core.chat.pacing)."""
         first = not self._live_times
         self._live_times.extend(times)
         if first:

@@ -1,5 +1,5 @@
 """The Models page's Discover tab: the curated instruct models recommended for this machine on top
-(app/ui/discover_picks.py), then search the hub, pick a repository, see each quantization's verdict badge
+(app/ui/models_page/discover_picks.py), then search the hub, pick a repository, see each quantization's verdict badge
 (full GPU / partial / CPU / won't fit), max context, predicted prefill and decode speed and quality cost —
 all read from remote headers before any download — with the recommended one highlighted; download it.
 
@@ -28,13 +28,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core import downloads, hub, paths, remote_gguf
-from app.core.metrics import fmt_bytes
-from app.core.remote_gguf import VariantAssessment
+from app.core.config import paths
+from app.core.gguf import remote_header as remote_gguf
+from app.core.hub import downloads, listing as hub
+from app.core.metrics.phase import fmt_bytes
+from app.core.gguf.remote_header import VariantAssessment
 from app.ui.models_page.page_base import PageBase
-from app.ui.discover_picks import RecommendedPicks
+from app.ui.models_page.discover_picks import RecommendedPicks
 from app.ui.models_page.tables import SearchModel, VariantModel, make_table
-from app.ui.table_cells import BadgeDelegate
+from app.ui.models_page.table_cells import BadgeDelegate
 
 
 class DiscoverTab(PageBase):

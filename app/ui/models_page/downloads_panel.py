@@ -9,10 +9,11 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from app.core import downloads, hub, paths
+from app.core.config import paths
+from app.core.hub import downloads, listing as hub
 from app.ui.models_page.page_base import PageBase
 from app.ui.models_page.tables import DownloadsModel, make_table
-from app.ui.table_cells import ProgressDelegate
+from app.ui.models_page.table_cells import ProgressDelegate
 
 
 class DownloadBridge(QObject):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-from app.core import downloads
+from app.core.hub import downloads
 from app.ui.models_page.discover_tab import DiscoverTab
 from app.ui.models_page.downloads_panel import DownloadBridge, DownloadsPanel
 from app.ui.models_page.library_tab import LibraryTab

@@ -1,5 +1,5 @@
 """What the Models page's parts share: the status line, and background tasks whose results come back on the
-GUI thread (`app.ui.background.run_in_background`, so a result that arrives after the page is gone is dropped).
+GUI thread (`app.ui.toolkit.background.run_in_background`, so a result that arrives after the page is gone is dropped).
 
 The page is one widget assembled from parts (library tab, discover tab, downloads panel), each a mixin on
 this base; the attributes below are the ones a part uses from another, declared here for the type checker.
@@ -13,8 +13,9 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
-from app.core import downloads, hub, library
-from app.ui.background import run_in_background
+from app.core.hub import downloads, listing as hub
+from app.core.models import library
+from app.ui.toolkit.background import run_in_background
 from app.ui.models_page.tables import DownloadsModel
 
 # Failures whose message is already written for the user; anything else is shown with its type.

@@ -23,10 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core import paths
-from app.core.metrics import fmt_bytes
+from app.core.config import paths
+from app.core.metrics.phase import fmt_bytes
 from app.engine.quantize_client import QUANT_CHOICES, QuantizeJob
-from app.ui.background import run_in_background
+from app.ui.toolkit.background import run_in_background
 
 
 class _QuantBridge(QObject):

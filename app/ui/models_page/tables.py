@@ -9,11 +9,12 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
-from app.core import downloads, hub, library
-from app.core.metrics import fmt_bytes
-from app.core.remote_gguf import VariantAssessment
-from app.ui import library_columns
-from app.ui.table_cells import fmt_params, fmt_rate
+from app.core.hub import downloads, listing as hub
+from app.core.models import library
+from app.core.metrics.phase import fmt_bytes
+from app.core.gguf.remote_header import VariantAssessment
+from app.ui.models_page import library_columns
+from app.ui.models_page.table_cells import fmt_params, fmt_rate
 
 _Index = QModelIndex | QPersistentModelIndex
 _ROOT = QModelIndex()
@@ -54,7 +55,7 @@ class LibraryModel(_Table):
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self.fits: dict[str, Any] = {}  # path -> app.core.library_fit.LibraryFit
+        self.fits: dict[str, Any] = {}  # path -> app.core.models.fit.LibraryFit
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         m: library.LocalModel | None = self.row(index)

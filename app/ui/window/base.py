@@ -12,25 +12,25 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QComboBox, QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
 
-from app.core import settings as settings_mod
-from app.core.chat_store import ChatStore
-from app.ui.background import BackgroundJob
-from app.ui.bandwidth_feed import BandwidthFeed
-from app.ui.banner import Banner
-from app.ui.chat_session import ChatSession
-from app.ui.conversation_list import ConversationPanel
-from app.ui.draft_control import DraftModelControl
+from app.core.config import settings as settings_mod
+from app.core.chat.store import ChatStore
+from app.ui.toolkit.background import BackgroundJob
+from app.ui.dashboard.bandwidth_feed import BandwidthFeed
+from app.ui.window.banner import Banner
+from app.ui.chat.session import ChatSession
+from app.ui.chat.conversation_list import ConversationPanel
+from app.ui.model_bar.draft_model_action import DraftModelControl
 from app.ui.dashboard import Dashboard, DashboardDock
-from app.ui.engine_qt import EngineQt
-from app.ui.lazy_page import LazyPage
-from app.ui.message_view import InputBox, MessageView
-from app.ui.model_preset import ModelPresetControl
-from app.ui.sampling_panel import SamplingPanel
-from app.ui.startup_guard import OpeningGuard
+from app.ui.engine_link.engine_qt import EngineQt
+from app.ui.toolkit.lazy_page import LazyPage
+from app.ui.chat.message_view import InputBox, MessageView
+from app.ui.model_bar.preset import ModelPresetControl
+from app.ui.chat.sampling_panel import SamplingPanel
+from app.ui.window.startup_guard import OpeningGuard
 
 if TYPE_CHECKING:
-    from app.ui.dashboard_live import LiveKV
-    from app.ui.window.drafts import ChatDrafts
+    from app.ui.dashboard.live_numbers import LiveKV
+    from app.ui.window.unsent_drafts import ChatDrafts
 
 
 class WindowBase(QMainWindow):

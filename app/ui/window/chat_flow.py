@@ -12,12 +12,12 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from app.core.chat_store import Message
-from app.core.metrics import PhaseMetrics
-from app.ui import engine_qt as E
-from app.ui.reply_ending import can_continue
+from app.core.chat.store import Message
+from app.core.metrics.phase import PhaseMetrics
+from app.ui.engine_link import engine_qt as E
+from app.ui.chat.reply_ending import can_continue
 from app.ui.window.base import WindowBase
-from app.ui.window.drafts import ChatDrafts
+from app.ui.window.unsent_drafts import ChatDrafts
 
 
 def ask_to_stop_for_reload(parent: QWidget) -> bool:

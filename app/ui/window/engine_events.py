@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.core.metrics import fmt_bytes
+from app.core.metrics.phase import fmt_bytes
 from app.engine import protocol as P
-from app.ui import engine_qt as E
-from app.ui import onboarding
-from app.ui.dashboard_live import LiveKV
-from app.ui.safe_text import set_plain_tooltip
+from app.ui.engine_link import engine_qt as E
+from app.ui.window import onboarding
+from app.ui.dashboard.live_numbers import LiveKV
+from app.ui.toolkit.safe_text import set_plain_tooltip
 from app.ui.window.base import WindowBase
 
 _QUANT_RE = re.compile(r"(?i)(IQ\d_[A-Z]+|Q\d_K_[SML]|Q\d_K|Q\d_\d|F16|BF16|F32|MXFP4)")
@@ -81,7 +81,7 @@ class EngineEvents(WindowBase):
 
     @staticmethod
     def _mark_used(path: str) -> None:
-        from app.core.library import mark_used
+        from app.core.models.library import mark_used
 
         try:
             mark_used(path)

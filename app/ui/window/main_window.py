@@ -31,31 +31,31 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core import chat_trash
-from app.core import settings as settings_mod
-from app.core.chat_store import ChatStore
-from app.core.store_recovery import OpenedStore, open_chat_store
-from app.ui import theme
-from app.ui.background import BackgroundJob
-from app.ui.bandwidth_feed import BandwidthFeed
-from app.ui.banner import Banner
-from app.ui.chat_export_ui import ExportControl
-from app.ui.chat_session import ChatSession
-from app.ui.conversation_list import ConversationPanel
+from app.core.chat import trash as chat_trash
+from app.core.config import settings as settings_mod
+from app.core.chat.store import ChatStore
+from app.core.chat.store_recovery import OpenedStore, open_chat_store
+from app.ui.toolkit import theme
+from app.ui.toolkit.background import BackgroundJob
+from app.ui.dashboard.bandwidth_feed import BandwidthFeed
+from app.ui.window.banner import Banner
+from app.ui.chat.export_dialog import ExportControl
+from app.ui.chat.session import ChatSession
+from app.ui.chat.conversation_list import ConversationPanel
 from app.ui.dashboard import DashboardDock
-from app.ui.draft_control import DraftModelControl
-from app.ui.engine_qt import EngineQt
-from app.ui.lazy_page import LazyPage
-from app.ui.message_view import InputBox, MessageView
-from app.ui.model_manager import ModelManager
-from app.ui.model_preset import ModelPresetControl
-from app.ui.safe_text import make_plain
-from app.ui.sampling_panel import SamplingPanel
-from app.ui.serve_switch import ServeSwitch
-from app.ui.shutdown import shut_down
-from app.ui.startup_guard import OpeningGuard
-from app.ui.thinking_box import connect_thinking
-from app.ui.version_nav import VersionsControl
+from app.ui.model_bar.draft_model_action import DraftModelControl
+from app.ui.engine_link.engine_qt import EngineQt
+from app.ui.toolkit.lazy_page import LazyPage
+from app.ui.chat.message_view import InputBox, MessageView
+from app.ui.model_bar.eject_reload import ModelManager
+from app.ui.model_bar.preset import ModelPresetControl
+from app.ui.toolkit.safe_text import make_plain
+from app.ui.chat.sampling_panel import SamplingPanel
+from app.ui.serve.switch import ServeSwitch
+from app.ui.window.shutdown import shut_down
+from app.ui.window.startup_guard import OpeningGuard
+from app.ui.chat.thinking_box import connect_thinking
+from app.ui.chat.version_nav import VersionsControl
 from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
 from app.ui.window.menus import WindowMenus
@@ -267,7 +267,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
 
     # ------------------------------------------------------------------ settings, theme, lifetime
     def open_settings(self) -> None:
-        from app.ui.settings_dialog import SettingsDialog
+        from app.ui.settings.dialog import SettingsDialog
 
         # The dialog edits the defaults starting from what the sidebar shows, so OK does not undo the sidebar
         self.settings.sampling = self.model_preset.global_sampling()

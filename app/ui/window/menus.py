@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 
-from app.ui import theme
+from app.ui.toolkit import theme
 
 if TYPE_CHECKING:
     from app.ui.window.main_window import MainWindow

@@ -8,10 +8,10 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.engine import protocol as P
-from app.ui import model_selector
-from app.ui.background import run_in_background
-from app.ui.model_selector import CONNECT_REMOTE, OPEN_FILE
-from app.ui.reply_ending import MODEL_RELOADED
+from app.ui.model_bar import selector as model_selector
+from app.ui.toolkit.background import run_in_background
+from app.ui.model_bar.selector import CONNECT_REMOTE, OPEN_FILE
+from app.ui.chat.reply_ending import MODEL_RELOADED
 from app.ui.window.base import WindowBase
 
 
@@ -31,7 +31,7 @@ class ModelLoading(WindowBase):
             self.load_model(Path(path))
 
     def _make_lab_page(self) -> QWidget:
-        from app.ui.lab_page import LabPage
+        from app.ui.lab.page import LabPage
 
         page = LabPage(model_path=self.session.model_path, engine=self.engine)  # its sweeps: an engine EngineQt owns
         tuned = self._tuned(self.session.model_path)
@@ -43,7 +43,7 @@ class ModelLoading(WindowBase):
         """The auto-tuned threads/ubatch for this machine and model (`roofline tune`), when threads are auto."""
         if model is None or self.settings.threads is not None:
             return None
-        from app.core.autotune import tuned_config
+        from app.core.predict.autotune import tuned_config
 
         try:
             return tuned_config(model)
@@ -57,7 +57,7 @@ class ModelLoading(WindowBase):
     def _model_chosen(self, index: int) -> None:
         data = self.model_combo.itemData(index)
         if data == CONNECT_REMOTE:
-            from app.ui.remote_dialog import RemoteDialog
+            from app.ui.engine_link.remote_dialog import RemoteDialog
 
             dialog = RemoteDialog(self, url=self.engine.remote[0] if self.engine.remote else "")
             if dialog.exec() == RemoteDialog.DialogCode.Accepted:
@@ -89,8 +89,8 @@ class ModelLoading(WindowBase):
         self.model_combo.setCurrentIndex(i)
 
     def load_config(self, model: Path) -> P.LoadConfig:
-        from app.core.load_plan import plan_load  # the CLI's way too: settings, preset, tune result
-        from app.core.saved_kv import default_dir
+        from app.core.predict.load_plan import plan_load  # the CLI's way too: settings, preset, tune result
+        from app.core.chat.saved_kv import default_dir
 
         return P.LoadConfig(model_path=str(model), **plan_load(model, self.settings).load_kwargs(),
                             **self.draft_control.load_kwargs(model), kv_store_dir=str(default_dir()),
@@ -128,6 +128,6 @@ class ModelLoading(WindowBase):
 
 def _prepare_default_model() -> Path:
     """The default model's path, assembled first if needed (that may take a while: never on the GUI thread)."""
-    from app.core.default_model import default_model_path
+    from app.core.models.default_model import default_model_path
 
     return default_model_path()

@@ -8,9 +8,9 @@ import time
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QDockWidget, QLabel, QWidget
 
-from app.core.chat_store import Message
-from app.core.metrics import PhaseMetrics
-from app.ui.chat_session import ChatSession
+from app.core.chat.store import Message
+from app.core.metrics.phase import PhaseMetrics
+from app.ui.chat.session import ChatSession
 
 REFRESH_MS = 250  # live numbers 4×/s, as the dashboard's cards
 

@@ -1,0 +1,397 @@
+"""Benchmark sweeps: plan the measurements, run them through a backend, and analyse them into one finding.
+
+Pure Python (no Qt, no llama_cpp, no engine): the CLI and the Lab page hand `run_sweep` a `SweepBackend`
+that talks to the engine (llama-bench style `Bench`) or to a remote server (timed `Generate`). Results
+are llama-bench rows (app.core.bench.llama_bench_format.bench_row field names) plus an analysis per kind:
+
+- grid    prompt length × generation length: each cell's time split into prefill (ppP) and decode (tgG at
+          depth P), which phase dominates, and the prompt length where prefill starts to dominate
+          (linear interpolation between the measured prompt lengths)
+- depth   decode tok/s vs KV depth (llama-bench -d)
+- ubatch  prefill tok/s vs n_ubatch (chunked prefill; one reload per value)
+- threads prefill and decode tok/s vs thread count (one reload per value)
+- kv      A/B of KV cache type (f16 / q8_0) and flash attention
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.core.bench.llama_bench_format import bench_row
+
+KINDS = ("grid", "depth", "ubatch", "threads", "kv")
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "grid": {"prompts": [64, 128, 256, 512, 1024], "gens": [32, 128]},
+    "depth": {"depths": [0, 256, 512, 1024, 2048], "n_gen": 32},
+    "ubatch": {"ubatches": [32, 64, 128, 256, 512], "n_prompt": 512},
+    "threads": {"threads": [], "n_prompt": 256, "n_gen": 32},  # [] -> 1 .. logical cores
+    "kv": {"n_prompt": 512, "n_gen": 32, "n_depth": 512},
+}
+
+KV_VARIANTS: list[dict[str, Any]] = [
+    {"type_k": "f16", "type_v": "f16", "flash_attn": False},
+    {"type_k": "f16", "type_v": "f16", "flash_attn": True},
+    # a quantized V cache needs flash attention in llama.cpp, so there is no q8_0 / off variant
+    {"type_k": "q8_0", "type_v": "q8_0", "flash_attn": True},
+]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One llama-bench test under one load configuration (`config`: LoadConfig field overrides)."""
+
+    n_prompt: int
+    n_gen: int
+    n_depth: int = 0
+    config: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        test = f"pp{self.n_prompt}" if self.n_prompt else f"tg{self.n_gen}"
+        if self.n_depth:
+            test += f" @ d{self.n_depth}"
+        cfg = " ".join(f"{k}={_short(v)}" for k, v in self.config)
+        return f"{test} {cfg}".strip()
+
+    @property
+    def config_dict(self) -> dict[str, Any]:
+        return dict(self.config)
+
+
+def _short(v: Any) -> str:
+    return {True: "on", False: "off"}.get(v, str(v)) if isinstance(v, bool) else str(v)
+
+
+@dataclass
+class Measurement:
+    step: Step
+    samples_ns: list[int]
+    model_info: dict[str, Any]
+    tokens: int = 0  # tokens the samples cover (defaults to n_prompt + n_gen)
+
+    @property
+    def ms(self) -> float:
+        return statistics.fmean(self.samples_ns) / 1e6 if self.samples_ns else math.nan
+
+    @property
+    def tps(self) -> float:
+        n = self.tokens or (self.step.n_prompt + self.step.n_gen)
+        return n / (self.ms / 1000.0) if self.samples_ns and self.ms > 0 else math.nan
+
+
+class SweepBackend(Protocol):
+    """What a sweep needs from an engine. `measure` may raise SweepCancelled."""
+
+    remote: bool
+
+    def configure(self, config: dict[str, Any]) -> None: ...
+
+    def measure(self, step: Step, repetitions: int) -> Measurement: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class SweepCancelled(Exception):
+    pass
+
+
+@dataclass
+class SweepResult:
+    kind: str
+    measurements: list[Measurement]
+    points: list[dict[str, Any]]
+    finding: str
+    crossover: dict[str, float] | None = None
+    cancelled: bool = False
+    backend: dict[str, Any] = field(default_factory=dict)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """llama-bench rows (same field names and meaning), one per measurement."""
+        out = []
+        be = self.backend
+        for m in self.measurements:
+            info = m.model_info
+            if "prefill_samples_ns" in info:  # remote: one timed request, reported as llama-bench's two tests
+                parts = [(m.step.n_prompt, 0, 0, list(info["prefill_samples_ns"])),
+                         (0, m.tokens, m.step.n_prompt, m.samples_ns)]
+            else:
+                parts = [(m.step.n_prompt, m.step.n_gen, m.step.n_depth, m.samples_ns)]
+            for n_prompt, n_gen, n_depth, samples in parts:
+                out.append(bench_row(n_prompt=n_prompt, n_gen=n_gen, n_depth=n_depth, samples_ns=samples,
+                                     model_info=info, backend=str(be.get("backend", "CPU")),
+                                     build=str(be.get("build", ""))))
+        return out
+
+    def csv_text(self) -> str:
+        buf = io.StringIO()
+        if self.points:
+            keys = list(self.points[0].keys())
+            writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+            writer.writeheader()
+            for p in self.points:
+                writer.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in p.items()})
+        return buf.getvalue()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "finding": self.finding, "crossover": self.crossover,
+                "cancelled": self.cancelled, "points": self.points, "backend": self.backend}
+
+
+# ------------------------------------------------------------------------------------------ planning
+def _cfg(**kw: Any) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(kw.items()))
+
+
+def plan(kind: str, opts: dict[str, Any] | None = None, n_cpus: int = 2, remote: bool = False) -> list[Step]:
+    """The measurements of one sweep, ordered so that reloads happen once per configuration."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown sweep {kind!r}; choose one of {', '.join(KINDS)}")
+    o = {**DEFAULTS[kind], **(opts or {})}
+    if remote and kind != "grid":
+        raise ValueError(f"the {kind} sweep changes how the model is loaded; a remote server only runs 'grid'")
+    if kind == "grid":
+        prompts, gens = _positive(o["prompts"], "prompt lengths"), _positive(o["gens"], "generation lengths")
+        if remote:  # one timed request per cell gives both phases
+            return [Step(p, g) for p in prompts for g in gens]
+        return [s for p in prompts for s in [Step(p, 0), *(Step(0, g, p) for g in gens)]]
+    if kind == "depth":
+        return [Step(0, int(o["n_gen"]), d) for d in _nonneg(o["depths"], "depths")]
+    if kind == "ubatch":
+        return [Step(int(o["n_prompt"]), 0, 0, _cfg(n_ubatch=u, n_batch=max(u, int(o["n_prompt"]))))
+                for u in _positive(o["ubatches"], "n_ubatch values")]
+    if kind == "threads":
+        threads = _positive(o["threads"], "thread counts") if o["threads"] else list(range(1, max(1, n_cpus) + 1))
+        return [s for t in threads for s in (Step(int(o["n_prompt"]), 0, 0, _cfg(n_threads=t, n_threads_batch=t)),
+                                             Step(0, int(o["n_gen"]), 0, _cfg(n_threads=t, n_threads_batch=t)))]
+    return [s for v in KV_VARIANTS for s in (Step(int(o["n_prompt"]), 0, 0, _cfg(**v)),
+                                             Step(0, int(o["n_gen"]), int(o["n_depth"]), _cfg(**v)))]
+
+
+def _positive(values: list[int], what: str) -> list[int]:
+    vals = sorted({int(v) for v in values})
+    if not vals or vals[0] <= 0:
+        raise ValueError(f"{what} must be positive numbers")
+    return vals
+
+
+def _nonneg(values: list[int], what: str) -> list[int]:
+    vals = sorted({int(v) for v in values})
+    if not vals or vals[0] < 0:
+        raise ValueError(f"{what} must be numbers ≥ 0")
+    return vals
+
+
+def context_needed(steps: list[Step]) -> int:
+    need = max((s.n_prompt + s.n_gen + s.n_depth for s in steps), default=256)
+    return max(256, -(-(need + 8) // 256) * 256)
+
+
+# ------------------------------------------------------------------------------------------ running
+def run_sweep(kind: str, steps: list[Step], backend: SweepBackend, repetitions: int = 3,
+              progress: Callable[[int, int, str], None] | None = None,
+              cancelled: Callable[[], bool] | None = None) -> SweepResult:
+    """Measure every step (grouped by configuration), then analyse. A cancel keeps what was measured."""
+    measurements: list[Measurement] = []
+    was_cancelled = False
+    current: dict[str, Any] | None = None
+    for i, step in enumerate(steps):
+        if cancelled is not None and cancelled():
+            was_cancelled = True
+            break
+        if progress is not None:
+            progress(i, len(steps), step.label)
+        try:
+            if step.config_dict != current:
+                backend.configure(step.config_dict)
+                current = step.config_dict
+            measurements.append(backend.measure(step, repetitions))
+        except SweepCancelled:
+            was_cancelled = True
+            break
+    if progress is not None:
+        progress(len(measurements), len(steps), "cancelled" if was_cancelled else "done")
+    result = analyse(kind, measurements)
+    result.cancelled = was_cancelled
+    result.backend = backend.describe()
+    if was_cancelled:
+        result.finding = f"(cancelled after {len(measurements)} of {len(steps)} measurements) " + result.finding
+    return result
+
+
+# ------------------------------------------------------------------------------------------ analysis
+def analyse(kind: str, ms: list[Measurement]) -> SweepResult:
+    fn = {"grid": _grid, "depth": _depth, "ubatch": _ubatch, "threads": _threads, "kv": _kv}[kind]
+    points, finding, cross = fn(ms)
+    return SweepResult(kind, ms, points, finding, cross)
+
+
+def nice(x: float) -> str:
+    """A rounded number for a sentence: 2 significant digits (~900, ~1,200, ~45)."""
+    if not math.isfinite(x) or x <= 0:
+        return "?"
+    step = 10.0 ** (math.floor(math.log10(x)) - 1)
+    r = round(x / step) * step
+    return f"{r:,.0f}" if r >= 10 else f"{r:.2g}"
+
+
+def grid_cells(ms: list[Measurement]) -> list[dict[str, Any]]:
+    """One dict per (prompt, gen) cell: prefill_ms, decode_ms, total_ms, dominant phase."""
+    pp = {m.step.n_prompt: m for m in ms if m.step.n_prompt and not m.step.n_gen and not m.step.n_depth}
+    cells = []
+    for m in ms:
+        s = m.step
+        if s.n_gen and not s.n_prompt and s.n_depth in pp:  # local: tgG @ dP after ppP
+            p, g, pre, dec = s.n_depth, s.n_gen, pp[s.n_depth].ms, m.ms
+        elif s.n_gen and s.n_prompt and m.model_info.get("prefill_samples_ns"):  # remote: one request
+            p, g = s.n_prompt, s.n_gen
+            pre = statistics.fmean(m.model_info["prefill_samples_ns"]) / 1e6
+            dec = m.ms
+        else:
+            continue
+        cells.append({"n_prompt": p, "n_gen": g, "prefill_ms": pre, "decode_ms": dec, "total_ms": pre + dec,
+                      "prefill_share": pre / (pre + dec) if pre + dec > 0 else math.nan,
+                      "dominant": "prefill" if pre > dec else "decode"})
+    cells.sort(key=lambda c: (c["n_gen"], c["n_prompt"]))
+    return cells
+
+
+def crossover(cells: list[dict[str, Any]], n_gen: int) -> tuple[float | None, bool]:
+    """Prompt length where prefill time equals decode time for `n_gen`-token answers.
+
+    Linear interpolation between the two measured prompt lengths that bracket the sign change; when
+    no pair does, a linear extrapolation from the end the crossover lies beyond (flagged True)."""
+    row = sorted((c for c in cells if c["n_gen"] == n_gen), key=lambda c: c["n_prompt"])
+    if not row:
+        return None, False
+    diff = [(c["n_prompt"], c["prefill_ms"] - c["decode_ms"]) for c in row]
+    # Prefill time grows with the prompt much faster than decode time (only its KV depth grows), so the
+    # crossover is where the difference turns from negative to positive; the first such change counts.
+    for (p0, d0), (p1, d1) in zip(diff, diff[1:]):
+        if d0 <= 0 < d1:
+            return p0 + (0 - d0) * (p1 - p0) / (d1 - d0), False
+    if len(diff) >= 2 and (all(d < 0 for _, d in diff) or all(d > 0 for _, d in diff)):
+        (p0, d0), (p1, d1) = (diff[-2], diff[-1]) if diff[-1][1] < 0 else (diff[0], diff[1])
+        if d1 > d0:
+            p_star = p0 + (0 - d0) * (p1 - p0) / (d1 - d0)
+            if p_star > 0:
+                return p_star, True
+    return None, False
+
+
+def _grid(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, dict[str, float] | None]:
+    cells = grid_cells(ms)
+    if not cells:
+        return [], "Not enough measurements for a finding.", None
+    gens = sorted({c["n_gen"] for c in cells})
+    g = min(gens, key=lambda x: abs(math.log(x / 100)))  # the answer length closest to a typical 100 tokens
+    p_star, extrapolated = crossover(cells, g)
+    row = [c for c in cells if c["n_gen"] == g]
+    big = max(row, key=lambda c: c["n_prompt"])
+    pre_tps = big["n_prompt"] / (big["prefill_ms"] / 1000.0)
+    dec_tps = g / (big["decode_ms"] / 1000.0)
+    rates = f" (prefill ≈ {pre_tps:,.0f} tok/s, decode ≈ {dec_tps:,.1f} tok/s)"
+    if p_star is not None and not extrapolated:
+        finding = (f"On this machine, prompts over ~{nice(p_star)} tokens with {g}-token answers are "
+                   f"prefill-dominated; shorter ones are decode-dominated{rates}.")
+        odd = [c["n_prompt"] for c in row if (c["n_prompt"] > p_star) != (c["dominant"] == "prefill")]
+        if odd:
+            finding += (f" Caution: the cells at {', '.join(map(str, odd))} tokens disagree with that split, so "
+                        "the machine was probably busy; repeat with more repetitions.")
+    elif all(c["dominant"] == "decode" for c in row):
+        tail = (f"; a linear extrapolation puts the crossover near ~{nice(p_star)} tokens"
+                if p_star is not None else "")
+        finding = (f"On this machine, {g}-token answers are decode-dominated for every prompt measured, up to "
+                   f"{big['n_prompt']} tokens{tail}{rates}.")
+    elif all(c["dominant"] == "prefill" for c in row):
+        finding = (f"On this machine, even {row[0]['n_prompt']}-token prompts with {g}-token answers are "
+                   f"prefill-dominated{rates}.")
+    else:
+        finding = (f"The measurements for {g}-token answers do not show one crossover (prefill dominates at "
+                   f"{', '.join(str(c['n_prompt']) for c in row if c['dominant'] == 'prefill')} tokens only): "
+                   f"the machine was probably busy; repeat with more repetitions{rates}.")
+    cross = {"n_gen": float(g), "n_prompt": float(p_star), "extrapolated": float(extrapolated)} \
+        if p_star is not None else None
+    return cells, finding, cross
+
+
+def _series(ms: list[Measurement], key: Callable[[Measurement], Any], prefill: bool) -> list[tuple[Any, float]]:
+    return [(key(m), m.tps) for m in ms if (m.step.n_prompt > 0) == prefill]
+
+
+def _depth(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
+    pts = [{"n_depth": m.step.n_depth, "n_gen": m.step.n_gen, "decode_tps": m.tps, "ms": m.ms} for m in ms]
+    pts.sort(key=lambda p: p["n_depth"])
+    if len(pts) < 2:
+        return pts, "Not enough measurements for a finding.", None
+    a, b = pts[0], pts[-1]
+    change = 100.0 * (b["decode_tps"] / a["decode_tps"] - 1.0)
+    return pts, (f"Decode runs at {a['decode_tps']:.1f} tok/s with {a['n_depth']} tokens in the KV cache and "
+                 f"{b['decode_tps']:.1f} tok/s at {b['n_depth']} ({change:+.0f} %): every token reads the whole "
+                 "cache filled so far."), None
+
+
+def _ubatch(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
+    pts: list[dict[str, Any]] = [{"n_ubatch": int(m.step.config_dict.get("n_ubatch", 0)),
+                                  "n_prompt": m.step.n_prompt, "prefill_tps": m.tps} for m in ms]
+    pts.sort(key=lambda p: p["n_ubatch"])
+    if not pts:
+        return pts, "Not enough measurements for a finding.", None
+    best = max(pts, key=lambda p: p["prefill_tps"])
+    worst = min(pts, key=lambda p: p["prefill_tps"])
+    return pts, (f"Prefill of {best['n_prompt']} tokens is fastest with n_ubatch = {best['n_ubatch']} "
+                 f"({best['prefill_tps']:,.0f} tok/s); n_ubatch = {worst['n_ubatch']} is slowest "
+                 f"({worst['prefill_tps']:,.0f} tok/s, {100 * (worst['prefill_tps'] / best['prefill_tps'] - 1):+.0f} %)."
+                 ), None
+
+
+def _threads(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
+    by: dict[int, dict[str, Any]] = {}
+    for m in ms:
+        t = int(m.step.config_dict.get("n_threads", 0))
+        p = by.setdefault(t, {"n_threads": t, "prefill_tps": math.nan, "decode_tps": math.nan})
+        p["prefill_tps" if m.step.n_prompt else "decode_tps"] = m.tps
+    pts = [by[t] for t in sorted(by)]
+    pre = [p for p in pts if math.isfinite(p["prefill_tps"])]
+    dec = [p for p in pts if math.isfinite(p["decode_tps"])]
+    if not pre or not dec:
+        return pts, "Not enough measurements for a finding.", None
+    bp = max(pre, key=lambda p: p["prefill_tps"])
+    bd = max(dec, key=lambda p: p["decode_tps"])
+    return pts, (f"Prefill is fastest with {bp['n_threads']} thread(s) ({bp['prefill_tps']:,.0f} tok/s) and "
+                 f"decode with {bd['n_threads']} ({bd['decode_tps']:.1f} tok/s)."), None
+
+
+def kv_label(cfg: dict[str, Any]) -> str:
+    return f"K {cfg.get('type_k', 'f16')}/V {cfg.get('type_v', 'f16')}, FA {'on' if cfg.get('flash_attn') else 'off'}"
+
+
+def _kv(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
+    by: dict[str, dict[str, Any]] = {}
+    for m in ms:
+        cfg = m.step.config_dict
+        label = kv_label(cfg)
+        p = by.setdefault(label, {"variant": label, "type_k": cfg.get("type_k"), "type_v": cfg.get("type_v"),
+                                  "flash_attn": bool(cfg.get("flash_attn")), "prefill_tps": math.nan,
+                                  "decode_tps": math.nan, "decode_depth": 0})
+        if m.step.n_prompt:
+            p["prefill_tps"] = m.tps
+        else:
+            p["decode_tps"], p["decode_depth"] = m.tps, m.step.n_depth
+    pts = list(by.values())
+    if len(pts) < 2 or not all(math.isfinite(p["decode_tps"]) and math.isfinite(p["prefill_tps"]) for p in pts):
+        return pts, "Not enough measurements for a finding.", None
+    base = pts[0]
+    parts = []
+    for p in pts[1:]:
+        parts.append(f"{p['variant']}: prefill {100 * (p['prefill_tps'] / base['prefill_tps'] - 1):+.0f} %, "
+                     f"decode {100 * (p['decode_tps'] / base['decode_tps'] - 1):+.0f} %")
+    best = max(pts, key=lambda p: p["decode_tps"])
+    return pts, (f"Against {base['variant']} — " + "; ".join(parts) +
+                 f" (decode at depth {base['decode_depth']}); fastest decode: {best['variant']}."), None

@@ -1,0 +1,2 @@
+"""Conversations: the store and its recovery, trash, versions, export, chat templates and their sandbox,
+unsent text, reasoning, saved KV caches."""

@@ -1,0 +1,1 @@
+"""Configuration: user settings, where files live, API keys in the OS keyring."""

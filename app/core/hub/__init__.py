@@ -1,0 +1,2 @@
+"""The Hugging Face Hub: listings through `huggingface_hub`, resumable verified downloads, their queue and
+guards."""

@@ -1,0 +1,366 @@
+"""What this machine has for running models: CPU, RAM, GPUs and their memory bandwidth.
+
+Every probe is best-effort and fast (well under a second): a missing tool, library or file gives
+"unknown" (None), never an exception. Each probe takes its data source as a parameter (the NVML module,
+a sysctl function, the sysfs root, /proc/cpuinfo text) so tests can replay recorded data from machines
+we do not have. llama_cpp is not imported here: whether the installed llama.cpp can offload to a GPU
+is passed in by the caller (from the engine's `Ready.gpu_offload`).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from app.core.predict.machine_identity import machine_key
+
+GiB = 1024**3
+
+# ISA features llama.cpp's CPU kernels use; names as shown to the user.
+X86_FLAGS = {  # /proc/cpuinfo flag -> feature
+    "avx2": "AVX2", "avx512f": "AVX512F", "avx512_vnni": "AVX512_VNNI", "avx_vnni": "AVX_VNNI",
+    "amx_tile": "AMX", "f16c": "F16C", "fma": "FMA", "avx512_bf16": "AVX512_BF16",
+}
+ARM_FLAGS = {"asimd": "NEON", "sve": "SVE", "asimddp": "DOTPROD", "i8mm": "I8MM"}
+ALL_FEATURES = ["AVX2", "AVX512F", "AVX512_VNNI", "AVX_VNNI", "AMX", "F16C", "FMA", "NEON", "SVE", "DOTPROD"]
+
+# Apple Silicon: unified-memory bandwidth (GB/s, Apple's published figures). Variants with a cut-down
+# memory bus (M3 Max 14-core CPU, M4 Max 14-core) are keyed with their CPU core count.
+APPLE_BANDWIDTH = {
+    "M1": 68.25, "M1 Pro": 200, "M1 Max": 400, "M1 Ultra": 800,
+    "M2": 100, "M2 Pro": 200, "M2 Max": 400, "M2 Ultra": 800,
+    "M3": 100, "M3 Pro": 150, "M3 Max": 400, "M3 Max/14": 300, "M3 Ultra": 819,
+    "M4": 120, "M4 Pro": 273, "M4 Max": 546, "M4 Max/14": 410,
+    "M5": 153,
+}
+
+# AMD GPUs by PCI device id: (name, bandwidth GB/s); sysfs does not expose the bus width.
+AMD_GPUS = {
+    0x744C: ("Radeon RX 7900 XTX/XT", 960.0), 0x7448: ("Radeon PRO W7900", 864.0),
+    0x747E: ("Radeon RX 7800/7700 XT", 624.0), 0x7480: ("Radeon RX 7600", 288.0),
+    0x73BF: ("Radeon RX 6800/6900 XT", 512.0), 0x73AF: ("Radeon RX 6900 XT", 512.0),
+    0x73DF: ("Radeon RX 6700 XT", 384.0), 0x73FF: ("Radeon RX 6600/6650 XT", 256.0),
+    0x740C: ("Instinct MI250X", 3277.0), 0x74A1: ("Instinct MI300X", 5300.0),
+    0x7550: ("Radeon RX 9070 XT", 644.0),
+}
+
+
+@dataclass
+class CPUInfo:
+    model: str = "unknown"
+    arch: str = "unknown"
+    physical_cores: int | None = None
+    logical_cores: int | None = None
+    features: list[str] = field(default_factory=list)  # of ALL_FEATURES, present ones
+
+
+@dataclass
+class GPUInfo:
+    vendor: str  # nvidia | apple | amd
+    name: str
+    memory_total: int | None  # bytes usable by the GPU (Apple: the share of unified memory)
+    memory_free: int | None
+    bandwidth_gbs: float | None  # theoretical peak
+    compute_capability: str | None = None
+    unified_memory: bool = False
+    index: int = 0
+    source: str = ""  # where the facts came from (nvml, sysctl, sysfs)
+
+
+@dataclass
+class HardwareInfo:
+    cpu: CPUInfo
+    ram_total: int | None
+    ram_available: int | None
+    gpus: list[GPUInfo]
+    gpu_offload: bool | None  # can the installed llama.cpp offload? None: unknown
+    os: str = ""
+
+    @property
+    def machine_key(self) -> str:
+        return machine_key(self.cpu, self.ram_total)
+
+    @property
+    def best_gpu(self) -> GPUInfo | None:
+        usable = [g for g in self.gpus if g.memory_total]
+        return max(usable, key=lambda g: g.memory_total or 0) if usable else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["machine_key"] = self.machine_key
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HardwareInfo:
+        return cls(
+            cpu=CPUInfo(**data["cpu"]),
+            ram_total=data.get("ram_total"),
+            ram_available=data.get("ram_available"),
+            gpus=[GPUInfo(**g) for g in data.get("gpus", [])],
+            gpu_offload=data.get("gpu_offload"),
+            os=data.get("os", ""),
+        )
+
+
+# ---------------------------------------------------------------------------------------- CPU
+
+
+def parse_cpuinfo(text: str) -> tuple[str, list[str]]:
+    """(model name, features) from Linux /proc/cpuinfo text (x86 or ARM)."""
+    model = "unknown"
+    flags: set[str] = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key in ("model name", "hardware", "cpu model") and model == "unknown" and value.strip():
+            model = value.strip()
+        elif key in ("flags", "features") and not flags:
+            flags = set(value.split())
+    table = {**X86_FLAGS, **ARM_FLAGS}
+    features = {name for flag, name in table.items() if flag in flags}
+    if "amx_int8" in flags or "amx_bf16" in flags:
+        features.add("AMX")
+    return model, [f for f in ALL_FEATURES if f in features]
+
+
+def probe_cpu(cpuinfo_text: str | None = None, sysctl: Callable[[str], str | None] | None = None) -> CPUInfo:
+    info = CPUInfo(arch=platform.machine() or "unknown")
+    try:
+        import psutil
+
+        info.physical_cores = psutil.cpu_count(logical=False)
+        info.logical_cores = psutil.cpu_count(logical=True)
+    except Exception:  # noqa: BLE001 - psutil missing or refusing on an odd platform
+        info.logical_cores = os.cpu_count()
+    if cpuinfo_text is None and Path("/proc/cpuinfo").exists():
+        try:
+            cpuinfo_text = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            cpuinfo_text = None
+    if cpuinfo_text:
+        info.model, info.features = parse_cpuinfo(cpuinfo_text)
+    elif sysctl is not None or platform.system() == "Darwin":
+        get = sysctl or run_sysctl
+        info.model = get("machdep.cpu.brand_string") or "unknown"
+        feats = []
+        if info.arch == "arm64" or info.model.startswith("Apple"):
+            feats.append("NEON")
+            if get("hw.optional.arm.FEAT_DotProd") == "1":
+                feats.append("DOTPROD")
+        else:
+            leaf7 = (get("machdep.cpu.leaf7_features") or "").split()
+            base = (get("machdep.cpu.features") or "").split()
+            for flag in ("AVX2", "AVX512F"):
+                if flag in leaf7:
+                    feats.append(flag)
+            for flag in ("F16C", "FMA"):
+                if flag in base:
+                    feats.append(flag)
+        info.features = [f for f in ALL_FEATURES if f in feats]
+    elif platform.processor():
+        info.model = platform.processor()
+    return info
+
+
+# ---------------------------------------------------------------------------------------- NVIDIA
+
+
+def nvidia_bandwidth_gbs(max_mem_clock_mhz: float, bus_width_bits: int) -> float:
+    """Theoretical bandwidth: double data rate × clock × bus width (RTX 4090: 10501 MHz, 384 bit -> 1008)."""
+    return 2 * max_mem_clock_mhz * bus_width_bits / 8 / 1000
+
+
+def probe_nvidia(nvml_module: ModuleType | Any | None = None) -> list[GPUInfo]:
+    """NVIDIA GPUs through NVML (nvidia-ml-py; tests pass a recorded stand-in). No driver or GPU: []."""
+    nvml: Any = nvml_module
+    if nvml is None:
+        try:
+            import pynvml
+
+            nvml = pynvml  # nvidia-ml-py
+        except Exception:  # noqa: BLE001 - a probe must never crash the app
+            return []
+    try:
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - a probe must never crash the app
+        return []
+    gpus: list[GPUInfo] = []
+    try:
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            name = _try(nvml.nvmlDeviceGetName, h) or "NVIDIA GPU"
+            if isinstance(name, bytes):
+                name = name.decode(errors="replace")
+            mem = _try(nvml.nvmlDeviceGetMemoryInfo, h)
+            clock = _try(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_MEM)
+            bus = _try(nvml.nvmlDeviceGetMemoryBusWidth, h)
+            cc = _try(nvml.nvmlDeviceGetCudaComputeCapability, h)
+            gpus.append(GPUInfo(
+                vendor="nvidia", name=str(name),
+                memory_total=int(mem.total) if mem is not None else None,
+                memory_free=int(mem.free) if mem is not None else None,
+                bandwidth_gbs=round(nvidia_bandwidth_gbs(clock, bus), 1) if clock and bus else None,
+                compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+                index=i, source="nvml",
+            ))
+    except Exception:  # noqa: BLE001,S110 - a driver error mid-way: keep the GPUs probed so far
+        pass
+    finally:
+        _try(nvml.nvmlShutdown)
+    return gpus
+
+
+def _try(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception:  # noqa: BLE001 - a probe must never crash the app
+        return None
+
+
+# ---------------------------------------------------------------------------------------- Apple
+
+
+def run_sysctl(name: str) -> str | None:
+    try:
+        out = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=2, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def apple_chip(brand: str) -> str | None:
+    m = re.search(r"Apple (M\d+)(?: (Pro|Max|Ultra))?", brand)
+    if not m:
+        return None
+    return m.group(1) + (f" {m.group(2)}" if m.group(2) else "")
+
+
+def apple_gpu_share(ram_total: int) -> int:
+    """Memory Metal lets the GPU wire by default (recommendedMaxWorkingSetSize): about 2/3 of RAM up to
+    36 GB, 3/4 above."""
+    return ram_total * 2 // 3 if ram_total <= 36 * 10**9 else ram_total * 3 // 4
+
+
+def probe_apple(sysctl: Callable[[str], str | None] | None = None) -> list[GPUInfo]:
+    """Apple Silicon GPU (unified memory). Not a Mac: []."""
+    if sysctl is None:
+        if platform.system() != "Darwin":
+            return []
+        sysctl = run_sysctl
+    brand = sysctl("machdep.cpu.brand_string") or ""
+    chip = apple_chip(brand)
+    if chip is None:
+        return []
+    mem = sysctl("hw.memsize")
+    ram = int(mem) if mem and mem.isdigit() else None
+    cores = sysctl("hw.physicalcpu") or sysctl("hw.ncpu")
+    key = f"{chip}/{cores}" if f"{chip}/{cores}" in APPLE_BANDWIDTH else chip
+    return [GPUInfo(
+        vendor="apple", name=f"Apple {chip} GPU",
+        memory_total=apple_gpu_share(ram) if ram else None, memory_free=None,
+        bandwidth_gbs=APPLE_BANDWIDTH.get(key), unified_memory=True, source="sysctl",
+    )]
+
+
+# ---------------------------------------------------------------------------------------- AMD
+
+
+def probe_amd(drm_root: Path = Path("/sys/class/drm")) -> list[GPUInfo]:
+    """AMD GPUs from Linux sysfs (amdgpu driver): VRAM total/used; bandwidth from a device-id table."""
+    gpus: list[GPUInfo] = []
+    try:
+        cards = sorted(p for p in drm_root.glob("card*") if re.fullmatch(r"card\d+", p.name))
+    except OSError:
+        return []
+    for card in cards:
+        dev = card / "device"
+        vendor = _read(dev / "vendor")
+        if vendor is None or int(vendor, 16) != 0x1002:
+            continue
+        total = _read_int(dev / "mem_info_vram_total")
+        used = _read_int(dev / "mem_info_vram_used")
+        device_id = _read(dev / "device")
+        did = int(device_id, 16) if device_id else None
+        name, bw = AMD_GPUS.get(did, (None, None)) if did is not None else (None, None)
+        product = _read(dev / "product_name")
+        gpus.append(GPUInfo(
+            vendor="amd", name=product or name or (f"AMD GPU {device_id}" if device_id else "AMD GPU"),
+            memory_total=total, memory_free=(total - used) if total is not None and used is not None else None,
+            bandwidth_gbs=bw, index=len(gpus), source="sysfs",
+            # small VRAM carve-out: an APU sharing system memory
+            unified_memory=bool(total is not None and total <= 2 * GiB),
+        ))
+    return gpus
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+def _read_int(path: Path) -> int | None:
+    text = _read(path)
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------- all
+
+
+def probe_memory() -> tuple[int | None, int | None]:
+    try:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        return int(vm.total), int(vm.available)
+    except Exception:  # noqa: BLE001 - a probe must never crash the app
+        return None, None
+
+
+GPU_BACKEND_LIBS = {"cuda": "cuda", "metal": "metal", "vulkan": "vulkan", "hip": "rocm", "sycl": "sycl",
+                    "opencl": "opencl"}
+
+
+def llama_cpp_gpu_backends(package_dir: Path | None = None) -> list[str] | None:
+    """GPU backends the installed llama-cpp-python was built with, from its library files (without
+    importing it: the app's core never loads llama.cpp). None: llama-cpp-python not found."""
+    if package_dir is None:
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec("llama_cpp")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.origin:
+            return None
+        package_dir = Path(spec.origin).parent
+    names = " ".join(p.name.lower() for p in package_dir.rglob("*ggml*") if p.is_file())
+    found = [label for key, label in GPU_BACKEND_LIBS.items() if f"ggml-{key}" in names]
+    if "metal" not in found and (package_dir / "lib" / "default.metallib").exists():
+        found.append("metal")
+    return found
+
+
+def probe_hardware(gpu_offload: bool | None = None) -> HardwareInfo:
+    """Everything, from the real machine. `gpu_offload`: from the engine's Ready event when known, else
+    guessed from the llama.cpp libraries installed (a CUDA/Metal/Vulkan/ROCm backend present)."""
+    total, available = probe_memory()
+    if gpu_offload is None:
+        backends = llama_cpp_gpu_backends()
+        gpu_offload = None if backends is None else bool(backends)
+    gpus = probe_nvidia() + probe_apple() + (probe_amd() if platform.system() == "Linux" else [])
+    return HardwareInfo(
+        cpu=probe_cpu(), ram_total=total, ram_available=available, gpus=gpus, gpu_offload=gpu_offload,
+        os=f"{platform.system()} {platform.release()}".strip(),
+    )

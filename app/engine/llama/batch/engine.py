@@ -1,0 +1,362 @@
+"""The batch engine: N sequences in one llama.cpp context, advanced together (continuous batching).
+
+Each slot is a llama.cpp seq_id of one context whose KV cache is unified (all slots draw cells from the
+same n_ctx pool; a request may use up to n_ctx / n_slots of them, as in llama-server). Every step is one
+llama_decode holding the next token of every decoding sequence plus a chunk of the prompts still being
+prefilled, up to n_ubatch tokens in all, so a long prompt is spread over several steps instead of freezing
+the others (chunked prefill). New requests take a free slot between steps. A cancelled request's cells are
+freed at once; a finished one's stay as that slot's cache (as in llama-server) until the slot is needed by a
+request they do not help (empty slots are taken first, then the least recently used cache is evicted). A
+prompt that starts with a slot's cached tokens, or with the tokens of another running or cached slot
+(shared through llama_memory_seq_cp, which in a unified cache only tags the cells), is prefilled only past
+that prefix. Sampling is per sequence with app.core.sampling.chain on llama.cpp's logits rows in place.
+
+It reuses the single-request engine for everything but generation (loading, templates, error wording):
+`BatchEngine` is `app.engine.llama.worker.engine.Engine` with the context built for N sequences. llama.cpp is not
+thread-safe: only the main thread touches it; a reader thread queues the commands.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import time
+from collections import deque
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from app.core.chat.templates import render
+from app.core.sampling.chain import PENALTY_LAST_N, Sampler, SamplerParams
+from app.engine import protocol as P
+from app.engine.batch.messages import Accepted, BatchStats, DropCaches
+from app.engine.llama.batch.sequence import Sequence
+from app.engine.llama.decoding import logits_row
+from app.engine.llama.worker.engine import Engine
+from app.engine.llama.worker.stream import send, send_lines
+
+MIN_SHARED_PREFIX = 16  # tokens: a shorter prefix held by another slot is not worth a copy
+STATS_INTERVAL_S = 0.5  # while busy, the batch's stats go out at most this often (and on every change)
+MIN_PREFILL_PER_STEP = 16  # prompt tokens a step takes even when the decodes alone fill the ubatch
+
+
+def common_prefix(cached: list[int], prompt: list[int], limit: int) -> int:
+    """Length of the common prefix of two token lists, at most `limit`."""
+    n = min(len(cached), len(prompt), limit)
+    if n <= 0:
+        return 0
+    differ = np.nonzero(np.asarray(cached[:n]) != np.asarray(prompt[:n]))[0]
+    return int(differ[0]) if differ.size else n
+
+
+class BatchEngine(Engine):
+    def __init__(self, inbox: queue.Queue[Any], n_slots: int) -> None:
+        super().__init__(inbox)
+        self.n_slots = max(1, int(n_slots))
+        self.slots: list[Sequence | None] = [None] * self.n_slots
+        self.slot_kv: list[list[int]] = [[] for _ in range(self.n_slots)]  # tokens each seq_id holds
+        self.slot_used_at = [0.0] * self.n_slots
+        self.waiting: deque[Sequence] = deque()
+        self.by_id: dict[str, Sequence] = {}
+        self.batch: Any = None
+        self.n_ctx = 0
+        self.n_ctx_slot = 0
+        self.chunk = 512
+        self.steps = 0
+        self._stats_due = True
+        self._stats_sent_at = 0.0
+
+    # --------------------------------------------------------------- the context, built for N sequences
+    def _construct(self, cfg: P.LoadConfig) -> Any:
+        bindings = llama_cpp.llama_cpp
+        original = bindings.llama_context_default_params
+
+        def params_for_slots() -> Any:
+            params = original()
+            params.n_seq_max = self.n_slots
+            params.kv_unified = True  # one pool of cells: a shared prefix is stored once
+            return params
+
+        # Llama() takes no n_seq_max; it builds its context params from this function: wrap it for one call.
+        bindings.llama_context_default_params = params_for_slots
+        try:
+            return super()._construct(cfg)
+        finally:
+            bindings.llama_context_default_params = original
+
+    def load(self, cfg: P.LoadConfig) -> None:
+        self._drop_all("The model was reloaded.")
+        super().load(cfg)
+        if self.llm is None:
+            return
+        self.n_ctx = llama_cpp.llama_n_ctx(self.llm._ctx.ctx)
+        self.n_ctx_slot = self.n_ctx // self.n_slots
+        self.chunk = max(1, min(self.llm.context_params.n_ubatch, self.llm.n_batch))
+        self.batch = llama_cpp.llama_batch_init(self.llm.n_batch, 0, 1)
+        self.slot_kv = [[] for _ in range(self.n_slots)]
+        self._stats_due = True
+
+    def unload(self) -> None:
+        self._drop_all("The model was unloaded.")
+        if self.batch is not None:
+            llama_cpp.llama_batch_free(self.batch)
+            self.batch = None
+        super().unload()
+
+    @property
+    def _mem(self) -> Any:
+        return llama_cpp.llama_get_memory(self.llm._ctx.ctx)
+
+    # --------------------------------------------------------------- commands
+    def serve(self) -> None:
+        while not self.shutdown:
+            busy = bool(self.waiting) or any(s is not None for s in self.slots)
+            self._drain(block=not busy)
+            if self.shutdown:
+                break
+            try:
+                self._admit()
+                if any(s is not None for s in self.slots):
+                    self._step()
+            except Exception as exc:  # noqa: BLE001 - fail the requests in flight, keep serving
+                self._drop_all(f"{type(exc).__name__}: {exc}")
+            self._maybe_stats()
+
+    def _drain(self, block: bool) -> None:
+        while True:
+            if self.pending:
+                cmd = self.pending.popleft()
+            else:
+                try:
+                    cmd = self.inbox.get(timeout=STATS_INTERVAL_S) if block else self.inbox.get_nowait()
+                except queue.Empty:
+                    return
+            block = False
+            try:
+                self.dispatch(cmd)
+            except Exception as exc:  # noqa: BLE001 - report every failure as an event, keep serving
+                rid = getattr(cmd, "request_id", None)
+                self.by_id.pop(rid or "", None)
+                kind = "bad_request" if isinstance(exc, ValueError) else "generation_failed"
+                send(P.Error(rid, kind, f"{exc}" if kind == "bad_request" else f"{type(exc).__name__}: {exc}"))
+            if self.shutdown:
+                return
+
+    def dispatch(self, cmd: Any) -> None:
+        if isinstance(cmd, P.Generate):
+            self.submit(cmd)
+        elif isinstance(cmd, P.Cancel):
+            self.cancel(cmd.request_id)
+        elif isinstance(cmd, P.GetStats):
+            send(self.batch_stats())
+        elif isinstance(cmd, DropCaches):
+            self.drop_caches()
+        elif isinstance(cmd, P.Bench):
+            send(P.Error(cmd.request_id, "bad_request", "The batch engine does not run benchmarks."))
+        else:
+            super().dispatch(cmd)
+
+    def _tokenize(self, req: P.Generate) -> list[int]:
+        llm = self.llm
+        if req.messages is None:
+            return list(llm.tokenize((req.prompt or "").encode("utf-8"), add_bos=llm._model.add_bos_token(),
+                                     special=False))
+        assert self.template is not None
+        bos = llm._model.token_get_text(llm.token_bos()) if llm.token_bos() >= 0 else ""
+        eos = llm._model.token_get_text(llm.token_eos()) if llm.token_eos() >= 0 else ""
+        text = render(self.template, list(req.messages), bos_token=bos, eos_token=eos)
+        add_bos = llm._model.add_bos_token() and not (bos and text.startswith(bos))
+        return list(llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
+
+    def submit(self, req: P.Generate) -> None:
+        rid = req.request_id
+        if self.llm is None:
+            send(P.Error(rid, "bad_request", "No model is loaded."))
+            return
+        if rid in self.by_id:
+            send(P.Error(rid, "bad_request", f"Request id {rid!r} is already in use."))
+            return
+        tokens = self._tokenize(req)
+        if not tokens:
+            raise ValueError("The prompt is empty.")
+        if len(tokens) >= self.n_ctx_slot:
+            raise ValueError(f"The prompt is {len(tokens)} tokens but one request may use at most "
+                             f"{self.n_ctx_slot} (a context of {self.n_ctx} shared by {self.n_slots} slots). "
+                             "Shorten the prompt, or start the server with a larger --ctx.")
+        s = req.sampling
+        seed = s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1)
+        # OpenAI's penalties count every token of the reply so far, not llama.cpp's last 64
+        window = -1 if s.frequency_penalty or s.presence_penalty else PENALTY_LAST_N
+        sampler = Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
+                                        repeat_penalty=s.repeat_penalty, frequency_penalty=s.frequency_penalty,
+                                        presence_penalty=s.presence_penalty, penalty_last_n=window),
+                          self.llm.n_vocab(), seed)
+        seq = Sequence(request_id=rid, prompt=tokens, sampler=sampler,
+                       max_tokens=max(1, min(s.max_tokens, self.n_ctx_slot - len(tokens))),
+                       requested_max_tokens=s.max_tokens, stop=[x for x in s.stop if x],
+                       ignore_eos=s.ignore_eos, t_submit=time.monotonic())
+        self.by_id[rid] = seq
+        self.waiting.append(seq)
+        self._stats_due = True
+        send(Accepted(rid, len(tokens)))
+
+    def cancel(self, request_id: str) -> None:
+        seq = self.by_id.get(request_id)
+        if seq is None:
+            return  # finished already: a late cancel is harmless
+        if seq.slot < 0:
+            self.waiting.remove(seq)
+        self._finish(seq, "cancelled")
+
+    # --------------------------------------------------------------- slots
+    def drop_caches(self) -> None:
+        """Free the cells of every idle slot's cached prefix (see messages.DropCaches)."""
+        for i, seq in enumerate(self.slots):
+            if seq is None and self.slot_kv[i]:
+                llama_cpp.llama_memory_seq_rm(self._mem, i, -1, -1)
+                self.slot_kv[i] = []
+        self._stats_due = True
+
+    def _admit(self) -> None:
+        while self.waiting:
+            free = [i for i, s in enumerate(self.slots) if s is None]
+            if not free:
+                return
+            self._place(self.waiting.popleft(), free)
+
+    def _place(self, seq: Sequence, free: list[int]) -> None:
+        """Give `seq` the free slot whose cache helps it most; else an empty one, so that no finished
+        conversation's cache is evicted while cells lie unused; else the least recently used cache."""
+        prompt, limit = seq.prompt, len(seq.prompt) - 1  # at least one token is evaluated: fresh logits
+        own = {i: common_prefix(self.slot_kv[i], prompt, limit) for i in free}
+
+        def helps(i: int) -> int:  # a shared BOS, or a few tokens of a short prompt, is not worth a cache
+            n = own[i]
+            return n if n > 1 and (n >= MIN_SHARED_PREFIX or 2 * n >= len(prompt)) else 0
+
+        slot = max(free, key=lambda i: (helps(i), not self.slot_kv[i], -self.slot_used_at[i]))
+        prefix = own[slot]
+        donors = [(common_prefix(kv, prompt, limit), i) for i, kv in enumerate(self.slot_kv) if i != slot]
+        donor_len, donor = max(donors, default=(0, -1))
+        mem = self._mem
+        if donor_len >= max(prefix + 1, MIN_SHARED_PREFIX):
+            llama_cpp.llama_memory_seq_rm(mem, slot, -1, -1)
+            llama_cpp.llama_memory_seq_cp(mem, donor, slot, 0, donor_len)
+            prefix = donor_len
+        elif not llama_cpp.llama_memory_seq_rm(mem, slot, prefix, -1):
+            llama_cpp.llama_memory_seq_rm(mem, slot, -1, -1)  # this cache cannot drop a tail: start over
+            prefix = 0
+        self.slot_kv[slot] = prompt[:prefix]
+        seq.slot, seq.n_cached, seq.n_prefilled, seq.t_admit = slot, prefix, prefix, time.monotonic()
+        self.slots[slot] = seq
+        self._stats_due = True
+
+    def _finish(self, seq: Sequence, reason: str | None = None) -> None:
+        if reason is not None:
+            seq.finish = reason
+        if seq.slot >= 0 and self.slots[seq.slot] is seq:
+            self.slots[seq.slot] = None
+            self.slot_used_at[seq.slot] = time.monotonic()
+            if seq.finish in ("cancelled", "error"):  # nothing worth keeping: free the cells now
+                llama_cpp.llama_memory_seq_rm(self._mem, seq.slot, -1, -1)
+                self.slot_kv[seq.slot] = []
+        self.by_id.pop(seq.request_id, None)
+        self._stats_due = True
+        if seq.finish != "error":
+            send(P.Done(seq.request_id, "".join(seq.text_parts), seq.finish or "stop", seq.timings()))
+
+    def _drop_all(self, message: str) -> None:
+        for seq in list(self.by_id.values()):
+            if seq.slot < 0 and seq in self.waiting:
+                self.waiting.remove(seq)
+            self._finish(seq, "error")
+            send(P.Error(seq.request_id, "generation_failed", message))
+
+    # --------------------------------------------------------------- one step
+    def _step(self) -> None:
+        batch, n = self.batch, 0
+        outputs: list[tuple[Sequence, int]] = []
+        fed: list[tuple[Sequence, list[int]]] = []
+        running = [s for s in self.slots if s is not None]
+
+        def put(token: int, pos: int, slot: int, logits: bool) -> None:
+            nonlocal n
+            batch.token[n] = token
+            batch.pos[n] = pos
+            batch.n_seq_id[n] = 1
+            batch.seq_id[n][0] = slot
+            batch.logits[n] = logits
+            n += 1
+
+        for seq in running:
+            if not seq.prefilling and seq.pending is not None:
+                put(seq.pending, len(self.slot_kv[seq.slot]), seq.slot, True)
+                outputs.append((seq, n - 1))
+                fed.append((seq, [seq.pending]))
+        budget = min(max(self.chunk - n, MIN_PREFILL_PER_STEP), self.llm.n_batch - n)
+        for seq in sorted((s for s in running if s.prefilling), key=lambda s: s.t_admit):
+            if budget <= 0:
+                break
+            start = seq.n_prefilled
+            chunk = seq.prompt[start:start + budget]
+            for j, token in enumerate(chunk):
+                put(token, start + j, seq.slot, start + j == len(seq.prompt) - 1)
+            if start + len(chunk) == len(seq.prompt):
+                outputs.append((seq, n - 1))
+            fed.append((seq, chunk))
+            budget -= len(chunk)
+        if n == 0:
+            return
+        batch.n_tokens = n
+        rc = llama_cpp.llama_decode(self.llm._ctx.ctx, batch)
+        self.steps += 1
+        if rc != 0:
+            reason = "no free KV cells" if rc == 1 else f"llama_decode returned {rc}"
+            for seq, _ in fed:
+                self._finish(seq, "error")
+                send(P.Error(seq.request_id, "generation_failed", f"Decoding failed: {reason}."))
+            return
+        for seq, tokens in fed:
+            self.slot_kv[seq.slot].extend(tokens)
+            if seq.prefilling:
+                seq.n_prefilled += len(tokens)
+                seq.prefill_steps += 1
+            seq.pending = None
+        now = time.monotonic()
+        vocab = self.llm._model.vocab
+        lines: list[str] = []
+        for seq, idx in outputs:
+            token = seq.sampler.sample(logits_row(self.llm, idx))
+            eog = bool(llama_cpp.llama_vocab_is_eog(vocab, token))
+            emitted = seq.emitted
+            text = seq.accept(token, eog, b"" if eog else self._piece(token), now)
+            if seq.emitted > emitted:  # one Token per reply token, its text maybe empty (see Sequence)
+                lines.append(P.encode(P.Token(seq.request_id, text, seq.emitted - 1, now)))
+            if seq.finish is not None:
+                if lines:
+                    send_lines(lines)
+                    lines = []
+                self._finish(seq)
+        if lines:
+            send_lines(lines)
+
+    # --------------------------------------------------------------- stats
+    def batch_stats(self) -> BatchStats:
+        running = [s for s in self.slots if s is not None]
+        return BatchStats(
+            running=len(running), waiting=len(self.waiting), n_slots=self.n_slots, n_ctx=self.n_ctx,
+            n_ctx_slot=self.n_ctx_slot, kv_tokens=sum(len(kv) for kv in self.slot_kv),
+            kv_tokens_running=sum(len(self.slot_kv[s.slot]) for s in running), steps=self.steps,
+            t=time.monotonic())
+
+    def kv_cells_used(self) -> int:
+        return sum(len(kv) for kv in self.slot_kv)
+
+    def _maybe_stats(self) -> None:
+        now = time.monotonic()
+        busy = any(s is not None for s in self.slots)
+        if self._stats_due or (busy and now - self._stats_sent_at >= STATS_INTERVAL_S):
+            self._stats_due = False
+            self._stats_sent_at = now
+            send(self.batch_stats())

@@ -1,0 +1,85 @@
+"""Roofline arithmetic for the dashboard (no Qt): where prefill and decode sit against the machine's roofs.
+
+A decode step multiplies one token through every weight: ≈ 2·params FLOPs for ≈ (model bytes + KV bytes)
+read, so its arithmetic intensity is tiny and it sits on the bandwidth slope. Prefill pushes a batch of n
+tokens through the same weights read once per micro-batch, so its intensity is ≈ n times higher and it
+climbs toward the compute roof.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core.metrics.phase import PhaseMetrics
+
+
+@dataclass
+class Point:
+    intensity: float  # FLOPs per byte read
+    flops: float  # achieved FLOP/s
+
+
+@dataclass
+class Roofline:
+    bandwidth: float | None  # bytes/s (measured read bandwidth); None: not measured yet
+    peak_flops: float | None  # FLOP/s (calibration, or best prefill seen)
+    prefill: Point | None
+    decode: Point | None
+    peak_source: str
+
+    def roof(self, intensity: float) -> float | None:
+        """Attainable FLOP/s at this intensity: min(compute roof, bandwidth × intensity)."""
+        if self.bandwidth is None and self.peak_flops is None:
+            return None
+        bw = self.bandwidth * intensity if self.bandwidth else float("inf")
+        peak = self.peak_flops if self.peak_flops else float("inf")
+        return min(bw, peak)
+
+    @property
+    def ridge(self) -> float | None:
+        """Intensity where the two roofs meet: below it, memory bound; above it, compute bound."""
+        if self.bandwidth and self.peak_flops:
+            return self.peak_flops / self.bandwidth
+        return None
+
+
+def flops_per_token(n_params: int) -> float:
+    return 2.0 * n_params
+
+
+def operating_points(m: PhaseMetrics, n_params: int, model_bytes: int, n_ubatch: int = 512,
+                     kv_bytes: int | None = None) -> tuple[Point | None, Point | None]:
+    """(prefill, decode) points of one reply; None for a phase that did not run."""
+    fpt = flops_per_token(n_params)
+    kv = m.kv_bytes_used if kv_bytes is None else kv_bytes
+    bytes_per_pass = float(model_bytes + max(kv, 0))
+    if fpt <= 0 or bytes_per_pass <= 0:
+        return None, None
+    decode = Point(fpt / bytes_per_pass, m.decode_tps * fpt) if m.decode_tps > 0 else None
+    prefill = None
+    if m.prefill_tps > 0 and m.prefill_tokens > 0:
+        # Weights are streamed once per micro-batch, so the batch that shares one read is ≤ n_ubatch.
+        batch = min(m.prefill_tokens, max(n_ubatch, 1))
+        prefill = Point(batch * fpt / bytes_per_pass, m.prefill_tps * fpt)
+    return prefill, decode
+
+
+def build(metrics: list[PhaseMetrics], n_params: int, model_bytes: int, bandwidth: float | None,
+          calibrated_peak: float | None = None, n_ubatch: int = 512) -> Roofline:
+    """Roofline of the latest reply; the compute roof is calibrated or the best prefill FLOP/s seen."""
+    prefill = decode = None
+    best_prefill = 0.0
+    for m in metrics:
+        p, d = operating_points(m, n_params, model_bytes, n_ubatch)
+        if p is not None:
+            best_prefill = max(best_prefill, p.flops)
+            prefill = p
+        if d is not None:
+            decode = d
+    if calibrated_peak:
+        peak, source = calibrated_peak, "calibrated"
+    elif best_prefill > 0:
+        peak, source = best_prefill, "best prefill measured here"
+    else:
+        peak, source = None, "not measured yet"
+    return Roofline(bandwidth, peak, prefill, decode, source)

@@ -1,0 +1,1 @@
+"""The window's one handle on the engine (`EngineQt`) and its remote servers."""

@@ -1,0 +1,1 @@
+"""The Lab page: benchmark sweeps and the batching lab."""

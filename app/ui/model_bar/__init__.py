@@ -1,0 +1,1 @@
+"""The toolbar's model controls: selector, eject/reload, tips, presets, the draft model."""

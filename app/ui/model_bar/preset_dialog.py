@@ -1,0 +1,120 @@
+"""The "Preset for this model" dialog: the settings one model file loads and chats with (app.core.models.presets).
+
+Every field starts at "from settings" (not set: the settings' value applies); the sampling is the sampling
+panel's current values, saved with the preset when asked. "Remove preset" deletes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.models.presets import describe, preset_for, preset_key
+from app.core.config.settings import ModelPreset, PresetSampling, SamplingDefaults, Settings
+
+FROM_SETTINGS = "from settings"
+KV_TYPES = ("f16", "q8_0", "q4_0")
+OVERFLOW = ("stop", "truncate-middle", "rolling")
+
+
+def _spin(lo: int, hi: int, value: int | None, unset: int) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(lo, hi)
+    box.setSpecialValueText(FROM_SETTINGS)  # shown at the minimum, which means "not set"
+    box.setValue(unset if value is None else value)
+    return box
+
+
+def _combo(choices: tuple[object, ...], value: object) -> QComboBox:
+    box = QComboBox()
+    box.addItem(FROM_SETTINGS, None)
+    for choice in choices:
+        box.addItem(str(choice), choice)
+    box.setCurrentIndex(max(box.findData(value), 0) if value is not None else 0)
+    return box
+
+
+class PresetDialog(QDialog):
+    def __init__(self, settings: Settings, model: Path, sampling: SamplingDefaults, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle(f"Preset for {model.name}")
+        self.model = model
+        self.sampling = sampling
+        preset = preset_for(settings, model) or ModelPreset()
+        self.removed = False
+        lay = QVBoxLayout(self)
+        note = QLabel(f"Applied whenever this file ({preset_key(model)}) is chosen, here and in "
+                      "`roofline chat`; command-line flags still win.")
+        note.setWordWrap(True)
+        lay.addWidget(note)
+        form = QFormLayout()
+        self.n_ctx = _spin(255, 1 << 21, preset.n_ctx, 255)
+        self.gpu_layers = _spin(-2, 10_000, preset.n_gpu_layers, -2)
+        self.gpu_layers.setToolTip("-1: every layer on the GPU")
+        self.threads = _spin(0, 1024, preset.threads, 0)
+        self.kv_type = _combo(KV_TYPES, preset.kv_cache_type)
+        self.flash = _combo((True, False), preset.flash_attn)
+        self.overflow = _combo(OVERFLOW, preset.context_overflow)
+        self.system_prompt = QPlainTextEdit(preset.system_prompt or "")
+        self.system_prompt.setPlaceholderText("none (empty: not set)")
+        self.system_prompt.setFixedHeight(self.fontMetrics().lineSpacing() * 3 + 12)
+        self.template = QLineEdit(preset.chat_template or "")
+        self.template.setPlaceholderText("the model's own (or a built-in name: chatml, llama3, gemma, …)")
+        self.keep_sampling = QCheckBox("Save the sampling panel's current values with the preset")
+        self.keep_sampling.setChecked(bool(preset.sampling.model_dump(exclude_none=True)))
+        form.addRow("Context (tokens)", self.n_ctx)
+        form.addRow("GPU layers", self.gpu_layers)
+        form.addRow("KV cache type", self.kv_type)
+        form.addRow("Threads", self.threads)
+        form.addRow("Flash attention", self.flash)
+        form.addRow("When the context is full", self.overflow)
+        form.addRow("System prompt", self.system_prompt)
+        form.addRow("Chat template", self.template)
+        form.addRow("", self.keep_sampling)
+        lay.addLayout(form)
+        self.current = QLabel("Now set: " + (", ".join(describe(preset)) or "nothing"))
+        self.current.setWordWrap(True)
+        lay.addWidget(self.current)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+        remove = buttons.addButton("Remove preset", QDialogButtonBox.ButtonRole.DestructiveRole)
+        remove.clicked.connect(self._remove)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay.addWidget(buttons)
+
+    def _remove(self) -> None:
+        self.removed = True
+        self.accept()
+
+    def result_preset(self) -> ModelPreset | None:
+        """The edited preset (validated by the same model as the file), or None to remove it."""
+        if self.removed:
+            return None
+        sampling = PresetSampling()
+        if self.keep_sampling.isChecked():
+            values = self.sampling.model_dump()
+            values["seed"] = -1 if values["seed"] is None else values["seed"]  # "random" is a choice too
+            sampling = PresetSampling(**values)
+        return ModelPreset(
+            n_ctx=self.n_ctx.value() if self.n_ctx.value() != self.n_ctx.minimum() else None,
+            n_gpu_layers=self.gpu_layers.value() if self.gpu_layers.value() != self.gpu_layers.minimum() else None,
+            threads=self.threads.value() or None,
+            kv_cache_type=self.kv_type.currentData(),
+            flash_attn=self.flash.currentData(),
+            context_overflow=self.overflow.currentData(),
+            system_prompt=self.system_prompt.toPlainText() or None,
+            chat_template=self.template.text().strip() or None,
+            sampling=sampling)

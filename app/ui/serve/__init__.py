@@ -1,0 +1,1 @@
+"""The Serve switch: one `roofline serve` process on the loaded model."""

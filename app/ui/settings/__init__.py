@@ -1,0 +1,1 @@
+"""The Settings dialog, its field checks and memory figures."""

@@ -1,0 +1,177 @@
+"""Settings dialog: models directory, threads, context, GPU layers, KV cache type, flash attention,
+batch sizes, the disk budget of saved chat caches, default sampling. Under the context and GPU-layers fields: what the choice costs in memory for
+the current model and the largest that fits (`settings_memory`). Returns a new Settings; the caller saves it and reloads the model if
+engine settings changed."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.config import paths
+from app.core.gguf.kv_types import KV_TYPE_LABELS
+from app.core.config.settings import Settings
+from app.ui.chat.sampling_panel import SamplingPanel
+from app.ui.settings.checks import SettingsChecks
+from app.ui.settings.memory import MemoryAdvisor
+
+AUTO = -2  # spin-box value that means "auto"/"default"
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: Settings, parent: QWidget | None = None, model_path: str | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Roofline settings")
+        self._base = settings
+        lay = QVBoxLayout(self)
+        form = QFormLayout()
+        row = QHBoxLayout()
+        self.models_dir = QLineEdit(settings.models_dir or "")
+        self.models_dir.setPlaceholderText(str(paths.default_models_dir()))
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        row.addWidget(self.models_dir, 1)
+        row.addWidget(browse)
+        form.addRow("Models folder", row)
+
+        self.threads = QSpinBox()
+        self.threads.setRange(0, 1024)
+        self.threads.setSpecialValueText("auto (physical cores)")
+        self.threads.setValue(settings.threads or 0)
+        form.addRow("Threads", self.threads)
+        self.n_ctx = QSpinBox()
+        self.n_ctx.setRange(256, 1 << 21)
+        self.n_ctx.setSingleStep(1024)
+        self.n_ctx.setValue(settings.n_ctx)
+        self.n_ctx.setToolTip("Tokens the KV cache can hold; memory grows linearly with it")
+        form.addRow("Context size", self.n_ctx)
+        self.ctx_cost = QLabel("")  # what this context costs for the current model, and the most that fits
+        form.addRow("", self.ctx_cost)
+        self.gpu_layers = QSpinBox()
+        self.gpu_layers.setRange(AUTO, 1000)
+        self.gpu_layers.setSpecialValueText("auto (all, if the build can offload)")
+        self.gpu_layers.setValue(AUTO if settings.n_gpu_layers is None else settings.n_gpu_layers)
+        self.gpu_layers.setToolTip("-1: all layers; 0: CPU only")
+        form.addRow("GPU layers", self.gpu_layers)
+        self.gpu_cost = QLabel("")
+        form.addRow("", self.gpu_cost)
+        self.kv_type = QComboBox()
+        for value, label in KV_TYPE_LABELS.items():
+            self.kv_type.addItem(label, value)
+        self.kv_type.setCurrentIndex(max(self.kv_type.findData(settings.kv_cache_type), 0))
+        form.addRow("KV cache type", self.kv_type)
+        self.flash = QComboBox()
+        flash_choices: list[tuple[bool | None, str]] = [(None, "auto"), (True, "on"), (False, "off")]
+        for flash_value, flash_label in flash_choices:
+            self.flash.addItem(flash_label, flash_value)
+        self.flash.setCurrentIndex([None, True, False].index(settings.flash_attn))
+        self.flash.setToolTip("A quantized V cache needs flash attention")
+        form.addRow("Flash attention", self.flash)
+        self.n_batch = QSpinBox()
+        self.n_batch.setRange(1, 1 << 16)
+        self.n_batch.setValue(settings.n_batch)
+        form.addRow("Batch size", self.n_batch)
+        self.n_ubatch = QSpinBox()
+        self.n_ubatch.setRange(1, 1 << 16)
+        self.n_ubatch.setValue(settings.n_ubatch)
+        form.addRow("Micro-batch size", self.n_ubatch)
+        self.saved_kv = QSpinBox()
+        self.saved_kv.setRange(0, 1 << 24)
+        self.saved_kv.setSingleStep(256)
+        self.saved_kv.setSuffix(" MiB")
+        self.saved_kv.setSpecialValueText("off")
+        self.saved_kv.setValue(settings.saved_kv_budget_mib)
+        self.saved_kv.setToolTip("Chats' KV caches kept on disk, so reopening a long chat loads its cache instead "
+                                 "of evaluating the whole chat again; the least recently used go first")
+        form.addRow("Saved chat caches", self.saved_kv)
+        lay.addLayout(form)
+        lay.addWidget(QLabel("Default sampling for new replies:"))
+        self.sampling = SamplingPanel()
+        self.sampling.set_values(settings.sampling)
+        self.sampling.system_box.hide()  # the system prompt belongs to each chat, not to the defaults
+        lay.addWidget(self.sampling)
+        self.warning = QLabel("")
+        self.warning.setWordWrap(True)
+        lay.addWidget(self.warning)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self._accept)
+        buttons.rejected.connect(self.reject)
+        lay.addWidget(buttons)
+        self._result: Settings | None = None
+        self._check_as_typed(form, buttons)
+        self.advisor = MemoryAdvisor.for_model(model_path)
+        for spin in (self.n_ctx, self.gpu_layers):
+            spin.valueChanged.connect(self._show_costs)
+        self.kv_type.currentIndexChanged.connect(self._show_costs)
+        self._show_costs()
+
+    def _check_as_typed(self, form: QFormLayout, buttons: QDialogButtonBox) -> None:
+        """Each field's problem under it as the user types; OK only when there is none (app/ui/settings/checks)."""
+        self.checks = checks = SettingsChecks(buttons.button(QDialogButtonBox.StandardButton.Ok))
+        checks.folder(form, self.models_dir)
+        for spin in (self.threads, self.n_ctx, self.gpu_layers, self.n_batch, self.n_ubatch):
+            checks.spin(form, spin)
+        checks.rule(form, self.flash, lambda: "A quantized KV cache needs flash attention: choose auto or on."
+                    if self.kv_type.currentData() != "f16" and self.flash.currentData() is False else None,
+                    self.kv_type, self.flash)
+        checks.rule(form, self.n_ubatch, lambda: f"At most the batch size ({self.n_batch.value()})."
+                    if self.n_ubatch.value() > self.n_batch.value() else None, self.n_batch, self.n_ubatch)
+        p = self.sampling
+        sampling_box = p.temperature.parentWidget()
+        sampling_form = sampling_box.layout() if sampling_box is not None else None
+        if isinstance(sampling_form, QFormLayout):
+            for field in (p.temperature, p.top_p, p.top_k, p.min_p, p.repeat_penalty, p.max_tokens):
+                checks.spin(sampling_form, field)
+        checks.check()
+
+    def _show_costs(self) -> None:
+        if self.advisor is None:
+            self.ctx_cost.setText("")
+            self.gpu_cost.setText("")
+            return
+        ngl = None if self.gpu_layers.value() == AUTO else self.gpu_layers.value()
+        args = (self.n_ctx.value(), self.kv_type.currentData(), ngl)
+        self.ctx_cost.setText(self.advisor.context_text(*args))
+        self.gpu_cost.setText(self.advisor.gpu_text(*args))
+
+    def _browse(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text() or
+                                                str(paths.default_models_dir()))
+        if path:
+            self.models_dir.setText(path)
+
+    def result_settings(self) -> Settings:
+        """The edited settings (valid: built through the same pydantic model as the file)."""
+        data = self._base.model_dump()
+        data.update(
+            models_dir=self.models_dir.text().strip() or None,
+            threads=self.threads.value() or None,
+            n_ctx=self.n_ctx.value(),
+            n_gpu_layers=None if self.gpu_layers.value() == AUTO else self.gpu_layers.value(),
+            kv_cache_type=self.kv_type.currentData(),
+            flash_attn=self.flash.currentData(),
+            n_batch=self.n_batch.value(),
+            n_ubatch=min(self.n_ubatch.value(), self.n_batch.value()),
+            saved_kv_budget_mib=self.saved_kv.value(),
+            sampling=self.sampling.values().model_dump(),
+        )
+        return Settings.model_validate(data)
+
+    def _accept(self) -> None:
+        if self.kv_type.currentData() != "f16" and self.flash.currentData() is False:
+            self.warning.setText("A quantized KV cache needs flash attention: choose auto or on.")
+            return
+        self._result = self.result_settings()
+        self.accept()
