@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
+from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
 from app.core.gguf.kv_types import KV_TYPES
 from app.core.files.untrusted import clean_text
 
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-t", "--threads", type=A.threads, default=None)
     p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=None)
     p.add_argument("--kv-type", default=None, choices=KV_TYPES)
-    p.add_argument("--context-overflow", default=None, choices=["stop", "truncate-middle", "rolling"],
+    p.add_argument("--context-overflow", default=None, choices=CONTEXT_OVERFLOW_POLICIES,
                    help="when the context is full: stop the reply (the default), cut the middle of a too-long "
                    "prompt, or roll (drop old tokens from the KV cache and go on past the context size)")
     p.add_argument("--keep", type=A.int_range(0), default=None, metavar="N",

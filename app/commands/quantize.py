@@ -12,13 +12,13 @@ import sys
 
 def register(sub: argparse._SubParsersAction) -> None:
     from app.commands import _args as A
-    from app.engine.quantize_client import QUANT_CHOICES
+    from app.core.gguf.quant_types import QUANTIZE_TARGETS
 
     p = sub.add_parser("quantize", help="quantize an F32/F16/BF16 GGUF (Q8_0, Q6_K, Q5_K_M, Q4_K_M, ...)")
     p.add_argument("input", help="source GGUF (F32, F16 or BF16)")
     p.add_argument("output", help="file to write; a bare name goes into the models directory")
-    p.add_argument("type", type=str.upper, choices=QUANT_CHOICES, metavar="TYPE",
-                   help=", ".join(QUANT_CHOICES))
+    p.add_argument("type", type=str.upper, choices=QUANTIZE_TARGETS, metavar="TYPE",
+                   help=", ".join(QUANTIZE_TARGETS))
     p.add_argument("--threads", type=A.threads_or_zero, default=0, help="0: all cores")
     p.set_defaults(func=run)
 

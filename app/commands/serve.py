@@ -14,16 +14,16 @@ import sys
 from pathlib import Path
 
 from app.commands._common import add_model_arg, fail, resolve_model
+from app.core.config.defaults import DEFAULT_SERVE_PORT
 from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 
-DEFAULT_PORT = 8080
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API (continuous batching)")
     add_model_arg(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free port)")
+    p.add_argument("--port", type=int, default=DEFAULT_SERVE_PORT, help="port (0: any free port)")
     p.add_argument("--parallel", "-np", type=int, default=4, help="sequences decoded together (slots)")
     p.add_argument("-c", "--ctx", type=int, default=8192,
                    help="KV cells shared by all slots; one request may use ctx / parallel")

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from app.core.config.defaults import DEFAULT_N_CTX
 from app.core.sampling import defaults as D
 
 # ---------------------------------------------------------------- commands (app -> engine)
@@ -21,7 +22,7 @@ from app.core.sampling import defaults as D
 @dataclass
 class LoadConfig:
     model_path: str
-    n_ctx: int = 4096
+    n_ctx: int = DEFAULT_N_CTX
     n_threads: int | None = None  # None: llama.cpp's default (physical cores)
     n_threads_batch: int | None = None
     n_gpu_layers: int = 0  # -1: all layers

@@ -22,9 +22,6 @@ from app.core.hub.downloads import write_provenance
 from app.core.files.writable import OutputPathError, ensure_writable_dir
 
 PARTIAL_SUFFIX = ".partial"  # the child's temporary output name (app.engine.llama.quantize.PARTIAL_SUFFIX)
-# Kept in step with app.engine.llama.quantize.QUANT_TYPES (not imported: that module is the llama_cpp side).
-QUANT_CHOICES = ["Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_1", "Q5_0", "Q4_K_M", "Q4_K_S", "Q4_1", "Q4_0",
-                 "IQ4_NL", "IQ4_XS", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q2_K", "F16", "BF16"]
 
 
 class QuantizeError(Exception):

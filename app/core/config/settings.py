@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.core.config import paths
+from app.core.config.defaults import DEFAULT_N_CTX, OverflowPolicy
 from app.core.files import atomic_write
 from app.core.sampling import defaults as D
 from app.core.files.aside import aside_name
@@ -26,7 +27,6 @@ from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KvType
 SETTINGS_VERSION = 1
 SETTINGS_FILENAME = "settings.json"
 
-ContextOverflow = Literal["stop", "truncate-middle", "rolling"]
 
 
 class SamplingDefaults(BaseModel):
@@ -63,7 +63,7 @@ class ModelPreset(BaseModel):
     sampling: PresetSampling = Field(default_factory=PresetSampling)
     system_prompt: str | None = None
     chat_template: str | None = Field(default=None, max_length=200_000)  # a built-in name or a Jinja template
-    context_overflow: ContextOverflow | None = None
+    context_overflow: OverflowPolicy | None = None
 
 
 class WindowState(BaseModel):
@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     version: int = SETTINGS_VERSION
     models_dir: str | None = None  # None: paths.default_models_dir()
     threads: int | None = Field(default=None, ge=1, le=1024)  # None: llama.cpp picks (physical cores)
-    n_ctx: int = Field(default=4096, ge=256, le=1 << 21)
+    n_ctx: int = Field(default=DEFAULT_N_CTX, ge=256, le=1 << 21)
     n_gpu_layers: int | None = Field(default=None, ge=-1)  # None: auto (all layers when the build can offload)
     kv_cache_type: KvType = DEFAULT_KV_TYPE
     flash_attn: bool | None = None  # None: llama.cpp decides
@@ -90,7 +90,7 @@ class Settings(BaseSettings):
     last_model: str | None = None
     # The most a hub file's header (metadata + tensor table) may take before it is refused; real ones are 1-10 MiB.
     max_remote_header_mib: int = Field(default=64, ge=1, le=4096)
-    context_overflow: ContextOverflow = "stop"
+    context_overflow: OverflowPolicy = "stop"
     # Saved KV caches of chats (app.core.chat.saved_kv): the most their folder may hold; 0: none saved or restored
     saved_kv_budget_mib: int = Field(default=2048, ge=0, le=1 << 24)
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)

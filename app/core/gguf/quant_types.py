@@ -26,6 +26,12 @@ PURE_TYPES: tuple[str, ...] = (
     "F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_1", "Q5_0", "Q4_1", "Q4_0", "IQ4_NL", "IQ4_XS", "MXFP4",
     "IQ3_S", "IQ3_XXS", "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_M", "IQ1_S", "TQ1_0", "TQ2_0",
 )
+# What `roofline quantize` and the Quantize dialog offer. IQ1/IQ2 types need an importance matrix (llama.cpp
+# refuses without one): not offered.
+QUANTIZE_TARGETS: tuple[str, ...] = (
+    "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_1", "Q5_0", "Q4_K_M", "Q4_K_S", "Q4_1", "Q4_0",
+    "IQ4_NL", "IQ4_XS", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q2_K", "F16", "BF16",
+)
 # mean KL divergence vs F16, llama.cpp perplexity scoreboard, Llama-3-8B
 KLD: dict[str, float] = {
     "F32": 0.0, "F16": 0.0, "BF16": 0.0,

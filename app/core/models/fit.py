@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.config.defaults import DEFAULT_N_CTX
 from app.core.gguf.kv_types import KV_TYPES
 from app.core.predict.recommend import NONE, UNSUPPORTED, Candidate, Machine, recommend
 
-LIBRARY_CTX = 4096  # the context the verdict and speeds are for (the chat's default)
+LIBRARY_CTX = DEFAULT_N_CTX  # the context the verdict and speeds are for (the chat's default)
 
 
 @dataclass

@@ -24,6 +24,7 @@ import numpy as np
 
 from app.core.config import paths
 from app.core.files import atomic_write
+from app.core.predict.threads import default_threads
 
 MiB = 1 << 20
 CACHE_FILE = "bandwidth.json"
@@ -54,21 +55,6 @@ class BandwidthResult:
     def from_dict(cls, data: dict[str, Any]) -> BandwidthResult:
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def default_threads() -> int:
-    """Physical cores, no more than the CPUs this process may run on (a probe confined to fewer CPUs would
-    time-share them and report per-thread rates too low)."""
-    try:
-        import psutil
-
-        n = max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
-    except Exception:  # noqa: BLE001 - psutil refusing: fall back to os.cpu_count
-        n = max(1, os.cpu_count() or 1)
-    try:
-        return max(1, min(n, len(os.sched_getaffinity(0))))
-    except (AttributeError, OSError):  # no affinity API (macOS, Windows)
-        return n
 
 
 def measure_bandwidth(threads: int | None = None, total_bytes: int | None = None,

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from app.core.predict.machine_identity import machine_key
+from app.core.predict.threads import live_cpu_counts
 
 GiB = 1024**3
 
@@ -59,6 +60,7 @@ class CPUInfo:
     physical_cores: int | None = None
     logical_cores: int | None = None
     features: list[str] = field(default_factory=list)  # of ALL_FEATURES, present ones
+    usable_cpus: int | None = None  # the process's CPU affinity: fewer than logical_cores in a container
 
 
 @dataclass
@@ -132,13 +134,7 @@ def parse_cpuinfo(text: str) -> tuple[str, list[str]]:
 
 def probe_cpu(cpuinfo_text: str | None = None, sysctl: Callable[[str], str | None] | None = None) -> CPUInfo:
     info = CPUInfo(arch=platform.machine() or "unknown")
-    try:
-        import psutil
-
-        info.physical_cores = psutil.cpu_count(logical=False)
-        info.logical_cores = psutil.cpu_count(logical=True)
-    except Exception:  # noqa: BLE001 - psutil missing or refusing on an odd platform
-        info.logical_cores = os.cpu_count()
+    info.physical_cores, info.logical_cores, info.usable_cpus = live_cpu_counts()
     if cpuinfo_text is None and Path("/proc/cpuinfo").exists():
         try:
             cpuinfo_text = Path("/proc/cpuinfo").read_text(errors="replace")

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from app.core.config.defaults import DEFAULT_N_CTX
 from app.core.gguf.info import GGUFInfo
 from app.core.gguf.kv_types import block_size
 
@@ -51,7 +52,7 @@ def row_bytes(n_elements: int, kv_type: str) -> int:
 class MemoryConfig:
     """What will be passed to llama.cpp (same names as the engine's LoadConfig)."""
 
-    n_ctx: int = 4096  # 0: the model's trained context
+    n_ctx: int = DEFAULT_N_CTX  # 0: the model's trained context
     type_k: str = "f16"
     type_v: str = "f16"
     flash_attn: bool | None = None  # None: as the engine does: on for a quantized V cache, else off

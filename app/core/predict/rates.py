@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from app.core.predict.threads import default_threads
+
 # Published efficiencies (reference.md): decode reaches 0.85-0.95 of a GPU's theoretical bandwidth; t0 of
 # 3-6 ms on GPUs. CPU figures come from runs of llama.cpp alone on one isolated CPU of the 2-vCPU AMD EPYC
 # development VM (one thread, docs/estimates.md), where the kernels and the memory can be told apart: models
@@ -170,13 +172,17 @@ class Rates:
 
 def threads_for(hw: Any, n_threads: int | None = None, n_threads_batch: int | None = None) -> tuple[int, int]:
     """(decode threads, prompt-batch threads) a load uses, as the engine decides them: the given ones, else
-    llama.cpp's default (physical cores for decode, logical cores for batches; batches follow n_threads
-    when only that is given)."""
-    cpu = getattr(hw, "cpu", None)
-    physical = getattr(cpu, "physical_cores", None) or getattr(cpu, "logical_cores", None) or 1
-    logical = getattr(cpu, "logical_cores", None) or physical
-    decode = n_threads or physical
-    return decode, n_threads_batch or n_threads or logical
+    `threads.default_threads` for the machine's CPU (batches follow n_threads when only that is given)."""
+    cpu = getattr(hw, "cpu", None) or CPUCounts()
+    decode = n_threads or default_threads(cpu)
+    return decode, n_threads_batch or n_threads or default_threads(cpu, batch=True)
+
+
+class CPUCounts:
+    """No CPU facts at all: one thread."""
+
+    physical_cores = logical_cores = 1
+    usable_cpus = None
 
 
 def thread_scale(threads: int, probe_threads: int, cores: int) -> float:

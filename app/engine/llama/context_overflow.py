@@ -24,12 +24,12 @@ from typing import Any
 import llama_cpp
 
 from app.core.chat.templates import ChatTemplate, render
+from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
 from app.core.sampling.chain import Sampler
 from app.engine import protocol as P
 from app.core.chat.saved_kv import common_prefix
 from app.engine.llama.decoding import forget_prefill, logits_row, prefill
 
-POLICIES = ("stop", "truncate-middle", "rolling")
 
 
 def middle_cut(tokens: Sequence[int], limit: int, n_keep: int) -> tuple[list[int], int]:
@@ -123,8 +123,8 @@ def fit_prompt(llm: Any, req: P.Generate, tokens: list[int],
     the chat path leaves: the reply's limit, at most half the context), only under truncate-middle and
     rolling; `stop` keeps the prompt as it is."""
     policy = req.context_overflow
-    if policy not in POLICIES:
-        raise ValueError(f"Unknown context overflow policy {policy!r}; use one of {', '.join(POLICIES)}")
+    if policy not in CONTEXT_OVERFLOW_POLICIES:
+        raise ValueError(f"Unknown context overflow policy {policy!r}; use one of {', '.join(CONTEXT_OVERFLOW_POLICIES)}")
     n_ctx = context_limit(llm)
     reserve = max(1, min(req.sampling.max_tokens, n_ctx // 2))
     if req.n_keep is not None and req.n_keep >= 0:

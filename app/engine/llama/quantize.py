@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Types a user may pick. IQ1/IQ2 types need an importance matrix (llama.cpp refuses without one): not offered.
-QUANT_TYPES = ["Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_1", "Q5_0", "Q4_K_M", "Q4_K_S", "Q4_1", "Q4_0",
-               "IQ4_NL", "IQ4_XS", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q2_K", "F16", "BF16"]
+from app.core.gguf.quant_types import QUANTIZE_TARGETS
+
 SOURCE_TYPES = {"F32", "F16", "BF16"}
 PARTIAL_SUFFIX = ".partial"
 _TENSOR_LINE = re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*\]")
@@ -155,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.engine.llama.quantize")
     parser.add_argument("input")
     parser.add_argument("output")
-    parser.add_argument("type", type=str.upper, choices=QUANT_TYPES, metavar="TYPE")
+    parser.add_argument("type", type=str.upper, choices=QUANTIZE_TARGETS, metavar="TYPE")
     parser.add_argument("--threads", type=int, default=0, help="0: all cores")
     args = parser.parse_args(argv)
     in_path, out_path = Path(args.input), Path(args.output)

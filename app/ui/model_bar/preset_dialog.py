@@ -22,12 +22,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
+from app.core.gguf.kv_types import KV_TYPES
 from app.core.models.presets import describe, preset_for, preset_key
 from app.core.config.settings import ModelPreset, PresetSampling, SamplingDefaults, Settings
 
 FROM_SETTINGS = "from settings"
-KV_TYPES = ("f16", "q8_0", "q4_0")
-OVERFLOW = ("stop", "truncate-middle", "rolling")
 
 
 def _spin(lo: int, hi: int, value: int | None, unset: int) -> QSpinBox:
@@ -67,7 +67,7 @@ class PresetDialog(QDialog):
         self.threads = _spin(0, 1024, preset.threads, 0)
         self.kv_type = _combo(KV_TYPES, preset.kv_cache_type)
         self.flash = _combo((True, False), preset.flash_attn)
-        self.overflow = _combo(OVERFLOW, preset.context_overflow)
+        self.overflow = _combo(CONTEXT_OVERFLOW_POLICIES, preset.context_overflow)
         self.system_prompt = QPlainTextEdit(preset.system_prompt or "")
         self.system_prompt.setPlaceholderText("none (empty: not set)")
         self.system_prompt.setFixedHeight(self.fontMetrics().lineSpacing() * 3 + 12)

@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
 
 from app.core.config import paths
 from app.core.metrics.phase import fmt_bytes
-from app.engine.quantize_client import QUANT_CHOICES, QuantizeJob
+from app.core.gguf.quant_types import QUANTIZE_TARGETS
+from app.engine.quantize_client import QuantizeJob
 from app.ui.toolkit.background import run_in_background
 
 
@@ -49,7 +50,7 @@ class QuantizeDialog(QDialog):
         form = QFormLayout()
         form.addRow("Source", QLabel(source.name))
         self.type_box = QComboBox()
-        self.type_box.addItems(QUANT_CHOICES)
+        self.type_box.addItems(QUANTIZE_TARGETS)
         self.type_box.setCurrentText("Q4_K_M")
         self.type_box.currentTextChanged.connect(self._suggest_name)
         form.addRow("Type", self.type_box)

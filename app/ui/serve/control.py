@@ -26,11 +26,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
+from app.core.config.defaults import DEFAULT_SERVE_PORT
 from app.core.metrics.serve_traffic import Traffic, parse_metrics, traffic
 from app.engine.remote.backend import is_loopback  # the CLI's rule, word for word
 from app.ui.toolkit.background import run_in_background
 
-DEFAULT_PORT = 8080  # the CLI's default: what editors and scripts are usually set up for
 POLL_MS = 1000  # /metrics this often: a few hundred bytes a second, invisible beside a decode step
 RATE_WINDOW_S = 5.0  # the aggregate rate is taken over this long (the server counts a reply's tokens at its end)
 STOP_WAIT_MS = 5000
@@ -66,7 +66,7 @@ class ServeControl(QObject):
     traffic = Signal(object)  # Traffic, once per poll
     died = Signal(str)  # the server ended without being asked: why, in one line
 
-    def __init__(self, parent: QObject | None = None, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+    def __init__(self, parent: QObject | None = None, *, host: str = "127.0.0.1", port: int = DEFAULT_SERVE_PORT,
                  parallel: int = 4, ctx: int = 8192, threads: int | None = None, api_key: str | None = None,
                  command: list[str] | None = None) -> None:
         super().__init__(parent)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import llama_cpp
 
 from app.core.chat.templates import select_template
+from app.core.predict.threads import default_threads
 from app.engine import protocol as P
 from app.engine.llama.draft_model import open_draft
 from app.engine.llama.live import warm_up
@@ -129,7 +130,7 @@ def construct(engine: Engine, cfg: P.LoadConfig) -> Any:
             model_path=cfg.model_path,
             n_ctx=cfg.n_ctx,
             n_threads=cfg.n_threads or default_threads(),
-            n_threads_batch=cfg.n_threads_batch or cfg.n_threads or default_threads(logical=True),
+            n_threads_batch=cfg.n_threads_batch or cfg.n_threads or default_threads(batch=True),
             n_gpu_layers=cfg.n_gpu_layers,
             n_batch=cfg.n_batch,
             n_ubatch=cfg.n_ubatch,
@@ -157,19 +158,6 @@ def fits_in_memory(path: str, share: float = 0.8) -> bool:
         return os.path.getsize(path) < share * psutil.virtual_memory().available
     except OSError:  # no size to compare: read it in, as asked (llama.cpp then names the file's problem)
         return True
-
-
-def default_threads(logical: bool = False) -> int:
-    """llama.cpp's own default: physical cores for decode, all cores for batches.
-
-    (llama-cpp-python would use cpu_count // 2, which is 1 on a 2-core laptop VM.)"""
-    try:
-        import psutil
-
-        n = psutil.cpu_count(logical=logical)
-    except Exception:  # noqa: BLE001
-        n = None
-    return max(1, n or os.cpu_count() or 1)
 
 
 def check_gguf_header(path: str) -> tuple[str | None, Any]:
