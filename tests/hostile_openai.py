@@ -1,8 +1,10 @@
 """A hostile OpenAI-compatible server on loopback, for the remote backend's security tests.
 
-Modes (set on `HostileState`): an endless `/v1/models` body; model ids and streamed tokens carrying terminal
-escape sequences; a server-sent-events line that never ends. Endless bodies stop at ENDLESS_LIMIT or when the
-client hangs up, and every byte sent is counted. It records each request's Authorization header and, when
+Modes (set on `HostileState`): an endless `/v1/models` body, or one given as raw JSON; model ids and streamed
+tokens carrying terminal escape sequences; a server-sent-events line that never ends; a flood of large events
+of answer or reasoning text; a last chunk given as raw JSON (hostile `usage` or `timings` numbers). Endless
+bodies stop at ENDLESS_LIMIT, a flood after `flood_events`, either when the client hangs up (`hung_up` is
+then set), and every byte sent is counted. It records each request's Authorization header and, when
 `watch_pid` is set, that process's command line at the moment the request arrived.
 """
 
@@ -33,6 +35,12 @@ class HostileState:
     auth: list[str | None] = field(default_factory=list)
     watch_pid: int | None = None
     cmdlines: list[str] = field(default_factory=list)
+    models_json: str | None = None  # the /v1/models body as sent, instead of one listing `model_id`
+    flood: str = ""  # "content" or "reasoning_content": stream `flood_events` events of that much text first
+    flood_events: int = 3000
+    flood_size: int = 1_000_000
+    last_chunk: str | None = None  # the JSON of the chunk before [DONE], as sent (numbers JSON cannot write)
+    hung_up: threading.Event = field(default_factory=threading.Event)  # the client closed a stream mid-flood
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -73,7 +81,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/v1/models"):
             if self.server.state.endless_models:
                 return self._endless(b'{"data": [', b'{"id": "m"}, ' * 4096)
-            body = json.dumps({"data": [{"id": self.server.state.model_id}]}).encode()
+            models = self.server.state.models_json
+            body = (models or json.dumps({"data": [{"id": self.server.state.model_id}]})).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -95,12 +104,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+        if st.flood:
+            event = f"data: {json.dumps({'choices': [{'delta': {st.flood: 'A' * st.flood_size}}]})}\n\n".encode()
+            try:
+                for _ in range(st.flood_events):
+                    self._send(event)
+            except OSError:
+                st.hung_up.set()
+                return
         for text in st.tokens:
             chunk = {"choices": [{"delta": {"content": text}, "finish_reason": None}]}
             self._send(f"data: {json.dumps(chunk)}\n\n".encode())
-        done = {"choices": [{"delta": {}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": len(st.tokens)}}
-        self._send(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+        done = st.last_chunk or json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}],
+                                            "usage": {"prompt_tokens": 3, "completion_tokens": len(st.tokens)}})
+        self._send(f"data: {done}\n\ndata: [DONE]\n\n".encode())
 
 
 class _Server(ThreadingHTTPServer):

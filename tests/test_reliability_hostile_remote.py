@@ -1,7 +1,9 @@
 """A hostile OpenAI-compatible server and hostile text on the terminal; how API keys reach the CLI; the
 permissions of the files we write.
 
-- Remote bodies are read with bounds: an endless /v1/models body or an endless streamed line is cut off.
+- Remote bodies are read with bounds: an endless /v1/models body or an endless streamed line is cut off, and
+  a reply (answer and reasoning together) stops at MAX_REPLY_BYTES, the text before kept.
+- A server's numbers (usage, timings, a model's meta) are used only when plausible; the others get a note.
 - Text from servers and files is printed without its terminal escape sequences (no retitled terminal,
   cleared screen or `\\r`-overwritten line), the text itself kept.
 - `--api-key` need not be on the command line (where `ps` shows it): ROOFLINE_API_KEY or a prompt.
@@ -10,20 +12,23 @@ permissions of the files we write.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hostile_openai import ESCAPES, HostileState, hostile_server  # noqa: F401 (fixture)
 from reliability_plugin import hostile_tried, record
 from synth_gguf import write_synthetic_gguf
 
+from app.cli import main
 from app.engine import protocol as P
 from app.engine.client import EngineError
-from app.engine.remote.backend import MAX_JSON_BYTES, RemoteClient
+from app.engine.remote.backend import MAX_JSON_BYTES, MAX_REPLY_BYTES, RemoteClient
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ("\x1b", "\x07", "\x9b", "\r")
@@ -77,6 +82,143 @@ def test_a_streamed_reply_that_is_not_server_sent_events_is_refused(
     record("hostile inputs refused")
 
 
+# ------------------------------------------------------------------- second probe: a reply's total size
+
+
+def _chat_in_process(url: str, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    code = main(["chat", "--remote", url, "--api-key", "k", *extra, "hello"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("field", ["content", "reasoning_content"])
+def test_a_flood_of_large_events_stops_at_the_reply_cap(hostile_server: tuple[str, HostileState],
+                                                        field: str) -> None:
+    """3,000 events of 1 MB each (3 GB, once all held by the client) end the reply at MAX_REPLY_BYTES with one
+    line; the text before the cap is kept and the connection is closed."""
+    url, state = hostile_server
+    state.flood = field
+    kept: list[P.Token] = []
+    client = RemoteClient(url, api_key="k", model="m")
+    with pytest.raises(EngineError, match="more than 8 MiB of reply text") as err:
+        kept.extend(client.generate(P.Generate(request_id="r", messages=[{"role": "user", "content": "hi"}])))
+    assert "\n" not in str(err.value) and err.value.error.kind == "generation_failed"
+    answer = "".join(t.text for t in kept)
+    reasoning = "".join(t.reasoning for t in kept)
+    size = len(answer.encode()) + len(reasoning.encode())
+    assert MAX_REPLY_BYTES - state.flood_size < size <= MAX_REPLY_BYTES  # all that fits, no more
+    assert (reasoning if field == "reasoning_content" else answer) == "A" * size
+    assert state.hung_up.wait(30)  # the client closed the stream rather than read (or hold) the rest
+    assert state.sent < MAX_REPLY_BYTES + (64 << 20)  # what the socket buffers hold, not 3 GB
+    record("hostile inputs refused")
+
+
+def test_the_cli_stops_a_flooded_reply_with_one_line_and_keeps_its_text(
+        hostile_server: tuple[str, HostileState], capsys: pytest.CaptureFixture[str]) -> None:
+    url, state = hostile_server
+    state.flood = "content"
+    code, out, err = _chat_in_process(url, capsys)
+    assert code == 1
+    assert out.startswith("A" * 1000) and MAX_REPLY_BYTES - state.flood_size < len(out) <= MAX_REPLY_BYTES
+    assert "more than 8 MiB of reply text" in err and "internal error" not in err
+    assert err.count("reply text") == 1 and "Traceback" not in err
+    assert state.hung_up.wait(30)
+    record("hostile inputs refused")
+
+
+# ------------------------------------------------------------------- second probe: the server's numbers
+
+DIGITS_5000 = "1" * 5000  # past the 4,300 digits Python's int() accepts from text
+HOSTILE_NUMBERS = ["[1]", "1e400", "-5", "1e300", '"5"', "true", "false", "1.5", '{"n": 1}', DIGITS_5000,
+                   "[" * 5000 + "]" * 5000]
+
+
+def _last_chunk(value: str) -> str:
+    """The last chunk with `value`, as JSON text, for every count in `usage` (JSON text: 1e400 has no float)."""
+    usage = (f'"prompt_tokens": {value}, "completion_tokens": {value}, "total_tokens": {value}, '
+             f'"completion_tokens_details": {{"reasoning_tokens": {value}}}')
+    return f'{{"choices": [{{"delta": {{}}, "finish_reason": "stop"}}], "usage": {{{usage}}}}}'
+
+
+@pytest.mark.parametrize("value", HOSTILE_NUMBERS, ids=lambda v: v[:12])
+def test_hostile_usage_numbers_are_noted_and_replaced_by_our_own_count(
+        hostile_server: tuple[str, HostileState], capsys: pytest.CaptureFixture[str], value: str) -> None:
+    """Each count in `usage` that is not a plausible token count is left out with a one-line note (the reply's
+    token count then ours: its chunks); the reply is never lost and no such value is printed as a count."""
+    url, state = hostile_server
+    state.last_chunk = _last_chunk(value)
+    code, out, err = _chat_in_process(url, capsys)
+    assert code == 0, err
+    assert "internal error" not in out + err and "Traceback" not in out + err
+    assert out.startswith("Hello, world")
+    summary = [line for line in out.splitlines() if line.startswith(("prompt  :", "decode  :"))]
+    assert summary[0] == "prompt  : not reported by the server"
+    assert summary[1].startswith("decode  : 1 tok in ")  # our count: 2 chunks, 1 decode step
+    notes = [line for line in out.splitlines() if line.startswith("note    :")]
+    if value.startswith("[["):  # nested past what JSON's parser follows: the chunk is skipped, counts unknown
+        assert notes == []
+    else:
+        assert len(notes) == 4 and all("is not a token count: ignored" in n and len(n) < 160 for n in notes)
+        assert "usage.completion_tokens" in notes[1] and "2 chunks counted instead" in notes[1]
+    hostile_tried()
+
+
+@pytest.mark.parametrize("value", HOSTILE_NUMBERS, ids=lambda v: v[:12])
+def test_hostile_usage_numbers_never_reach_the_json_output(
+        hostile_server: tuple[str, HostileState], capsys: pytest.CaptureFixture[str], value: str) -> None:
+    url, state = hostile_server
+    state.last_chunk = _last_chunk(value)
+    code, out, err = _chat_in_process(url, capsys, "--json")
+    assert code == 0, err
+
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"{name} in the JSON output")
+
+    data = json.loads(out, parse_constant=refuse)  # no Infinity or NaN
+    assert data["text"] == "Hello, world" and data["metrics"]["usage"] == {}
+    assert data["metrics"]["generated_tokens"] == 2 and data["metrics"]["prompt_tokens"] == 0
+    hostile_tried()
+
+
+@pytest.mark.parametrize("timings, shown", [
+    # the prompt's time so small that its rate is absurd, the other numbers not numbers at all
+    ({"prompt_n": 40, "prompt_ms": 1e-300, "predicted_n": "11", "predicted_ms": -5, "cache_n": [1]}, 5),
+    ({"prompt_n": 1e300, "prompt_ms": 80.0, "predicted_n": 11, "predicted_ms": 1e-300}, 3),
+    ({"prompt_n": 40, "prompt_ms": 80.0, "predicted_n": 1e300, "predicted_ms": True, "cache_n": -5}, 3),
+])
+def test_hostile_timings_are_noted_and_never_printed(hostile_server: tuple[str, HostileState],
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      timings: dict[str, Any], shown: int) -> None:
+    url, state = hostile_server
+    state.last_chunk = json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}], "timings": timings,
+                                   "usage": {"prompt_tokens": 40, "completion_tokens": 2}})
+    code, out, err = _chat_in_process(url, capsys)
+    assert code == 0, err
+    summary = [line for line in out.splitlines() if line[:8].strip() in ("prefill", "decode", "prompt")]
+    assert summary and not any(bad in line for line in summary for bad in ("e+", "-5", "inf", "nan"))
+    assert all(len(line) < 200 for line in summary)
+    notes = [line for line in out.splitlines() if line.startswith("note    : the server's timings")]
+    assert len(notes) == shown, notes
+    if timings["prompt_ms"] == 80.0 and timings["prompt_n"] == 40:  # a usable prefill: the server's own
+        assert "prefill : 40 tok in 80.0 ms = 500.0 tok/s" in out
+    hostile_tried()
+
+
+def test_a_model_list_with_hostile_numbers_connects_with_notes(hostile_server: tuple[str, HostileState],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    url, state = hostile_server
+    state.models_json = ('{"data": [7, {"id": "m", "meta": {"n_ctx": [1], "n_ctx_train": 1e400, "n_vocab": -5, '
+                         '"n_params": 1e300, "size": "12"}}]}')
+    loaded = RemoteClient(url, api_key="k").connect()
+    assert (loaded.n_ctx, loaded.n_ctx_train, loaded.n_vocab, loaded.n_params, loaded.model_size) == (0, 0, 0, 0, 0)
+    notes = capsys.readouterr().err.splitlines()
+    assert len(notes) == 5 and all(n.startswith("note: the server's meta.") for n in notes)
+    state.models_json = '{"data": 5}'
+    with pytest.raises(EngineError, match="lists no models"):
+        RemoteClient(url, api_key="k").connect()
+    hostile_tried(2)
+
+
 # ---------------------------------------------------------------------------------------------- finding 9
 
 
@@ -109,6 +251,20 @@ def test_clean_text_keeps_text_and_drops_every_kind_of_escape() -> None:
     assert clean_line("one\ntwo\tthree\x1bP+q\x1b\\") == "one two three"
     assert clean_text("café 日本 ✓ ▁tokens") == "café 日本 ✓ ▁tokens"
     assert clean_line("x" * 50, 10) == "x" * 9 + "…"
+
+
+def test_a_number_from_a_server_is_used_only_when_plausible() -> None:
+    from app.core.files.untrusted import finite_number, shown, whole_number
+
+    assert [whole_number(v, 100) for v in (0, 7, 7.0, 100)] == [0, 7, 7, 100]
+    hostile: list[object] = [[1], "5", True, False, -5, -0.5, 1.5, 101, 1e300, 10**400, float("inf"), float("nan"),
+                             None, {}]
+    assert all(whole_number(v, 100) is None for v in hostile)
+    assert finite_number(2.5, 10) == 2.5 and finite_number(0, 10) == 0.0
+    assert all(finite_number(v, 10) is None for v in (-0.1, 11, 10**400, float("inf"), float("nan"), "1", True))
+    assert (shown(float("inf")), shown("5"), shown([1]), shown(True)) == ("Infinity", '"5"', "[1]", "true")
+    assert shown("\x1b]0;t\x07\u202e" + "x" * 100) == '"\\u001b]0;t\\u0007\\u202exxxxxxxxxxxxxxxx…'
+    assert shown(10**5000) == "int" and shown([[[]]] * 3) == "[[[]], [[]], [[]]]"
 
 
 # ---------------------------------------------------------------------------------------------- finding 10

@@ -1,6 +1,6 @@
 """The remote backend's helper that reads llama-server's `timings` (app.engine.remote.server_timings): the
-server's prefill and decode numbers replace what the client's clock can see; malformed blocks are ignored;
-and `roofline serve`'s real stream carries a block it reads."""
+server's prefill and decode numbers replace what the client's clock can see; malformed blocks are ignored,
+implausible numbers left out with a note; and `roofline serve`'s real stream carries a block it reads."""
 
 from __future__ import annotations
 
@@ -12,7 +12,13 @@ import pytest
 from served import Served, open_stream, serve
 
 from app.engine.remote.openai_stream import client_metrics
-from app.engine.remote.server_timings import SERVER_SOURCE, apply_server_timings, parse_timings, timings_in_line
+from app.engine.remote.server_timings import (
+    SERVER_SOURCE,
+    apply_server_timings,
+    parse_timings,
+    read_timings,
+    timings_in_line,
+)
 
 LAST = {"choices": [{"index": 0, "finish_reason": "stop", "text": ""}],
         "timings": {"prompt_n": 40, "prompt_ms": 80.0, "prompt_per_second": 500.0, "predicted_n": 11,
@@ -43,6 +49,10 @@ def test_server_timings_replace_the_clients_guess() -> None:
     b'data: {"timings": {"prompt_n": -1, "prompt_ms": 5}}', b'data: {"timings": {"prompt_n": 4}}',
     b'data: {"timings": {"prompt_n": 4, "prompt_ms": NaN}}', b'data: {"timings": {"prompt_n": true, "prompt_ms": 1}}',
     b'data: {"choices": []}', b"\xff\xfe",
+    b'data: {"timings": {"prompt_n": 1e300, "prompt_ms": 5}}', b'data: {"timings": {"prompt_n": 4, "prompt_ms": 1e400}}',
+    b'data: {"timings": {"prompt_n": 4.5, "prompt_ms": 5}}', b'data: {"timings": {"prompt_n": 40, "prompt_ms": 1e-300}}',
+    b'data: {"timings": {"prompt_n": [4], "prompt_ms": 5}}', b'data: {"timings": {"prompt_n": 4, "prompt_ms": "5"}}',
+    b'data: {"timings": {"prompt_n": 4, "prompt_ms": ' + b"[" * 5000 + b"]" * 5000 + b"}}",
 ])
 def test_malformed_or_missing_timings_are_ignored(line: bytes) -> None:
     assert timings_in_line(line) is None
@@ -51,6 +61,20 @@ def test_malformed_or_missing_timings_are_ignored(line: bytes) -> None:
 def test_only_usable_numbers_are_kept() -> None:
     assert parse_timings({"prompt_n": 3, "prompt_ms": 1.5, "cache_n": "x", "predicted_ms": -2}) == \
         {"prompt_n": 3.0, "prompt_ms": 1.5}
+
+
+def test_implausible_numbers_are_left_out_with_a_note_each() -> None:
+    timings, notes = read_timings({"prompt_n": 40, "prompt_ms": 80.0, "predicted_n": 1e300, "predicted_ms": 9.0,
+                                   "cache_n": 2.5})
+    assert timings == {"prompt_n": 40.0, "prompt_ms": 80.0, "predicted_ms": 9.0}
+    assert notes == ["the server's timings.predicted_n (1e+300) is not a token count: ignored",
+                     "the server's timings.cache_n (2.5) is not a token count: ignored"]
+    timings, notes = read_timings({"prompt_n": 40, "prompt_ms": 80.0, "predicted_n": 11, "predicted_ms": 1e-300})
+    assert timings == {"prompt_n": 40.0, "prompt_ms": 80.0}  # 11 tokens in 1e-300 ms: not a decode
+    assert len(notes) == 1 and "would mean over 10,000,000 tok/s: ignored" in notes[0]
+    timings, notes = read_timings({"prompt_n": 40, "prompt_ms": 10**400})
+    assert timings is None and len(notes) == 2 and "timings.prompt_ms" in notes[0] and "not shown" in notes[1]
+    assert read_timings({"predicted_n": 3, "predicted_ms": 5.0}) == (None, [])  # no prompt numbers: nothing wrong
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
 from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
 from app.core.gguf.kv_types import KV_TYPES
-from app.core.files.untrusted import clean_text
+from app.core.files.untrusted import clean_line, clean_text
 
 if TYPE_CHECKING:
     from app.core.predict.load_plan import LoadPlan
@@ -148,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"-- finished: {done.finish_reason}; {metrics.source}")
     for line in metrics.summary_lines():  # the engine's metrics name the drafter that ran
         print(line)
+    for note in done.metrics.get("server_notes", []):  # a remote server's numbers that were left out
+        print(f"note    : {clean_line(note)}")
     from app.commands._draft_summary import speedup_lines
 
     draft = resolve_model(args.draft_model) if args.draft_model and not args.remote else None

@@ -8,11 +8,16 @@ file name, a cache key, a size to allocate or text on a terminal:
 - `read_capped` reads a response body up to a limit and says so when the body is longer.
 - `clean_text` / `clean_line` strip terminal control and escape sequences from text before the CLI prints it,
   so a model name or a reply cannot retitle the terminal, clear the screen or overwrite a line with `\\r`.
+- `whole_number` / `finite_number` accept a number from a server's JSON only when it is one we can print and
+  compute with (not a list, string, boolean, NaN, infinity, negative, or past a bound); `shown` names the
+  value that was not, in a short line.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
 from typing import Protocol
 
@@ -85,3 +90,32 @@ def clean_line(text: object, limit: int | None = None) -> str:
     """`clean_text` for a value shown on one line: newlines and tabs become spaces too."""
     out = _CONTROL_ALL.sub(" ", _ESCAPES.sub("", str(text)))
     return out if limit is None or len(out) <= limit else out[: max(0, limit - 1)] + "…"
+
+
+def whole_number(value: object, limit: int) -> int | None:
+    """A count from a server's JSON: a whole number in 0..`limit` (3.0 reads as 3), None for anything else
+    (a list, a string, a boolean, a fraction, a negative number, NaN, infinity - json reads 1e400 as inf)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():  # NaN and infinity are not integers either
+        return None
+    return int(value) if 0 <= value <= limit else None
+
+
+def finite_number(value: object, limit: float) -> float | None:
+    """A measurement from a server's JSON: a number in 0..`limit`, None for anything else (see whole_number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int) and not 0 <= value <= limit:  # before float(): 10**400 overflows it
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and 0 <= number <= limit else None
+
+
+def shown(value: object, limit: int = 40) -> str:
+    """A value from outside as it was sent (JSON spelling: `Infinity`, `true`, `"5"`), short and on one line."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return clean_line(text[: limit * 4], limit)  # ensure_ascii: bidi and other controls show as \uXXXX

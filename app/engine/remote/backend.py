@@ -3,7 +3,8 @@
 `RemoteClient` mirrors `EngineClient` where it makes sense (context manager, start/close, send, generate,
 new_request_id, on_event on a thread) so the CLI and the GUI drive either one. It streams
 `/v1/chat/completions` (messages) or `/v1/completions` (raw prompt) with `stream=true` over httpx2 (reads
-bounded: app.engine.remote.http). TTFT and ITL are the client's wall clock (network included); prefill and
+bounded: app.engine.remote.http; one reply at most MAX_REPLY_BYTES of text, its numbers checked in
+app.engine.remote.openai_stream). TTFT and ITL are the client's wall clock (network included); prefill and
 decode come from the server's llama-server `timings` when it sends them (app.engine.remote.server_timings), else
 from chunk arrival times. The server's chat template is never seen: see `source` in the metrics and Loaded.
 
@@ -34,9 +35,13 @@ from app.engine.remote.openai_stream import (  # noqa: F401 (SOURCE and the limi
     MAX_ERROR_BYTES,
     MAX_EVENT_BYTES,
     MAX_JSON_BYTES,
+    MAX_REPLY_BYTES,
     MAX_REPLY_CHUNKS,
     SOURCE,
+    ReplySize,
     client_metrics,
+    listed_models,
+    model_facts,
     parse_data,
     request_body,
 )
@@ -51,7 +56,7 @@ from app.engine.remote.http import (
     not_a_stream,
     read_body,
 )
-from app.engine.remote.server_timings import apply_server_timings, timings_in_line
+from app.engine.remote.server_timings import reply_metrics
 
 
 def _err(kind: str, message: str, request_id: str | None = None) -> EngineError:
@@ -210,20 +215,19 @@ class RemoteClient:
         if not self._started:
             self.start()
         t0 = time.perf_counter()
-        data = self._get_json("/v1/models")
-        models = data.get("data", []) if isinstance(data, dict) else []
-        ids = [str(m.get("id")) for m in models if isinstance(m, dict) and m.get("id")]
+        models = listed_models(self._get_json("/v1/models"))
+        ids = [str(m["id"]) for m in models if m.get("id")]
         if self.model is None:
             if not ids:
                 raise _err("load_failed", f"{self._where()} lists no models; pass a model name")
             self.model = ids[0]
-        meta = next((m.get("meta") or {} for m in models if isinstance(m, dict) and m.get("id") == self.model), {})
+        facts, notes = model_facts(models, self.model)
+        for note in notes:
+            self.warnings.append(note)
+            print(note, file=sys.stderr)
         self.loaded = P.Loaded(
             model_path=f"{self._where()}/v1 (model {self.model})",
-            load_ms=(time.perf_counter() - t0) * 1000.0,
-            n_ctx=int(meta.get("n_ctx", 0) or 0), n_ctx_train=int(meta.get("n_ctx_train", 0) or 0),
-            n_vocab=int(meta.get("n_vocab", 0) or 0), n_params=int(meta.get("n_params", 0) or 0),
-            model_size=int(meta.get("size", 0) or 0), architecture="remote",
+            load_ms=(time.perf_counter() - t0) * 1000.0, **facts, architecture="remote",
             model_desc=f"{self.model.rstrip('/').rsplit('/', 1)[-1]} (remote)",
             chat_template_name=f"the server at {self.host}", chat_template_source="server",
             n_gpu_layers=0, type_k="", type_v="", flash_attn=None, swa_full=False, buffers_mib={},
@@ -286,11 +290,10 @@ class RemoteClient:
         # `reasoning` on some) or inline as <think>…</think> in content; either way it is kept apart.
         reply = ReasoningStream(rid, t_request, split=req.messages is not None and req.split_reasoning)
         usage: dict[str, Any] = {}
-        timings: dict[str, float] | None = None  # llama-server's (or roofline serve's) own phase numbers
+        timings: dict[str, Any] | None = None  # llama-server's (or roofline serve's) own phase numbers, as sent
+        size = ReplySize(self._where())  # at most MAX_REPLY_CHUNKS pieces and MAX_REPLY_BYTES of text
         finish = "length"
         resp: httpx2.Response | None = None
-        too_much = (f"The server at {self._where()} sent more than a reply can hold (an event over "
-                    f"{MAX_EVENT_BYTES:,} bytes or over {MAX_REPLY_CHUNKS:,} chunks): stopped.")
         try:
             try:
                 resp = self._open_stream(req)
@@ -307,7 +310,7 @@ class RemoteClient:
                 try:
                     payload = next(events, None)
                 except TooLarge:
-                    raise _err("generation_failed", too_much, rid) from None
+                    raise _err("generation_failed", size.too_much(), rid) from None
                 except (*NETWORK_ERRORS, ValueError) as exc:
                     if rid in self._cancelled:
                         finish = "cancelled"
@@ -320,17 +323,18 @@ class RemoteClient:
                         break
                     raise _err("generation_failed", f"The server at {self._where()} closed the connection "
                                f"mid-reply after {len(times)} tokens (it stopped or crashed).", rid)
-                if len(times) > MAX_REPLY_CHUNKS:
-                    raise _err("generation_failed", too_much, rid)
-                chunk, timings = parse_data(payload), timings_in_line(payload) or timings
+                chunk = parse_data(payload)
                 if chunk is None:
                     continue
+                timings = chunk.timings if chunk.timings is not None else timings
                 if chunk.done:
                     break
                 if chunk.error is not None:
                     raise _err("generation_failed", f"The server reported: {chunk.error}", rid)
                 usage = chunk.usage if chunk.usage is not None else usage
                 for text, thought in zip(chunk.texts, chunk.reasoning):
+                    if (stop := size.over(text, thought)) is not None:  # the reply ends before this piece
+                        raise _err("generation_failed", stop, rid)
                     now = time.monotonic()
                     if not times:
                         ttft_ms = (now - t_request) * 1000.0
@@ -348,12 +352,8 @@ class RemoteClient:
         tail = reply.finish(time.monotonic())
         if tail is not None:
             yield tail
-        data = apply_server_timings(client_metrics(t_request, time.monotonic(), ttft_ms, times, usage,
-                                                   req.messages is not None), timings)
-        data.update(reply.metrics())
-        details = usage.get("completion_tokens_details")
-        if isinstance(details, dict) and details.get("reasoning_tokens"):
-            data["reasoning_tokens"] = int(details["reasoning_tokens"])  # the server's count beats our chunks
+        data = reply_metrics(client_metrics(t_request, time.monotonic(), ttft_ms, times, usage,
+                                            req.messages is not None), timings, reply.metrics())
         yield P.Done(rid, reply.answer, finish, data, reasoning=reply.reasoning)
 
     def generate(self, request: P.Generate, timeout: float = 600.0) -> Iterator[Any]:
