@@ -7,7 +7,8 @@ Endpoints (as read from huggingface_hub 2.4's hf_api.py / file_download.py):
 - POST /api/models/{repo}/paths-info/{rev}                          same entries for the given paths
 - GET/HEAD /{repo}/resolve/{rev}/{path}                             the file, with Range, ETag, X-Repo-Commit,
                                                                     X-Linked-Size, X-Linked-ETag headers
-Faults for tests: drop the connection after N bytes of a file (once), throttle, lie about a sha256.
+Faults for tests: drop the connection after N bytes of a file (once), throttle, lie about a sha256, give no
+sha256 at all (no `lfs` in listings, a git blob id as ETag, as the hub does for files not in LFS).
 Hostile hub for security tests: advertise any string as a file's sha256 (a path, say), send a file body that
 never ends (bounded by ENDLESS_LIMIT, and it stops when the client hangs up).
 Counters: bytes of file content served per path, and every request line with its Range header.
@@ -69,6 +70,7 @@ class HubState:
         self.redirect_lfs = False  # resolve answers 302 to /cdn/... as huggingface.co does for LFS files
         self.sha_override: dict[str, str] = {}  # path in repo -> the exact string advertised as its sha256
         self.endless: set[str] = set()  # paths whose body goes on past the listed size (up to ENDLESS_LIMIT)
+        self.no_sha: set[str] = set()  # paths listed without lfs and served with a 40-hex (git blob) ETag
         self.lock = threading.Lock()
 
     def add_repo(self, repo_id: str, files: dict[str, Path], **kw: Any) -> Repo:
@@ -88,9 +90,14 @@ class HubState:
 
 def _entry(state: HubState, repo: Repo, path: str) -> dict[str, Any]:
     size = repo.files[path].stat().st_size
-    sha = state.advertised_sha(repo, path)
-    return {"type": "file", "path": path, "size": size, "oid": hashlib.sha1(path.encode()).hexdigest(),
-            "lfs": {"oid": sha, "size": size, "pointerSize": 134}}
+    entry: dict[str, Any] = {"type": "file", "path": path, "size": size, "oid": _blob_id(path)}
+    if path not in state.no_sha:
+        entry["lfs"] = {"oid": state.advertised_sha(repo, path), "size": size, "pointerSize": 134}
+    return entry
+
+
+def _blob_id(path: str) -> str:
+    return hashlib.sha1(path.encode()).hexdigest()
 
 
 def _model_dict(state: HubState, repo: Repo, blobs: bool) -> dict[str, Any]:
@@ -99,8 +106,9 @@ def _model_dict(state: HubState, repo: Repo, blobs: bool) -> dict[str, Any]:
         sib: dict[str, Any] = {"rfilename": path}
         if blobs:
             size = repo.files[path].stat().st_size
-            sib.update(size=size, blobId=hashlib.sha1(path.encode()).hexdigest(),
-                       lfs={"sha256": state.advertised_sha(repo, path), "size": size, "pointerSize": 134})
+            sib.update(size=size, blobId=_blob_id(path))
+            if path not in state.no_sha:
+                sib["lfs"] = {"sha256": state.advertised_sha(repo, path), "size": size, "pointerSize": 134}
         siblings.append(sib)
     total = sum(p.stat().st_size for p in repo.files.values())
     return {"_id": repo.repo_id, "id": repo.repo_id, "modelId": repo.repo_id, "sha": COMMIT,
@@ -200,7 +208,7 @@ class Handler(BaseHTTPRequestHandler):
             repo, tail = found
             _rev, _, file_path = tail[len("resolve/"):].partition("/")
             if file_path in repo.files:
-                if state.redirect_lfs:
+                if state.redirect_lfs and file_path not in state.no_sha:  # only LFS files live on the CDN
                     return self._redirect(repo, file_path)
                 return self._serve_file(repo, file_path)
         self._not_found(path)
@@ -274,16 +282,19 @@ class Handler(BaseHTTPRequestHandler):
                 return
             status = 206
         length = end - start + 1
-        sha = state.advertised_sha(repo, file_path)
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(length))
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.send_header("ETag", f'"{sha}"')
-        self.send_header("X-Linked-ETag", f'"{sha}"')
-        self.send_header("X-Linked-Size", str(size))
+        if file_path in state.no_sha:  # a file outside LFS: its ETag is the git blob id, no sha256 anywhere
+            self.send_header("ETag", f'"{_blob_id(file_path)}"')
+        else:
+            sha = state.advertised_sha(repo, file_path)
+            self.send_header("ETag", f'"{sha}"')
+            self.send_header("X-Linked-ETag", f'"{sha}"')
+            self.send_header("X-Linked-Size", str(size))
         self.send_header("X-Repo-Commit", COMMIT)
         self.end_headers()
         if self.command == "HEAD":

@@ -59,6 +59,29 @@ def test_numeric_options_are_checked_at_the_edge(argv: list[str], option: str,
     assert option in err and "Traceback" not in err and not out
 
 
+@pytest.mark.parametrize("argv", [
+    ["chat", "-t", "1024", "hi"], ["bench", "-t", "257"], ["serve", "-t", "1024"], ["calibrate", "-t", "100000"],
+    ["recommend", "-t", "1024"], ["sweep", "threads", "-t", "1,1024"],
+    ["quantize", "a.gguf", "b.gguf", "Q8_0", "--threads", "1024"],
+])
+def test_every_threads_option_has_the_settings_bound(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """More threads than llama.cpp can start ("libgomp: Thread creation failed" at 1024) are refused as the
+    settings refuse them. Parsed only: a command that wrongly accepted them must not start (serve never ends)."""
+    from app.cli import build_parser
+    from app.commands import _args
+    from app.core.config import settings
+
+    assert _args.MAX_THREADS == settings.MAX_THREADS <= 512  # llama.cpp's GGML_MAX_N_THREADS
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "threads" in err and f"must be at most {settings.MAX_THREADS}" in err and "Traceback" not in err
+    args = build_parser().parse_args([a if a not in ("1024", "257", "100000", "1,1024") else str(settings.MAX_THREADS)
+                                      for a in argv])
+    assert settings.MAX_THREADS in (args.threads if isinstance(args.threads, list) else [args.threads])
+
+
 def test_a_context_that_cannot_fit_is_refused_before_loading_with_the_largest_that_does(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from app.commands import _preflight

@@ -151,6 +151,51 @@ def test_head_sha_mismatch_still_rejected(hub_server: HubServer, tiny_repo: Path
     assert not task.dest.exists()
 
 
+def test_a_file_the_hub_gives_no_sha256_for_is_refused_by_default(hub_server: HubServer, tiny_repo: Path) -> None:
+    hub_server.state.no_sha.add("Tiny-F32.gguf")
+    task = _task()
+    assert task.files[0].sha256 is None  # not in the listing; the HEAD's ETag is a git blob id, not a sha256
+    with pytest.raises(downloads.UnverifiedDownload, match="no sha256.*allow_unverified_downloads") as err:
+        downloads.download_variant(task)
+    assert "\n" not in str(err.value) and "ROOFLINE_ALLOW_UNVERIFIED_DOWNLOADS=1" in str(err.value)
+    assert [m for m, p, _ in hub_server.state.requests if p.endswith("Tiny-F32.gguf")] == ["HEAD"]  # asked, no GET
+    assert hub_server.state.served("Tiny-F32.gguf") == 0
+    assert not paths.models_dir().exists() or list(paths.models_dir().rglob("*")) == []
+
+
+def test_an_allowed_unverified_download_says_it_was_not_verified(hub_server: HubServer, tiny_repo: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    hub_server.state.no_sha.add("Tiny-F32.gguf")
+    monkeypatch.setenv("ROOFLINE_ALLOW_UNVERIFIED_DOWNLOADS", "1")
+    progress = downloads.Progress()
+    out = downloads.download_variant(_task(), progress=progress)
+    assert sha256_of(out) == sha256_of(tiny_repo) and progress.state == "done"
+    assert progress.message.startswith("not verified: the hub gives no sha256 for Tiny-F32.gguf")
+    prov = json.loads(downloads.provenance_path(out).read_text())
+    assert prov["verified"] is False and prov["files"][0]["sha256"] is None
+
+
+def test_the_queue_shows_which_download_was_not_verified(hub_server: HubServer, tiny_repo: Path) -> None:
+    from app.core.config import settings as S
+
+    hub_server.state.no_sha.add("Tiny-F32.gguf")
+    mgr = downloads.DownloadManager()
+    refused = mgr.add(_task("F32"))
+    assert mgr.wait_idle(30)
+    assert refused.progress.state == "failed" and "allow_unverified_downloads" in refused.progress.message
+    s = S.load_settings().settings
+    s.allow_unverified_downloads = True  # what the user turns on, in the settings file
+    S.save_settings(s)
+    unverified = mgr.add(_task("F32"))  # the failed job again, resumed
+    verified = mgr.add(_task("Q8_0"))
+    assert mgr.wait_idle(30)
+    mgr.close()
+    assert unverified is refused and unverified.progress.state == "done"
+    assert unverified.progress.message.startswith("not verified")
+    assert verified.progress.state == "done" and verified.progress.message == ""
+    assert json.loads(downloads.provenance_path(verified.task.dest).read_text())["verified"] is True
+
+
 def test_hf_token_is_sent_to_the_hub(hub_server: HubServer, tiny_repo: Path) -> None:
     downloads.download_variant(_task())
     # Ours: repo info and file traffic (huggingface_hub also fetches /api/agent-harnesses on its own).

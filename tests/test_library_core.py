@@ -79,6 +79,39 @@ def test_split_model_is_one_entry_with_all_parts(tmp_path: Path) -> None:
     assert m.broken and "missing" in m.broken
 
 
+def test_a_split_name_claiming_thousands_of_parts_gives_one_short_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    mdir = paths.models_dir()
+    write_synthetic_gguf(mdir / "x-00001-of-65535.gguf", n_layers=1)
+    write_synthetic_gguf(mdir / "x-00003-of-65535.gguf", n_layers=1)
+    write_synthetic_gguf(mdir / "y-00001-of-99999.gguf", n_layers=1)
+    models = {m.path.name: m for m in library.list_models() if m.source == "library"}
+    x, y = models["x-00001-of-65535.gguf"], models["y-00001-of-99999.gguf"]
+    assert x.broken == ("split model incomplete: missing 65,533 of 65,535 parts: x-00002-of-65535.gguf, "
+                        "x-00004-of-65535.gguf, x-00005-of-65535.gguf, …")
+    assert [p.name for p in x.parts] == ["x-00001-of-65535.gguf", "x-00003-of-65535.gguf"]  # what is there
+    assert y.broken and "claims 99,999 parts" in y.broken and "65,535" in y.broken and y.parts == [y.path]
+    root = Path(__file__).resolve().parents[1]
+    for args in (["models", "--json"], ["models"]):
+        proc = subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
+                              timeout=120, cwd=root)
+        assert proc.returncode == 0, proc.stderr
+        assert len(proc.stdout) < 10_000, len(proc.stdout)  # was 7.7 MB for the 99,999 name
+    with pytest.raises(library.LibraryError, match="split model incomplete: missing 65,533 of 65,535"):
+        library.import_model(mdir / "x-00001-of-65535.gguf")
+    assert not (mdir / library.IMPORT_DIR).exists() or not any((mdir / library.IMPORT_DIR).iterdir())
+
+
+def test_a_split_model_spelt_in_capitals_finds_its_parts() -> None:
+    mdir = paths.models_dir()
+    a = write_synthetic_gguf(mdir / "M-Q8_0-00001-OF-00002.GGUF", tensor_type="Q8_0", n_layers=1)
+    b = write_synthetic_gguf(mdir / "M-Q8_0-00002-OF-00002.GGUF", tensor_type="Q8_0", n_layers=1, seed=1)
+    m = library.describe(a, "library")  # (the library lists *.gguf; a file given by path may be .GGUF)
+    assert m.broken is None and m.parts == [a, b] and m.size == a.stat().st_size + b.stat().st_size
+
+
 def test_import_copy_and_link_and_remove(tmp_path: Path) -> None:
     src = write_synthetic_gguf(tmp_path / "outside.gguf", n_layers=1)
     copied = library.import_model(src)

@@ -172,3 +172,99 @@ def test_reading_the_header_cap_leaves_a_damaged_settings_file_alone() -> None:
     path.write_text("{broken")
     assert remote_gguf.header_limit() == 64 << 20  # the default, from a background reader...
     assert path.read_text() == "{broken" and list(path.parent.iterdir()) == [path]  # ...which moved nothing
+
+
+# ---------------------------------------------------------------------------------------------- names that deceive
+
+DEVICE_NAMES = ["CON.Q8_0.gguf", "nul.Q8_0.gguf", "Aux.Q8_0.tar.gguf", "sub/COM1 .Q8_0.gguf", "lpt9.Q8_0.gguf",
+                "prn/m-Q8_0.gguf", "COM\u00b9.Q8_0.gguf", "conout$.Q8_0.gguf"]
+
+
+@pytest.mark.parametrize("name", DEVICE_NAMES)
+def test_a_hub_file_named_after_a_windows_device_is_refused(name: str, hub_server: HubServer,
+                                                             tmp_path: Path) -> None:
+    src = write_synthetic_gguf(tmp_path / "src.gguf", n_layers=1)
+    hub_server.state.add_repo("acme/Dev-GGUF", {name: src})
+    rv = hub.list_variants("acme/Dev-GGUF")
+    (variant,) = rv.variants
+    with pytest.raises(downloads.UnsafeFilename, match="is the Windows device") as err:
+        downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
+    assert "\n" not in str(err.value)
+    assert hub_server.state.served(name) == 0
+    assert not paths.models_dir().exists() or list(paths.models_dir().rglob("*")) == []
+    record("hostile inputs refused")
+
+
+@pytest.mark.parametrize("name", ["CONSOLE.Q8_0.gguf", "COM10.Q8_0.gguf", "icon-Q8_0.gguf", "LPT-Q8_0.gguf",
+                                  "nullify.Q8_0.gguf", "sub/auxiliary/m-Q8_0.gguf", "m.con.Q8_0.gguf"])
+def test_names_that_only_look_like_devices_are_fine(name: str, tmp_path: Path) -> None:
+    dest = downloads.destination(tmp_path, "acme/repo", name)
+    assert dest.name == name.rsplit("/", 1)[-1]
+
+
+def test_one_function_names_the_windows_devices() -> None:
+    from app.core.files.untrusted import windows_device_name
+
+    assert [windows_device_name(n) for n in ("CON", "con.md", "Nul.tar.gz", "AUX.", "com1 ", "LPT0.x. .",
+                                             "NUL .txt", "CONIN$", "lpt\u00b3.gguf")] == [
+        "CON", "CON", "NUL", "AUX", "COM1", "LPT0", "NUL", "CONIN$", "LPT\u00b3"]
+    assert [windows_device_name(n) for n in ("CONSOLE", "COM10", "x.CON", "LPT", "", ".", "nul_", "con-1")] == [
+        None] * 8
+
+
+@pytest.mark.parametrize("name", ["invoice\u202eFUGG-Q8_0.gguf", "m-Q8_0\u200b.gguf", "sub\u2066/m-Q8_0.gguf",
+                                  "m\U000e0041-Q8_0.gguf"])
+def test_a_hub_file_name_with_a_hidden_character_is_refused(name: str, hub_server: HubServer,
+                                                            tmp_path: Path) -> None:
+    src = write_synthetic_gguf(tmp_path / "src.gguf", n_layers=1)
+    hub_server.state.add_repo("acme/Bidi-GGUF", {name: src})
+    rv = hub.list_variants("acme/Bidi-GGUF")
+    (variant,) = rv.variants
+    with pytest.raises(downloads.UnsafeFilename, match="refusing unsafe file name") as err:
+        downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
+    assert "<U+" in str(err.value) and not any(c in str(err.value) for c in "\u202e\u200b\u2066\U000e0041")
+    assert hub_server.state.served(name) == 0
+    record("hostile inputs refused")
+
+
+def test_search_leaves_out_repo_ids_that_read_as_another(hub_server: HubServer, tmp_path: Path) -> None:
+    src = write_synthetic_gguf(tmp_path / "src.gguf", n_layers=1)
+    hub_server.state.add_repo("acme/Honest-GGUF", {"h-Q8_0.gguf": src}, downloads=5)
+    hub_server.state.add_repo("acme/\u202eFUGG-tsenoH", {"e-Q8_0.gguf": src}, downloads=9)
+    hub_server.state.add_repo("acme/Zero\u200bWidth-GGUF", {"z-Q8_0.gguf": src}, downloads=7)
+    assert [r.repo_id for r in hub.search("acme")] == ["acme/Honest-GGUF"]
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "search", "acme"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "acme/Honest-GGUF" in proc.stdout and "tsenoH" not in proc.stdout and "Width" not in proc.stdout
+    record("hostile inputs refused", 2)
+
+
+# ---------------------------------------------------------------------------------------------- no hash to check
+
+
+def test_pull_refuses_a_file_without_a_sha256_unless_allowed_and_then_says_so(hub_server: HubServer,
+                                                                               tmp_path: Path) -> None:
+    src = write_synthetic_gguf(tmp_path / "src.gguf", n_layers=1)
+    hub_server.state.add_repo("acme/NoHash-GGUF", {"n-Q8_0.gguf": src})
+    hub_server.state.no_sha.add("n-Q8_0.gguf")
+
+    def pull(*extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app.cli", "pull", "acme/NoHash-GGUF:Q8_0", *extra],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, **(env or {})})
+
+    proc = pull("--quiet")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no sha256" in lines[0] and "allow_unverified_downloads" in lines[0], lines
+    assert hub_server.state.served("n-Q8_0.gguf") == 0
+    assert not paths.models_dir().exists() or list(paths.models_dir().rglob("*")) == []
+    record("hostile inputs refused")
+
+    proc = pull("--quiet", "--json", env={"ROOFLINE_ALLOW_UNVERIFIED_DOWNLOADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: not verified: the hub gives no sha256 for n-Q8_0.gguf" in proc.stderr
+    import json
+
+    out = json.loads(proc.stdout)
+    assert out["verified"] is False and sha256_of(Path(out["path"])) == sha256_of(src)

@@ -267,6 +267,65 @@ def test_a_number_from_a_server_is_used_only_when_plausible() -> None:
     assert shown(10**5000) == "int" and shown([[[]]] * 3) == "[[[]], [[]], [[]]]"
 
 
+# Unicode's "prepended concatenation marks": format characters that render as visible signs (kept).
+VISIBLE_FORMAT = {0x600, 0x601, 0x602, 0x603, 0x604, 0x605, 0x6DD, 0x70F, 0x890, 0x891, 0x8E2, 0x110BD, 0x110CD}
+BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069",
+        "\u200e", "\u200f", "\u061c"]
+
+
+def test_every_invisible_format_character_is_removed_or_shown_escaped() -> None:
+    """Bidi controls (U+202E shows `fdp.exe` as `exe.pdf`), zero-width and tag characters: every format
+    character (category Cf) this Python knows, bar the visible marks, is removed from text and shown as
+    <U+XXXX> in a name; ZWJ/ZWNJ stay in text, where emoji and scripts need them."""
+    import unicodedata
+
+    from app.core.files.untrusted import clean_line, clean_text, has_invisible
+
+    hidden = [chr(c) for c in range(sys.maxunicode + 1)
+              if unicodedata.category(chr(c)) == "Cf" and c not in VISIBLE_FORMAT]
+    assert set(BIDI) <= set(hidden) and len(hidden) >= 150
+    for ch in hidden:
+        text = f"a{ch}b"
+        assert clean_text(text) == (text if ch in "\u200c\u200d" else "ab"), hex(ord(ch))
+        assert clean_line(text) == f"a<U+{ord(ch):04X}>b" and has_invisible(text), hex(ord(ch))
+    for c in VISIBLE_FORMAT:
+        assert clean_text(chr(c) + "1") == clean_line(chr(c) + "1") == chr(c) + "1"
+    assert clean_line("one\u2028two") == "one two"  # a line separator does not start a line
+    assert clean_text("👩\u200d💻 ok") == "👩\u200d💻 ok"
+    assert clean_text("report\u202efdp.exe") == "reportfdp.exe" and "\u202e" not in clean_line("\u202e" * 9, 5)
+    hostile_tried()
+
+
+def test_a_model_named_with_a_bidi_override_is_listed_with_it_visible(tmp_path: Path) -> None:
+    from app.core.config import paths
+
+    name = "invoice\u202eFUGG.exe"
+    write_synthetic_gguf(paths.models_dir() / f"{name}-Q8_0.gguf", n_layers=1, name="Nice\u2066Model\u200b")
+    table = _cli("models")
+    listed = _cli("models", "--json")
+    assert table.returncode == 0 and listed.returncode == 0, table.stderr + listed.stderr
+    for text in (table.stdout, table.stderr, listed.stdout):
+        assert not any(ch in text for ch in BIDI + ["\u200b"]), repr(text)
+    assert "invoice<U+202E>FUGG.exe-Q8_0.gguf" in table.stdout and "Nice<U+2066>Model<U+200B>" in table.stdout
+    assert "invoice\\u202eFUGG" in listed.stdout  # JSON escapes it: the exact name, readable as what it is
+    hostile_tried(2)
+
+
+def test_a_remote_model_id_with_a_bidi_override_is_not_printed_raw(hostile_server: tuple[str, HostileState]) -> None:
+    url, state = hostile_server
+    state.model_id = "gpt\u202e4-olleh\u2067"
+    state.tokens = ["Hi", "\u202e", " there"]
+    proc = _cli("chat", "--remote", url, "--api-key", "k", "hello")
+    assert proc.returncode == 0, proc.stderr
+    for text in (proc.stdout, proc.stderr):
+        assert not any(ch in text for ch in BIDI), repr(text)
+    assert "gpt" in proc.stderr and "4-olleh" in proc.stderr and "Hi there" in proc.stdout
+    client = RemoteClient(url, api_key="k")
+    assert client.connect().model_desc == "gpt<U+202E>4-olleh<U+2067> (remote)"  # the window's name for it
+    assert client.model == state.model_id  # what the server is asked for stays its own id
+    hostile_tried(2)
+
+
 # ---------------------------------------------------------------------------------------------- finding 10
 
 

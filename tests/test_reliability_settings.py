@@ -24,6 +24,7 @@ DAMAGED: dict[str, bytes] = {
     "out of range": b'{"version": 1, "n_ctx": 3, "sampling": {"temperature": -4}}',
     "bad kv type": b'{"version": 1, "kv_cache_type": "q1_0"}',
     "infinite number": b'{"version": 1, "threads": 1e400}',
+    "more threads than llama.cpp starts": b'{"version": 1, "threads": 1024}',
     "infinite version": b'{"version": 1e400}',
     "nan": b'{"version": 1, "sampling": {"top_p": NaN}}',
     "version not a number": b'{"version": "one"}',

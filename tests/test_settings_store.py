@@ -57,6 +57,28 @@ def test_invalid_values_fall_back():
     _check_fallback(json.dumps({"version": 1, "n_ctx": -5}), "n_ctx")
 
 
+def test_too_many_threads_are_refused_in_one_line(monkeypatch):
+    """1024 threads passed validation and the engine then died ("libgomp: Thread creation failed")."""
+    import pytest
+    from pydantic import ValidationError
+
+    _check_fallback(json.dumps({"version": 1, "threads": 1024}), f"at most {S.MAX_THREADS} threads, got 1024")
+    S.settings_path().write_text(json.dumps({"version": 1, "threads": S.MAX_THREADS}))
+    ok = S.load_settings()
+    assert ok.warning is None and ok.settings.threads == S.MAX_THREADS
+    monkeypatch.setenv("ROOFLINE_THREADS", "1024")
+    env = S.load_settings()
+    assert env.warning and "environment" in env.warning and "at most" in env.warning and "\n" not in env.warning
+    assert env.settings.threads == S.MAX_THREADS  # the file's value stands
+    monkeypatch.delenv("ROOFLINE_THREADS")
+    S.settings_path().write_text(json.dumps({"version": 1, "presets": {"m": {"threads": 4096}, "n": {"threads": 8}}}))
+    presets = S.load_settings()  # one bad preset is dropped alone, with the reason
+    assert presets.warning and "'m'" in presets.warning and "at most" in presets.warning
+    assert list(presets.settings.presets) == ["n"]
+    with pytest.raises(ValidationError, match="at most"):
+        presets.settings.threads = 1024  # what the settings dialog assigns
+
+
 def test_future_version_falls_back():
     _check_fallback(json.dumps({"version": S.SETTINGS_VERSION + 1, "n_ctx": 9999}), "newer Roofline")
 

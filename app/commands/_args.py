@@ -16,7 +16,9 @@ INT32_MAX = 2**31 - 1
 UINT32_MAX = 2**32 - 1
 MAX_TOKENS = 1 << 24  # prompt / generation / depth sizes: far beyond any context a machine can hold
 MAX_REPETITIONS = 1000
-MAX_THREADS = 1024
+# The bound of settings.MAX_THREADS (llama.cpp's thread pool takes 512; 1024 failed to start its threads),
+# repeated rather than imported: settings pulls in pydantic, which no command needs just to parse its options.
+MAX_THREADS = 256
 
 
 def _parse_int(text: str) -> int:

@@ -11,6 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from app.commands import _args as A
 from app.commands._common import add_model_arg, fail, inspect_or_fail, print_json, resolve_model
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"how many zoo shapes to add (default {len(CALIBRATION_ZOO)}; 0: none, and no "
                         "kernel probes either)")
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0, help="calibrate the GPU backend (-1: all)")
-    p.add_argument("-t", "--threads", type=int, default=None)
+    p.add_argument("-t", "--threads", type=A.threads, default=None)
     p.add_argument("-r", "--repetitions", type=int, default=3, help="runs per measurement (default 3)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)

@@ -11,11 +11,13 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pull", help="download a GGUF model from the hub (resumable, sha256-verified)")
+    p = sub.add_parser("pull", help="download a GGUF model from the hub (resumable, sha256-verified; a file "
+                                    "with no sha256 is refused unless allow_unverified_downloads is set)")
     p.add_argument("spec", metavar="REPO[:QUANT]", help="e.g. bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -26,12 +28,14 @@ def run(args: argparse.Namespace) -> int:
     from app.commands._common import fail, print_json
     from app.core.config import paths
     from app.core.hub import downloads, listing as hub
+    from app.core.hub.guard import new_folders, remove_empty
     from app.core.files.writable import OutputPathError, ensure_writable_dir
 
     try:
         repo, quant = hub.parse_repo_spec(args.spec)
     except ValueError as exc:
         return fail(str(exc))
+    created: list[Path] = []
     try:
         rv = hub.list_variants(repo)
         if not rv.variants:
@@ -45,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail(f"cannot use the models folder: {exc.strerror or exc} ({exc.filename or ''})")
         task = downloads.plan(variant, rv.repo_id, rv.revision, models)
+        created = new_folders(task.dest.parent)  # removed again if the download is refused before a byte
         try:  # the right cause (a file in the way, no permission) before any byte is fetched
             ensure_writable_dir(task.dest.parent, what="the download")  # space: checked with resume in mind
         except OutputPathError as exc:
@@ -63,12 +68,17 @@ def run(args: argparse.Namespace) -> int:
             return 130
         show.end()
     except (hub.HubError, downloads.DownloadError) as exc:
+        remove_empty(created)  # a kept .part keeps its folders
         return fail(str(exc))
     if progress.resumed_from and not args.quiet:
         _say(f"resumed from {_fmt(progress.resumed_from)}")
+    unverified = downloads.unverified_note(task.files)
+    if unverified:  # said even with --quiet: the user allowed it, and must still know which file it was
+        _say(f"warning: {unverified}")
     if args.json:
         print_json({"path": str(path), "repo_id": repo, "quant": variant.quant, "size": variant.size,
-                    "resumed_from": progress.resumed_from, "revision": rv.revision})
+                    "resumed_from": progress.resumed_from, "revision": rv.revision,
+                    "verified": not unverified})
     else:
         print(path)
     return 0

@@ -13,6 +13,7 @@ import socket
 import sys
 from pathlib import Path
 
+from app.commands import _args as A
 from app.commands._common import add_model_arg, fail, resolve_model
 from app.core.config.defaults import DEFAULT_SERVE_PORT
 from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KV_TYPES
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="KV cells shared by all slots; one request may use ctx / parallel")
     p.add_argument("--ubatch", type=int, default=512, help="tokens per decode step (prompt chunks + decodes)")
     p.add_argument("--queue", type=int, default=64, help="requests that may wait for a slot before 503")
-    p.add_argument("-t", "--threads", type=int, default=None)
+    p.add_argument("-t", "--threads", type=A.threads, default=None)
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
     p.add_argument("--kv-type", default=DEFAULT_KV_TYPE, choices=KV_TYPES)
     p.add_argument("--api-key", default=None, help="required key (default: $ROOFLINE_API_KEY)")

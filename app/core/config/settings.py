@@ -26,6 +26,11 @@ from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KvType
 
 SETTINGS_VERSION = 1
 SETTINGS_FILENAME = "settings.json"
+# llama.cpp's CPU thread pool holds at most 512 threads (GGML_MAX_N_THREADS), and each one reserves a stack
+# inside the engine's address-space limit: 1024 died with "libgomp: Thread creation failed". Past the cores a
+# machine has, more threads only wait on each other; 256 leaves room for the largest machines. A fixed bound,
+# not one from this machine's cores: a settings file valid on one machine must not be moved aside on another.
+MAX_THREADS = 256
 
 
 
@@ -58,12 +63,26 @@ class ModelPreset(BaseModel):
     n_ctx: int | None = Field(default=None, ge=256, le=1 << 21)
     n_gpu_layers: int | None = Field(default=None, ge=-1)
     kv_cache_type: KvType | None = None
-    threads: int | None = Field(default=None, ge=1, le=1024)
+    threads: int | None = Field(default=None, ge=1)
     flash_attn: bool | None = None
     sampling: PresetSampling = Field(default_factory=PresetSampling)
     system_prompt: str | None = None
     chat_template: str | None = Field(default=None, max_length=200_000)  # a built-in name or a Jinja template
     context_overflow: OverflowPolicy | None = None
+
+    @field_validator("threads")
+    @classmethod
+    def _threads(cls, value: int | None) -> int | None:
+        return check_threads(value)
+
+
+def check_threads(value: int | None) -> int | None:
+    """`threads` as settings and presets accept it: None (llama.cpp picks) or 1..MAX_THREADS."""
+    if value is not None and value > MAX_THREADS:
+        cores = os.cpu_count() or "?"
+        raise ValueError(f"at most {MAX_THREADS} threads, got {value} (this machine has {cores} logical "
+                         "cores; llama.cpp is fastest with about one thread per physical core)")
+    return value
 
 
 class WindowState(BaseModel):
@@ -80,7 +99,7 @@ class Settings(BaseSettings):
 
     version: int = SETTINGS_VERSION
     models_dir: str | None = None  # None: paths.default_models_dir()
-    threads: int | None = Field(default=None, ge=1, le=1024)  # None: llama.cpp picks (physical cores)
+    threads: int | None = Field(default=None, ge=1)  # None: llama.cpp picks (physical cores); <= MAX_THREADS
     n_ctx: int = Field(default=DEFAULT_N_CTX, ge=256, le=1 << 21)
     n_gpu_layers: int | None = Field(default=None, ge=-1)  # None: auto (all layers when the build can offload)
     kv_cache_type: KvType = DEFAULT_KV_TYPE
@@ -90,6 +109,8 @@ class Settings(BaseSettings):
     last_model: str | None = None
     # The most a hub file's header (metadata + tensor table) may take before it is refused; real ones are 1-10 MiB.
     max_remote_header_mib: int = Field(default=64, ge=1, le=4096)
+    # A hub file with no sha256 (no LFS hash, no 64-hex ETag) cannot be checked: refused unless this is on.
+    allow_unverified_downloads: bool = False
     context_overflow: OverflowPolicy = "stop"
     # Saved KV caches of chats (app.core.chat.saved_kv): the most their folder may hold; 0: none saved or restored
     saved_kv_budget_mib: int = Field(default=2048, ge=0, le=1 << 24)
@@ -109,6 +130,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The file's values arrive as init kwargs; env vars must win over them (not in _FileOnly).
         return (env_settings, init_settings) if cls._read_env else (init_settings,)
+
+    @field_validator("threads")
+    @classmethod
+    def _threads(cls, value: int | None) -> int | None:
+        return check_threads(value)
 
     @field_validator("models_dir", "last_model")
     @classmethod

@@ -8,6 +8,12 @@ file name, a cache key, a size to allocate or text on a terminal:
 - `read_capped` reads a response body up to a limit and says so when the body is longer.
 - `clean_text` / `clean_line` strip terminal control and escape sequences from text before the CLI prints it,
   so a model name or a reply cannot retitle the terminal, clear the screen or overwrite a line with `\\r`.
+  They also take out the invisible format characters that make text read otherwise than it is: bidi controls
+  (U+202E before `fdp.exe` makes it read `exe.pdf`), zero-width characters and tag characters. `clean_text`
+  (prose: replies, messages) removes them; `clean_line` (names, one line) shows them as `<U+202E>`, so two
+  names that look alike can still be told apart.
+- `windows_device_name` names the Windows device (CON, NUL, COM1, ...) a file name would open instead of a
+  file: a name we create from outside text (a hub file, an export) must not be one.
 - `whole_number` / `finite_number` accept a number from a server's JSON only when it is one we can print and
   compute with (not a list, string, boolean, NaN, infinity, negative, or past a bound); `shown` names the
   value that was not, in a short line.
@@ -34,7 +40,21 @@ _ESCAPES = re.compile(
     re.DOTALL,
 )
 _CONTROL_KEEP_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # keeps \t and \n
-_CONTROL_ALL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # and the Unicode line/paragraph separators
+# Unicode format characters (category Cf) that change how text around them reads without showing anything:
+# bidi embeddings/overrides/isolates/marks (U+061C, U+200E/F, U+202A-E, U+2066-9), zero-width space, joiners
+# and word joiners, invisible operators, deprecated format controls, BOM, interlinear annotation, the format
+# controls of Egyptian hieroglyphs, shorthand and music, and tag characters (invisible ASCII). Left alone: the
+# visible "prepended concatenation marks" (U+0600-0605, U+06DD, U+070F, U+0890-1, U+08E2, U+110BD, U+110CD),
+# which render as signs.
+_JOINERS = "\u200c\u200d"  # ZWNJ/ZWJ: emoji sequences and Persian/Indic spelling need them in prose
+_INVISIBLE_NOT_JOINERS = (
+    "\u00ad\u061c\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f"
+)
+_INVISIBLE_IN_TEXT = re.compile(f"[{_INVISIBLE_NOT_JOINERS}]")
+_INVISIBLE_IN_LINE = re.compile(f"[{_INVISIBLE_NOT_JOINERS}{_JOINERS}]")
+_DEVICE = re.compile(r"CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[0-9\u00b9\u00b2\u00b3]", re.IGNORECASE)
 
 
 class TooLarge(ValueError):
@@ -80,15 +100,21 @@ def read_capped(stream: _Readable, limit: int, what: str) -> bytes:
 
 
 def clean_text(text: object, limit: int | None = None) -> str:
-    """Text from outside, safe to print: escape sequences and control characters removed (tab and newline
-    kept; `\\r` removed so nothing can overwrite what was printed before)."""
-    out = _CONTROL_KEEP_LINES.sub("", _ESCAPES.sub("", str(text)))
+    """Text from outside, safe to print: escape sequences, control characters and invisible format characters
+    (bidi controls, zero-width space, tags) removed; tab and newline kept, `\\r` removed so nothing can
+    overwrite what was printed before."""
+    out = _INVISIBLE_IN_TEXT.sub("", _CONTROL_KEEP_LINES.sub("", _ESCAPES.sub("", str(text))))
     return out if limit is None or len(out) <= limit else out[: max(0, limit - 1)] + "…"
 
 
+def _shown(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
+
+
 def clean_line(text: object, limit: int | None = None) -> str:
-    """`clean_text` for a value shown on one line: newlines and tabs become spaces too."""
-    out = _CONTROL_ALL.sub(" ", _ESCAPES.sub("", str(text)))
+    """`clean_text` for a value shown on one line (a name): newlines and tabs become spaces, and each
+    invisible format character, joiners included, is shown as `<U+XXXX>` rather than hidden."""
+    out = _INVISIBLE_IN_LINE.sub(_shown, _CONTROL_ALL.sub(" ", _ESCAPES.sub("", str(text))))
     return out if limit is None or len(out) <= limit else out[: max(0, limit - 1)] + "…"
 
 
@@ -119,3 +145,21 @@ def shown(value: object, limit: int = 40) -> str:
     except (TypeError, ValueError, RecursionError):
         text = type(value).__name__
     return clean_line(text[: limit * 4], limit)  # ensure_ascii: bidi and other controls show as \uXXXX
+
+
+def has_invisible(text: str) -> bool:
+    """Whether `text` holds a character `clean_line` would show escaped (a bidi control, a zero-width one)."""
+    return _INVISIBLE_IN_LINE.search(text) is not None
+
+
+def windows_device_name(name: str) -> str | None:
+    """The Windows device a file name would open instead of a file (`CON.Q8_0.gguf`, `nul.md`, `Com1 .txt`,
+    `AUX.` -> "CON", "NUL", ...), None for an ordinary name. One path component, not a path.
+
+    Windows maps CON, PRN, AUX, NUL, COM0-9, LPT0-9 (also COM¹²³/LPT¹²³) and CONIN$/CONOUT$ to devices
+    in any case, with any extension after them, and ignores trailing dots and spaces: writing "the file"
+    would write to the console or a serial port, or silently nowhere. Checked on every system, since a
+    library or an export made on Linux may be copied to Windows.
+    """
+    stem = name.rstrip(" .").split(".", 1)[0].rstrip(" ")
+    return stem.upper() if _DEVICE.fullmatch(stem) else None

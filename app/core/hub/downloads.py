@@ -5,7 +5,8 @@ A file downloads into `<name>.part` beside a small JSON sidecar `<name>.part.jso
 app or machine going down — leaves both behind, and the next attempt asks the server for the rest with an HTTP
 Range request. The bytes are hashed and compared with the hub's LFS sha256 before the file is moved (atomically,
 same directory) to its final name: a model in the library is never a partial or corrupt one. A mismatch deletes
-the download and says so.
+the download and says so. A file the hub gives no sha256 for (neither in the listing nor as its ETag) is
+refused unless settings allow unverified downloads; then the result says it was not verified.
 
 `download_variant` is the blocking core (used by the CLI); `download_queue.DownloadManager` runs it on one
 worker thread with a queue, pause/resume/cancel and progress callbacks (used by the GUI).
@@ -39,6 +40,7 @@ from app.core.hub.files import (  # noqa: F401 (re-exported: callers use downloa
     DownloadStopped,
     InsufficientDisk,
     UnsafeFilename,
+    UnverifiedDownload,
     destination,
     part_path,
     provenance_path,
@@ -46,7 +48,7 @@ from app.core.hub.files import (  # noqa: F401 (re-exported: callers use downloa
     sidecar_path,
     write_provenance,
 )
-from app.core.hub.guard import new_folders, remove_empty, too_much
+from app.core.hub.guard import new_folders, refuse_unverified, remove_empty, too_much, unverified_note
 
 CHUNK = 1 << 20
 DISK_MARGIN = 64 << 20  # keep this much free beyond the download itself
@@ -331,11 +333,15 @@ def hub_sha256(f: FileTask) -> str | None:
 
 def download_variant(task: VariantTask, on_progress: Callable[[Progress], None] | None = None,
                      control: Control | None = None, progress: Progress | None = None) -> Path:
-    """Download every file of a variant, verify each, record provenance; return the path to load."""
+    """Download every file of a variant, verify each, record provenance; return the path to load.
+
+    A file the hub gives no sha256 for is refused (`UnverifiedDownload`) unless settings allow unverified
+    downloads; then it is downloaded and `progress.message` says it was not verified."""
     progress = progress or Progress()
     for f in task.files:
         if not f.sha256:
             f.sha256 = hub_sha256(f)
+    refuse_unverified(task.files)
     progress.total = task.total
     remaining = sum(f.size - (f.dest.stat().st_size if f.dest.exists() else _existing_part(f)) for f in task.files)
     check_disk(task.dest.parent, max(0, remaining))
@@ -345,8 +351,10 @@ def download_variant(task: VariantTask, on_progress: Callable[[Progress], None] 
         done += f.size
     progress.done = task.total
     progress.state = "done"
+    progress.message = unverified_note(task.files) or ""  # the queue shows it beside "done"
     write_provenance(task.dest, {
         "source": "hub", "repo_id": task.repo_id, "revision": task.revision, "quant": task.quant,
+        "verified": all(f.sha256 for f in task.files),
         "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in task.files],
         "endpoint": hub.endpoint(), "downloaded": datetime.now(UTC).isoformat(),
     })

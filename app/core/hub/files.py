@@ -1,6 +1,7 @@
 """Where a download goes and what it leaves on disk: hub file names checked before they become paths (no `..`,
-absolute paths, control characters, or names longer than filesystems allow), the `.part`, `.part.json` sidecar
-and `.roofline.json` provenance beside each model, and the errors downloads raise.
+absolute paths, control or invisible format characters, Windows device names, or names longer than
+filesystems allow), the `.part`, `.part.json` sidecar and `.roofline.json` provenance beside each model, and
+the errors downloads raise.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class ChecksumMismatch(DownloadError):
     pass
 
 
+class UnverifiedDownload(DownloadError):
+    """The hub gives no sha256 for a model file, and settings do not allow unverified downloads."""
+
+
 class DownloadStopped(DownloadError):
     """Paused or cancelled on request (not a failure)."""
 
@@ -47,15 +52,21 @@ _BAD_CHARS = re.compile(r"[\x00-\x1f\\:*?\"<>|]")
 def safe_relpath(name: str) -> PurePosixPath:
     """A hub file path we can place under our models directory, or `UnsafeFilename`.
 
-    Refuses `..`, absolute paths, backslashes, drive letters and control characters rather than "cleaning"
-    them: a hub that sends such a name is not one to trust with a guess.
+    Refuses `..`, absolute paths, backslashes, drive letters, control characters, invisible format characters
+    (a bidi override makes the name read otherwise) and Windows device names (on Windows `CON.Q8_0.gguf` is
+    the console, not a file) rather than "cleaning" them: a hub that sends such a name is not one to trust
+    with a guess.
     """
     shown = untrusted.clean_line(name, 100)
-    if not name or name.startswith("/") or _BAD_CHARS.search(name):
+    if not name or name.startswith("/") or _BAD_CHARS.search(name) or untrusted.has_invisible(name):
         raise UnsafeFilename(f"refusing unsafe file name from the hub: {shown!r}")
     parts = PurePosixPath(name).parts
     if not parts or any(p in ("..", ".", "") or p.startswith(".") for p in parts) or len(parts) > 8:
         raise UnsafeFilename(f"refusing unsafe file name from the hub: {shown!r}")
+    device = next((d for p in parts if (d := untrusted.windows_device_name(p))), None)
+    if device:
+        raise UnsafeFilename(f"refusing a file name from the hub that is the Windows device {device}: "
+                             f"{shown!r}")
     # Filesystems allow 255 bytes a name; leave room for our ".part.json" and ".roofline.json" suffixes.
     if any(len(p.encode()) > MAX_NAME_BYTES for p in parts) or len(name.encode()) > MAX_PATH_BYTES:
         raise UnsafeFilename(f"refusing a file name from the hub longer than {MAX_NAME_BYTES} bytes a part "

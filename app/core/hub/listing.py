@@ -289,6 +289,10 @@ def search(text: str, sort: SortKey = "downloads", limit: int = 30) -> list[Repo
         raise translate_error(exc, f"searching for {text!r}") from exc
     results = []
     for m in models:
+        if not isinstance(m.id, str) or untrusted.clean_line(m.id) != m.id:
+            # A bidi override or a control character in an id makes it read as another repository; the hub
+            # itself allows none (and huggingface_hub refuses such an id when it is opened): left out.
+            continue
         gguf = getattr(m, "gguf", None) or {}
         results.append(RepoSummary(
             repo_id=m.id, downloads=int(m.downloads or 0), likes=int(m.likes or 0),

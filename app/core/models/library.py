@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import threading
 from dataclasses import dataclass, field
@@ -25,8 +24,8 @@ from app.core.config import paths
 from app.core.files import atomic_write
 from app.core.hub.downloads import PROVENANCE_SUFFIX, provenance_path
 from app.core.gguf.info import GGUFError, GGUFInfo, TensorInfo, inspect_gguf, parse_header, read_header_bytes
+from app.core.gguf.split import SPLIT_NAME, merge_split, split_parts
 
-_SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 IMPORT_DIR = "imported"
 
 
@@ -80,16 +79,8 @@ def hf_cache_dir() -> Path:
     return base / "hub"
 
 
-def _split_parts(first: Path) -> list[Path]:
-    m = _SPLIT.search(first.name)
-    if not m:
-        return [first]
-    count = int(m.group(2))
-    return [first.with_name(_SPLIT.sub(f"-{i:05d}-of-{count:05d}.gguf", first.name)) for i in range(1, count + 1)]
-
-
 def _is_first_or_single(path: Path) -> bool:
-    m = _SPLIT.search(path.name)
+    m = SPLIT_NAME.search(path.name)
     return not m or int(m.group(1)) == 1
 
 
@@ -153,9 +144,8 @@ def describe(path: Path, source: str, used: dict[str, str] | None = None) -> Loc
 
 def _describe(path: Path, source: str, used: dict[str, str] | None) -> LocalModel:
     model = LocalModel(path=path, source=source, name=path.name)
-    parts = _split_parts(path)
-    model.parts = parts
-    missing = [p.name for p in parts if not p.exists()]
+    split = split_parts(path)  # bounded: a name claiming 99,999 parts gives one short line, not 99,999 names
+    parts = model.parts = split.parts
     model.size = sum(p.stat().st_size for p in parts if p.exists())
     stamp = (used or {}).get(str(path.absolute()))
     if stamp:
@@ -173,8 +163,8 @@ def _describe(path: Path, source: str, used: dict[str, str] | None) -> LocalMode
     if not path.exists():
         model.broken = "file missing (a link to a file that was moved or deleted?)"
         return model
-    if missing:
-        model.broken = f"split model incomplete: missing {', '.join(missing)}"
+    if split.problem:
+        model.broken = split.problem
     try:
         st = path.stat()
         key = (str(path), st.st_size, st.st_mtime_ns)
@@ -195,10 +185,8 @@ def _describe(path: Path, source: str, used: dict[str, str] | None) -> LocalMode
     model.quant = info.file_type
     model.n_ctx_train = info.n_ctx_train
     model.has_chat_template = info.has_chat_template
-    if len(parts) > 1 and not missing:
+    if len(parts) > 1 and split.complete:
         # Each part has its own tensor table and only the first has model metadata: merge them.
-        from app.core.gguf.split import merge_split
-
         others = []
         for p in parts[1:]:
             try:
@@ -283,9 +271,12 @@ def import_model(src: str | Path, link: bool = False) -> LocalModel:
         inspect_gguf(src)
     except GGUFError as exc:
         raise LibraryError(f"{src.name} is not a usable GGUF model: {exc}") from exc
+    split = split_parts(src)
+    if split.problem:  # copying what is there would import a model that cannot load
+        raise LibraryError(f"{src.name}: {split.problem}")
+    sources = split.parts
     dest_dir = paths.models_dir() / IMPORT_DIR
     dest_dir.mkdir(parents=True, exist_ok=True)
-    sources = _split_parts(src)
     for part in sources:
         dest = dest_dir / part.name
         if dest.exists() or dest.is_symlink():

@@ -9,7 +9,6 @@ is passed in by the caller (from the engine's `Ready.gpu_offload`).
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import subprocess

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from app.core.files.untrusted import TooLarge
+from app.core.files.untrusted import TooLarge, clean_line
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.engine.remote.openai_stream import (  # noqa: F401 (SOURCE and the limits are part of this module's API)
@@ -228,7 +228,7 @@ class RemoteClient:
         self.loaded = P.Loaded(
             model_path=f"{self._where()}/v1 (model {self.model})",
             load_ms=(time.perf_counter() - t0) * 1000.0, **facts, architecture="remote",
-            model_desc=f"{self.model.rstrip('/').rsplit('/', 1)[-1]} (remote)",
+            model_desc=f"{clean_line(self.model.rstrip('/').rsplit('/', 1)[-1], 120)} (remote)",  # bidi shown
             chat_template_name=f"the server at {self.host}", chat_template_source="server",
             n_gpu_layers=0, type_k="", type_v="", flash_attn=None, swa_full=False, buffers_mib={},
             kv_bytes_allocated=0, kv_cells_allocated=0, n_threads=0, n_threads_batch=0, rss_bytes=0,

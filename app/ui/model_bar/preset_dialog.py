@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
 from app.core.gguf.kv_types import KV_TYPES
 from app.core.models.presets import describe, preset_for, preset_key
-from app.core.config.settings import ModelPreset, PresetSampling, SamplingDefaults, Settings
+from app.core.config.settings import MAX_THREADS, ModelPreset, PresetSampling, SamplingDefaults, Settings
 
 FROM_SETTINGS = "from settings"
 
@@ -64,7 +64,7 @@ class PresetDialog(QDialog):
         self.n_ctx = _spin(255, 1 << 21, preset.n_ctx, 255)
         self.gpu_layers = _spin(-2, 10_000, preset.n_gpu_layers, -2)
         self.gpu_layers.setToolTip("-1: every layer on the GPU")
-        self.threads = _spin(0, 1024, preset.threads, 0)
+        self.threads = _spin(0, MAX_THREADS, preset.threads, 0)
         self.kv_type = _combo(KV_TYPES, preset.kv_cache_type)
         self.flash = _combo((True, False), preset.flash_attn)
         self.overflow = _combo(CONTEXT_OVERFLOW_POLICIES, preset.context_overflow)

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 
 from app.core.config import paths
 from app.core.gguf.kv_types import KV_TYPE_LABELS
-from app.core.config.settings import Settings
+from app.core.config.settings import MAX_THREADS, Settings
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.settings.checks import SettingsChecks
 from app.ui.settings.memory import MemoryAdvisor
@@ -47,7 +47,7 @@ class SettingsDialog(QDialog):
         form.addRow("Models folder", row)
 
         self.threads = QSpinBox()
-        self.threads.setRange(0, 1024)
+        self.threads.setRange(0, MAX_THREADS)
         self.threads.setSpecialValueText("auto (physical cores)")
         self.threads.setValue(settings.threads or 0)
         form.addRow("Threads", self.threads)
