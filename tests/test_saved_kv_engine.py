@@ -1,11 +1,14 @@
 """Saved KV on the real default model: a chat of a few turns, the engine restarted (a new process), and the next
 turn loads the chat's KV cache from disk instead of prefilling it, with the same greedy reply as a full
-prefill; a damaged, foreign or refused state file means a prefill and a note, never a failure; the folder
-keeps to its budget."""
+prefill; a damaged, foreign or refused state file means a prefill and a note, never a failure (nor a hang: a
+FIFO at the state's path); a state that claims cells its tokens do not have is refused before llama.cpp sees
+it, its checksum recomputed or not; the folder keeps to its budget."""
 
 from __future__ import annotations
 
+import os
 import stat
+import struct
 from pathlib import Path
 
 import pytest
@@ -93,15 +96,57 @@ def _damage_garbage(path: Path) -> None:
     path.write_bytes(bytes(raw))
 
 
-def _refused_by_llama_cpp(path: Path) -> None:
-    """A file whose header and checksum are right but whose state bytes llama.cpp cannot use."""
+def _tampered(path: Path, at: int | None = None, value: int = 0, tokens: list[int] | None = None) -> None:
+    """The state with the i32 at `at` set to `value` (or saved with other `tokens`), its checksum recomputed:
+    what someone who can write the file can do."""
+    header = S.read_header(path)
+    state = S.read_state(path, header)
+    # magic, seq_id, n_stream, then the first cell (pos, n_seq_id, seq_id) of the full cache: one a token
+    assert struct.unpack_from("=IiII", state) == (0xAF143CD8, 0, 1, len(header.tokens))
+    if at is not None:
+        struct.pack_into("=i", state, at, value)
+    S.write_state(path, header.key, header.tokens if tokens is None else tokens, bytes(state), None)
+
+
+def _not_a_llama_state(path: Path) -> None:
     header = S.read_header(path)
     S.write_state(path, header.key, header.tokens, b"\x01\x00\x00\x00" + b"\xff" * 4000, None)
 
 
+def _position_minus_one(path: Path) -> None:
+    _tampered(path, at=16, value=-1)  # the first cell's position: 0xffffffff on disk
+
+
+def _one_token_more(path: Path) -> None:
+    tokens = S.read_header(path).tokens
+    _tampered(path, tokens=[*tokens, tokens[-1]])
+
+
+def _a_token_outside_the_vocabulary(path: Path) -> None:
+    tokens = S.read_header(path).tokens
+    _tampered(path, tokens=[*tokens[:-1], 1 << 30])
+
+
+def _refused_by_llama_cpp(path: Path) -> None:
+    """A state whose cells are right but whose first K tensor has another type: llama.cpp refuses it."""
+    n = len(S.read_header(path).tokens)
+    _tampered(path, at=16 + 12 * n + 8, value=0)  # past the cells, v_trans and n_layer: f16 (1) -> f32 (0)
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)  # opening it for reading waited for a writer: the engine hung
+
+
+@pytest.mark.timeout(240)  # a guard against a hang (the FIFO), well above what the three engines take
 @pytest.mark.parametrize(("damage", "reason"), [
     (_damage_cut, "it is cut short"), (_damage_garbage, "it is damaged (checksum mismatch)"),
+    (_not_a_llama_state, "its state is not one llama.cpp wrote for a sequence"),
+    (_position_minus_one, "a cell of its state claims position -1 (0xffffffff), outside its"),
+    (_one_token_more, "its state holds"),
+    (_a_token_outside_the_vocabulary, "its tokens include 1073741824, which is not in the model's vocabulary"),
     (_refused_by_llama_cpp, "llama.cpp could not load it"),
+    (_fifo, "it is not a regular file (a FIFO)"),
     (None, "it was made with context size 512, the model is loaded with 1024"),  # a foreign state
 ])
 def test_a_damaged_or_foreign_state_file_means_a_prefill_and_a_note(default_model: Path, tmp_path: Path,

@@ -14,7 +14,10 @@ A file is `MAGIC`, a little-endian u32 header length, a JSON header, then llama.
 `key` names the model file (its real path, size and modification time), the context size, the KV cache
 types, flash attention, the sliding-window layout and the llama-cpp-python version: a state made under any
 other of these is refused with the field that differs, before llama.cpp sees it. The checksum catches a file
-cut short or overwritten; either way the engine prefills as if there were no file, and says why.
+cut short or overwritten; what the state claims (its cells, their positions, the tokens beside them) is
+bounded by app.core.chat.llama_state before llama.cpp sees it. Either way the engine prefills as if there were no
+file, and says why. Only a regular file is read, and opening it never blocks (a FIFO put at a state's path
+is refused at once instead of holding the engine until the app gives up on it).
 
 One file per conversation (named by a hash of its id, so no chat id or title appears on disk), 0600 in a
 0700 folder, written atomically. The folder's total stays within a budget (settings `saved_kv_budget_mib`;
@@ -25,14 +28,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
+import stat
 import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from app.core.chat import llama_state
 from app.core.config import paths
 from app.core.files import atomic_write
 
@@ -117,11 +123,38 @@ def write_state(path: Path, key: dict[str, Any], tokens: list[int], state: memor
 
 
 # ------------------------------------------------------------------ reading
+# O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever. It changes nothing for
+# a regular file. Links are followed as a plain open does; what counts is the file opened.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_regular(path: Path) -> tuple[io.BufferedReader, int]:
+    """The file opened for reading and its size, when it is a regular file; raises SavedKvError (a FIFO, a
+    device, a folder) or OSError."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SavedKvError(f"it is not a regular file (a {_kind(st.st_mode)})")
+        return os.fdopen(fd, "rb"), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind(mode: int) -> str:
+    for test, words in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISDIR, "folder"), (stat.S_ISSOCK, "socket"),
+                        (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device")):
+        if test(mode):
+            return words
+    return "special file"
+
+
 def read_header(path: Path) -> SavedHeader:
     """The header of a saved state, checked for shape and for the file's length; raises SavedKvError."""
     try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
+        fh, size = _open_regular(path)
+        with fh:
             return _parse_header(fh, size)
     except OSError as exc:
         raise SavedKvError(f"it could not be read ({exc.strerror or exc})") from exc
@@ -157,7 +190,8 @@ def read_state(path: Path, header: SavedHeader) -> bytearray:
     """The state bytes, checked against the header's checksum; raises SavedKvError. Touches the file (LRU)."""
     try:
         buf = bytearray(header.state_bytes)
-        with path.open("rb") as fh:
+        fh, _ = _open_regular(path)  # the header was read from a file: this may be another one by now
+        with fh:
             fh.seek(header.offset)
             got = fh.readinto(buf)
     except OSError as exc:
@@ -169,6 +203,14 @@ def read_state(path: Path, header: SavedHeader) -> bytearray:
     with contextlib.suppress(OSError):
         os.utime(path)  # used now: the last to be evicted
     return buf
+
+
+def check_claims(state: bytes | bytearray | memoryview, tokens: list[int], n_ctx: int, n_vocab: int) -> None:
+    """Raise SavedKvError unless llama.cpp's `state` holds exactly `tokens` (app.core.chat.llama_state)."""
+    try:
+        llama_state.check(state, tokens, n_ctx, n_vocab)
+    except llama_state.StateError as exc:
+        raise SavedKvError(str(exc)) from exc
 
 
 # ------------------------------------------------------------------ the budget

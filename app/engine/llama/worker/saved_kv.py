@@ -6,7 +6,9 @@ app.core.chat.saved_kv's.
 A restore happens only when it pays: the saved tokens must be a longer prefix of the new prompt than what
 the live cache already holds (by `MIN_GAIN` tokens), so switching back to a chat restores it, the next turn
 of the chat on screen does not. Whatever goes wrong (a file cut short or damaged, made with another model
-or context, refused by llama.cpp) leaves an empty cache and a note: the prompt is then prefilled as usual.
+or context, claiming cells its tokens do not have, refused by llama.cpp) leaves an empty cache and a note:
+the prompt is then prefilled as usual. A state whose cells cannot be checked (app.core.chat.llama_state: caches
+of recurrent and hybrid models) is not written at all.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ def restore(engine: Engine, req: P.Generate, prompt: list[int]) -> Restore:
         if problem:
             raise S.SavedKvError(problem)
         state = S.read_state(path, header)
+        S.check_claims(state, header.tokens, llm.n_ctx(), llm.n_vocab())  # before llama.cpp sees it
         _load(llm, state, header.tokens)
     except S.SavedKvError as exc:
         out.note = f"saved KV of this chat not used: {exc}; prefilled instead"
@@ -166,7 +169,14 @@ def _write(engine: Engine, path: Path) -> None:
         buf = (ctypes.c_uint8 * size)()
         got = llama_cpp.llama_state_seq_get_data(ctx, buf, size, SEQ)
         tokens = [int(t) for t in llm.input_ids[:llm.n_tokens]]
-        S.write_state(path, state_key(engine), tokens, memoryview(buf)[:got], engine._prefill_ms_per_token)
+        state = memoryview(buf)[:got]
+        try:
+            S.check_claims(state, tokens, llm.n_ctx(), llm.n_vocab())
+        except S.SavedKvError as exc:  # a restore would refuse it: not worth the disk
+            path.unlink(missing_ok=True)
+            print(f"roofline engine: the chat's KV cache was not saved: {exc}", file=sys.stderr)
+            return
+        S.write_state(path, state_key(engine), tokens, state, engine._prefill_ms_per_token)
         S.enforce_budget(path.parent, budget, keep=path)
     except Exception as exc:  # noqa: BLE001 - saving is an optimisation: never let it fail the engine
         print(f"roofline engine: the chat's KV cache was not saved: {type(exc).__name__}: {exc}", file=sys.stderr)
