@@ -60,9 +60,9 @@ class SelfTest:
 
 def _check_model(st: SelfTest, model: Path | None) -> Callable[[], str]:
     def run() -> str:
-        from app.core.models.default_model import default_model_path
         from app.core.gguf.info import inspect_gguf
         from app.core.metrics.phase import fmt_bytes
+        from app.core.models.default_model import default_model_path
 
         path = model or default_model_path()
         if not path.is_file():

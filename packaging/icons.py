@@ -27,7 +27,7 @@ def render_png(svg: Path, size: int) -> bytes:
     from PySide6.QtSvg import QSvgRenderer
 
     if QGuiApplication.instance() is None:
-        _app = QGuiApplication(["make_icons"])  # noqa: F841 - Qt needs an application object to paint
+        _app = QGuiApplication(["make_icons"])  # Qt needs an application object to paint
         globals()["_keep_app"] = _app
     renderer = QSvgRenderer(str(svg))
     if not renderer.isValid():

@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.predict import autotune as A  # noqa: E402
-from app.core.models.default_model import default_model_path  # noqa: E402
-from app.core.bench.sweeps import Step  # noqa: E402
-from app.engine import protocol as P  # noqa: E402
-from app.engine.client import EngineClient  # noqa: E402
-from app.engine.sweep_backend import EngineSweepBackend  # noqa: E402
+from app.core.bench.sweeps import Step
+from app.core.models.default_model import default_model_path
+from app.core.predict import autotune as A
+from app.engine import protocol as P
+from app.engine.client import EngineClient
+from app.engine.sweep_backend import EngineSweepBackend
 
 
 def main() -> int:

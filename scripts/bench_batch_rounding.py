@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import llama_cpp  # noqa: E402
-import numpy as np  # noqa: E402
+import llama_cpp
+import numpy as np
 
-from app.core.models.default_model import default_model_path  # noqa: E402
-from app.core.predict.hardware import probe_cpu  # noqa: E402
-from app.engine.llama.decoding import logits_row  # noqa: E402
-from app.engine.llama.prompt_lookup import TIE_MARGIN  # noqa: E402
+from app.core.models.default_model import default_model_path
+from app.core.predict.hardware import probe_cpu
+from app.engine.llama.decoding import logits_row
+from app.engine.llama.prompt_lookup import TIE_MARGIN
 
 PROMPTS = ("The capital of France is", "Once upon a time, in a small village", "def fibonacci(n):",
            "The three primary colours are", "Copy this list: apple, banana, cherry, apple, banana,",

@@ -26,13 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import llama_cpp  # noqa: E402  (benchmarks may use llama_cpp directly; the app may not)
-import numpy as np  # noqa: E402
+import llama_cpp  # benchmarks may use llama_cpp directly; the app may not
+import numpy as np
 
-from app.core.models.default_model import default_model_path  # noqa: E402
-from app.core.metrics.phase import PhaseMetrics  # noqa: E402
-from app.engine import protocol as P  # noqa: E402
-from app.engine.client import EngineClient  # noqa: E402
+from app.core.metrics.phase import PhaseMetrics
+from app.core.models.default_model import default_model_path
+from app.engine import protocol as P
+from app.engine.client import EngineClient
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = P.Sampling()  # the app's default chain: the settings both sides use for the "default chain" rows
@@ -50,7 +50,7 @@ def raw_setup(model: str, threads: int, n_ctx: int, mmap: bool = True) -> llama_
 
 def default_chain(n_vocab: int) -> llama_cpp.llama_sampler_p:
     """llama.cpp's sampler chain with the app's default settings, in llama-cpp-python's order."""
-    L = llama_cpp
+    L = llama_cpp  # noqa: N806 - a short alias for the many calls below
     chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
     for sampler in (
         L.llama_sampler_init_penalties(n_vocab, 64, DEFAULT.repeat_penalty, 0.0, 0.0),

@@ -262,10 +262,10 @@ def _instrument(out: dict[str, list[float]]) -> None:
     import pyqtgraph as pg
 
     from app.core.chat.store import StreamWriter
+    from app.ui.chat.message_view import MessageWidget
     from app.ui.chat.session import ChatSession
     from app.ui.dashboard import Dashboard
     from app.ui.engine_link.engine_qt import EngineQt
-    from app.ui.chat.message_view import MessageWidget
 
     targets = [(MessageWidget, "append"), (Dashboard, "_refresh_live"), (Dashboard, "poll"),
                (Dashboard, "add_metrics"), (StreamWriter, "flush"), (ChatSession, "_end"),

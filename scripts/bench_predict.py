@@ -45,13 +45,13 @@ def main() -> int:
     os.environ["ROOFLINE_DEFAULT_MODEL"] = str(default)
 
     from app.commands.calibrate import measure
+    from app.core.bench.zoo import ZOO, zoo_path
+    from app.core.gguf.info import inspect_gguf
     from app.core.predict import calibration
     from app.core.predict.bandwidth import get_bandwidth
-    from app.core.gguf.info import inspect_gguf
     from app.core.predict.hardware import probe_hardware
     from app.core.predict.memory import MemoryConfig
     from app.core.predict.speed import Rates, default_rates, predict
-    from app.core.bench.zoo import ZOO, zoo_path
     from app.engine import protocol as P
     from app.engine.client import EngineClient
 

@@ -35,8 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.core.predict.batching import stops_paying
-from app.core.models.default_model import default_model_path
+from app.core.models.default_model import default_model_path  # noqa: E402 - after sys.path points at this checkout
+from app.core.predict.batching import stops_paying  # noqa: E402 - after sys.path points at this checkout
 
 PROMPTS = [
     "The history of the printing press begins", "A recipe for bread needs", "The planets of the solar system are",

@@ -18,14 +18,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.commands._draft_summary import measured_acceptance, this_machines_rates  # noqa: E402
-from app.core.models.default_model import default_model_path  # noqa: E402
-from app.core.gguf.info import inspect_gguf  # noqa: E402
-from app.core.predict.memory import MemoryConfig  # noqa: E402
-from app.core.metrics.phase import PhaseMetrics  # noqa: E402
-from app.core.predict.speculative_speedup import predict_speedup  # noqa: E402
-from app.engine import protocol as P  # noqa: E402
-from app.engine.client import EngineClient  # noqa: E402
+from app.commands._draft_summary import measured_acceptance, this_machines_rates
+from app.core.gguf.info import inspect_gguf
+from app.core.metrics.phase import PhaseMetrics
+from app.core.models.default_model import default_model_path
+from app.core.predict.memory import MemoryConfig
+from app.core.predict.speculative_speedup import predict_speedup
+from app.engine import protocol as P
+from app.engine.client import EngineClient
 
 CODE = '''def total_price(items, tax_rate, discount=None):
     subtotal = 0

@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.core.gguf.kv_types import KV_TYPES  # the offered KV cache types, most exact first
+from app.core.gguf.kv_types import KV_TYPES  # the offered KV cache types, most exact first  # noqa: E402 - after sys.path points at this checkout
 
 # (zoo key, quant) evaluated by default: every model in the Q4_K_M mix, and the small ones in other types
 EVALUATION = [
@@ -72,11 +72,11 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
     import psutil
 
     from app.commands.calibrate import CALIBRATION_ZOO, KERNEL_PROBES
-    from app.core.predict.bandwidth import get_bandwidth
+    from app.core.bench.zoo import ZOO
     from app.core.gguf.info import inspect_gguf
+    from app.core.predict.bandwidth import get_bandwidth
     from app.core.predict.hardware import probe_hardware
     from app.core.predict.memory import MemoryConfig, MiB, estimate_memory
-    from app.core.bench.zoo import ZOO
     from app.engine import protocol as P
     from app.engine.client import EngineClient
 
@@ -176,14 +176,14 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
 
 def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
     """Print the tables and the targets' verdicts from measured data with the current speed model."""
+    from app.core.bench.zoo import ZOO
+    from app.core.gguf.info import inspect_gguf
     from app.core.predict import calibration
     from app.core.predict.bandwidth import BandwidthResult
     from app.core.predict.calibration import Sample
-    from app.core.gguf.info import inspect_gguf
     from app.core.predict.hardware import probe_hardware
     from app.core.predict.memory import MemoryConfig
     from app.core.predict.speed import Rates, cost_parts, default_rates, predict
-    from app.core.bench.zoo import ZOO
 
     pr = data["probes"]
     threads = data.get("n_threads_used") or data.get("n_threads") or pr["threads"]

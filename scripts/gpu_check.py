@@ -35,7 +35,7 @@ def nvidia_gpus() -> list[str]:
                  for i in range(pynvml.nvmlDeviceGetCount())]
         pynvml.nvmlShutdown()
         return names
-    except Exception:  # noqa: BLE001, S110 - no NVML library, no driver, no device: all mean "no GPU here"
+    except Exception:  # noqa: BLE001 - no NVML library, no driver, no device: all mean "no GPU here"
         pass
     smi = shutil.which("nvidia-smi")
     if smi:
@@ -88,13 +88,13 @@ def vram_used(pid: int | None) -> tuple[int | None, int]:
 
 
 def check(repetitions: int) -> int:
-    from app.core.predict.bandwidth import get_bandwidth
+    from app.core.bench.zoo import ZOO, zoo_path
     from app.core.gguf.info import inspect_gguf
+    from app.core.predict.bandwidth import get_bandwidth
     from app.core.predict.hardware import probe_hardware
     from app.core.predict.memory import MemoryConfig, estimate_memory
     from app.core.predict.recommend import GPU_BACKEND_OVERHEAD
     from app.core.predict.speed import default_rates, predict
-    from app.core.bench.zoo import ZOO, zoo_path
     from app.engine import protocol as P
     from app.engine.client import EngineClient
 

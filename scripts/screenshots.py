@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     from app.ui.toolkit import theme
 
     app = offscreen_app()
-    from app.ui.window.main_window import MainWindow
     from app.ui.chat.message_view import MessageWidget
+    from app.ui.window.main_window import MainWindow
 
     win = MainWindow()
     win.resize(1440, 900)

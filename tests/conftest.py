@@ -21,7 +21,9 @@ _HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="roofline-hypothesis-")
 atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
 set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 
-pytest_plugins = ["reliability_plugin", "pytester"]  # reliability counts printed at the end; sub-runs
+# reliability counts printed at the end; sub-runs; the loopback hub, the hostile OpenAI server and the window
+# fixtures for every test that names them
+pytest_plugins = ["reliability_plugin", "pytester", "hubserver", "hostile_openai", "fake_window"]
 
 
 @pytest.fixture(scope="session")

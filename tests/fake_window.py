@@ -1,5 +1,5 @@
 """A MainWindow on the fake engine, a fresh chat store and default settings: the `window` fixture of the
-window tests that need no model process (import it into a test module: `from fake_window import window`)."""
+window tests that need no model process (tests/conftest.py loads this module as a plugin)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from app.core.config.settings import LoadResult, Settings
 
 @pytest.fixture
 def window(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
-    from fake_engine import fake_engine
-
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())

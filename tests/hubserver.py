@@ -399,7 +399,7 @@ if __name__ == "__main__":
     main()
 
 
-# ---------------------------------------------------------------- pytest fixtures (import them in test modules)
+# ---------------------------------------------------------------- pytest fixtures (tests/conftest.py loads this module as a plugin)
 
 try:
     import pytest

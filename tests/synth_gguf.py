@@ -35,7 +35,7 @@ def byte_vocab(n_vocab: int = 260) -> tuple[list[str], list[float], list[int]]:
     """SPM vocabulary: specials, 256 byte tokens, then '▁' and filler pieces up to n_vocab."""
     if n_vocab < 260:
         raise ValueError("n_vocab must be at least 260 (3 specials + 256 bytes + '▁')")
-    T = gguf.TokenType
+    T = gguf.TokenType  # noqa: N806 - gguf's enum, read like a constant
     tokens = list(SPECIAL_TOKENS)
     types = [T.UNKNOWN, T.CONTROL, T.CONTROL]
     tokens += [f"<0x{b:02X}>" for b in range(256)]

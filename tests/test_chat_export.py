@@ -152,11 +152,11 @@ def test_names_that_only_look_like_devices_are_written(tmp_path) -> None:
 @pytest.mark.gui
 @pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 def test_export_from_the_chat_list(qtbot, tmp_path: Path, monkeypatch) -> None:
-    from fake_engine import fake_engine
     from PySide6.QtWidgets import QFileDialog
 
     from app.core.config.settings import LoadResult, Settings
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     cid = _chat(store)
@@ -186,11 +186,11 @@ def test_export_from_the_chat_list(qtbot, tmp_path: Path, monkeypatch) -> None:
 @pytest.mark.gui
 @pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 def test_file_menu_exports_the_chat_on_screen(qtbot, tmp_path: Path, monkeypatch) -> None:
-    from fake_engine import fake_engine
     from PySide6.QtWidgets import QFileDialog
 
     from app.core.config.settings import LoadResult, Settings
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     _chat(store)

@@ -15,8 +15,8 @@ import jinja2
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from app.core.chat.templates import ChatTemplate, render
 from app.core.chat.reasoning import ends_inside_thinking
+from app.core.chat.templates import ChatTemplate, render
 
 DATA = Path(__file__).parent / "data" / "templates"
 

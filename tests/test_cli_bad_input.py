@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from synth_gguf import write_synthetic_gguf
 
 from app.cli import main
+from synth_gguf import write_synthetic_gguf
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -51,7 +51,7 @@ def test_bench_json_has_llama_bench_rows(default_model: Path) -> None:
             assert key in r, key
         assert len(r["samples_ns"]) == len(r["samples_ts"]) == 2
         tokens = r["n_prompt"] + r["n_gen"]
-        for ns, ts in zip(r["samples_ns"], r["samples_ts"]):
+        for ns, ts in zip(r["samples_ns"], r["samples_ts"], strict=False):
             assert ts == pytest.approx(tokens / (ns / 1e9))
         assert r["n_threads"] == 2
         assert 0.9 * default_model.stat().st_size < r["model_size"] <= default_model.stat().st_size

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from synth_gguf import write_synthetic_gguf
 
 from app.cli import main
 from app.engine import protocol as P
 from app.engine.client import EngineError
+from synth_gguf import write_synthetic_gguf
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

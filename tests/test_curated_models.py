@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from app.core.bench.zoo import zoo_path
+from app.core.gguf.info import inspect_gguf
 from app.core.hub import listing as hub
 from app.core.models.curated import CURATED, assess_curated, best_pick, shape_info
-from app.core.gguf.info import inspect_gguf
 from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
 from app.core.predict.recommend import CPU, NONE, Candidate, Machine, recommend
 from app.core.predict.speed import default_rates
-from app.core.bench.zoo import zoo_path
 
 SAME_SHAPE_IN_ZOO = {"Qwen2.5 0.5B Instruct": "qwen2.5-0.5b", "Llama 3.2 1B Instruct": "llama-3.2-1b",
                      "Gemma 2 2B it": "gemma-2-2b", "Llama 3.2 3B Instruct": "llama-3.2-3b",

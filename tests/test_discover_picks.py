@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hubserver import HubServer, hub_server  # noqa: F401 (fixture)
 
 from app.core.models.curated import CURATED
 from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
 from app.core.predict.recommend import NONE, Machine
 from app.core.predict.speed import default_rates
+from hubserver import HubServer
 
 pytestmark = pytest.mark.gui
 
@@ -58,7 +58,7 @@ def test_download_without_a_selection_says_so(picks: Any) -> None:
     assert not picks.download_selected() and picks.status.text() == "Select a model in the list first."
 
 
-def test_with_a_hub_download_hands_over_the_curated_file(picks: Any, qtbot: Any, hub_server: HubServer,  # noqa: F811
+def test_with_a_hub_download_hands_over_the_curated_file(picks: Any, qtbot: Any, hub_server: HubServer,
                                                          tmp_path: Path) -> None:
     m = CURATED[0]
     small = tmp_path / "q.gguf"
@@ -71,7 +71,7 @@ def test_with_a_hub_download_hands_over_the_curated_file(picks: Any, qtbot: Any,
     assert task.repo_id == m.repo_id and [f.path for f in task.files] == [m.file]
 
 
-def test_the_models_page_shows_the_picks_first_and_downloads_from_them(qtbot: Any, hub_server: HubServer,  # noqa: F811
+def test_the_models_page_shows_the_picks_first_and_downloads_from_them(qtbot: Any, hub_server: HubServer,
                                                                        tmp_path: Path) -> None:
     from app.ui.models_page import ModelsPage
 

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hubserver import HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
-from synth_gguf import write_synthetic_gguf
 
 from app.core.config import paths
 from app.core.hub import downloads
 from app.core.models import library
+from hubserver import HubServer, sha256_of
+from synth_gguf import write_synthetic_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,11 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hubserver import HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
-from synth_gguf import write_synthetic_gguf
 
 from app.core.config import paths
-from app.core.hub import downloads, listing as hub
+from app.core.hub import downloads
+from app.core.hub import listing as hub
+from hubserver import HubServer, sha256_of
+from synth_gguf import write_synthetic_gguf
 
 
 @pytest.fixture
@@ -207,9 +208,8 @@ def test_hf_token_is_sent_to_the_hub(hub_server: HubServer, tiny_repo: Path) -> 
 def test_split_variant_downloads_all_parts_and_lists_as_one(hub_server: HubServer, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import synth_gguf
-
-    from app.core.models import library
     from app.core.gguf.info import inspect_gguf
+    from app.core.models import library
 
     synth_gguf.write_synthetic_gguf(tmp_path / "m-Q8_0.gguf", tensor_type="Q8_0", n_layers=3, split_max_tensors=12)
     whole = synth_gguf.write_synthetic_gguf(tmp_path / "whole.gguf", tensor_type="Q8_0", n_layers=3)

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from synth_gguf import byte_vocab, write_synthetic_gguf
 
 from app.engine.llama.draft_model import Vocabulary, read_vocabulary, vocab_mismatch
+from synth_gguf import byte_vocab, write_synthetic_gguf
 
 
 def test_the_header_reader_finds_the_token_list(tmp_path: Path) -> None:

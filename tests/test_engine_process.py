@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import collect as run
-from engine_helpers import running_engine
 
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
+from engine_helpers import collect as run
+from engine_helpers import running_engine
 
 pytestmark = pytest.mark.model
 

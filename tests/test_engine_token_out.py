@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.engine import protocol as P
+
 # imports llama_cpp, a hard dependency: a broken install fails, never skips
 from app.engine.llama.worker import engine as _engine  # noqa: F401
 from app.engine.llama.worker import stream

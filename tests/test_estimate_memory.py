@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
-from synth_gguf import write_synthetic_gguf
 
 from app.core.gguf.info import GGUFInfo, inspect_gguf
 from app.core.predict.memory import MemoryConfig, MiB, estimate_memory, gpu_layout, kv_bytes, row_bytes
+from synth_gguf import write_synthetic_gguf
 
 KV_LINE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers.*?"
                      r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB")

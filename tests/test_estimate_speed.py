@@ -9,12 +9,11 @@ import random
 from pathlib import Path
 
 import pytest
-from synth_gguf import write_synthetic_gguf
 
-from app.core.predict import calibration
 from app.commands.calibrate import KERNEL_PROBES
-from app.core.predict.calibration import Sample, fit_decode, fit_decode_with_types, fit_prefill
 from app.core.gguf.info import GGUFInfo, TensorInfo, inspect_gguf
+from app.core.predict import calibration
+from app.core.predict.calibration import Sample, fit_decode, fit_decode_with_types, fit_prefill
 from app.core.predict.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
 from app.core.predict.memory import MemoryConfig
 from app.core.predict.speed import (
@@ -31,6 +30,7 @@ from app.core.predict.speed import (
     prefill_flops,
     weight_groups,
 )
+from synth_gguf import write_synthetic_gguf
 
 
 @pytest.fixture(scope="module")

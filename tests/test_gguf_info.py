@@ -12,7 +12,6 @@ from pathlib import Path
 
 import gguf
 import pytest
-from synth_gguf import write_synthetic_gguf
 
 from app.core.gguf.info import (
     GGUFError,
@@ -23,6 +22,7 @@ from app.core.gguf.info import (
     read_header_bytes,
     required_prefix_size,
 )
+from synth_gguf import write_synthetic_gguf
 
 # ----------------------------------------------------------------------------- the default model
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import gguf
-from synth_gguf import byte_vocab
 
 from app.core.gguf.info import inspect_gguf
 from app.core.gguf.writing import add_byte_tokenizer, add_hparams, add_sparse_tensor, finish_sparse
+from synth_gguf import byte_vocab
 
 
 def test_sparse_file_has_the_right_sizes_and_metadata(tmp_path: Path) -> None:
@@ -16,7 +16,7 @@ def test_sparse_file_has_the_right_sizes_and_metadata(tmp_path: Path) -> None:
     w = gguf.GGUFWriter(str(path), "llama")
     add_hparams(w, block_count=1, embedding_length=256, head_count=4, context_length=512)
     add_byte_tokenizer(w, *byte_vocab(300))
-    Q = gguf.GGMLQuantizationType
+    Q = gguf.GGMLQuantizationType  # noqa: N806 - gguf's enum, read like a constant
     add_sparse_tensor(w, "token_embd.weight", [300, 256], Q.Q4_K)
     add_sparse_tensor(w, "blk.0.attn_q.weight", [256, 256], Q.F16)
     add_sparse_tensor(w, "blk.0.attn_norm.weight", [256], Q.F32)

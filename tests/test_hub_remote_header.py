@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import synth_gguf
-from hubserver import HubServer, hub_server  # noqa: F401 (fixture)
 
+import synth_gguf
 from app.core.gguf import remote_header as remote_gguf
-from app.core.hub import listing as hub
 from app.core.gguf.info import inspect_gguf
+from app.core.hub import listing as hub
+from hubserver import HubServer
 
 
 def test_header_of_the_real_default_model_from_a_small_prefix(hub_server: HubServer, default_model: Path) -> None:
@@ -63,12 +63,11 @@ def test_not_a_gguf_is_a_per_variant_error(hub_server: HubServer, tmp_path: Path
 
 def test_assessment_badges_on_a_gpu_desktop(hub_server: HubServer, tmp_path: Path) -> None:
     """Remote headers -> recommender on a recorded 8 GB GPU desktop: every badge kind maps to the picker's."""
-    from big_gguf import write_header_only
-
     from app.core.predict.bandwidth import BandwidthResult
     from app.core.predict.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
     from app.core.predict.recommend import Machine
     from app.core.predict.speed import default_rates
+    from big_gguf import write_header_only
 
     bw = BandwidthResult(read_gbs=40.0, copy_gbs=30.0, threads=8, buffer_bytes=1 << 28, runs=5, seconds=1.0,
                          measured_at="recorded", gemm_gflops=400.0)

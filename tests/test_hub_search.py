@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from connect_log import record_connect_attempts
-from hubserver import HubServer, hub_server, unused_loopback_url  # noqa: F401 (fixture)
-from synth_gguf import write_synthetic_gguf
 
 from app.core.hub import listing as hub
+from connect_log import record_connect_attempts
+from hubserver import HubServer, unused_loopback_url
+from synth_gguf import write_synthetic_gguf
 
 
 def _tiny_repo(srv: HubServer, tmp_path: Path) -> dict[str, Path]:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from app.core.predict import autotune as A
 from app.core.bench.sweeps import Measurement, Step
+from app.core.predict import autotune as A
 
 
 class Modelled:

@@ -7,11 +7,11 @@ import queue
 from typing import Any
 
 import pytest
-from fake_engine import FakeClient, loaded_event
 
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.ui.engine_link.engine_qt import EngineQt
+from fake_engine import FakeClient, loaded_event
 
 pytestmark = pytest.mark.gui
 

@@ -46,7 +46,7 @@ def read_llama_bench_json(text: str) -> list[dict[str, Any]]:
         if not ns or len(ns) != len(ts):
             raise ValueError(f"row {i}: samples_ns and samples_ts must pair up")
         n_tok = row["n_prompt"] + row["n_gen"]
-        for a, b in zip(ns, ts):
+        for a, b in zip(ns, ts, strict=False):
             if not math.isclose(b, n_tok / (a / 1e9), rel_tol=1e-6):
                 raise ValueError(f"row {i}: samples_ts is not tokens / seconds of samples_ns")
         if abs(row["avg_ns"] - statistics.fmean(ns)) > 1:
@@ -162,7 +162,7 @@ def test_grid_sweep_cli_exports_llama_bench_json_csv_and_png(default_model: Path
     assert csv_lines[0].startswith("n_prompt,n_gen,prefill_ms,decode_ms") and len(csv_lines) == 5
     # Each CSV cell is the pp row's time plus the tg row's time at that depth.
     pp = {r["n_prompt"]: r["avg_ns"] / 1e6 for r in rows if r["n_prompt"]}
-    first = dict(zip(csv_lines[0].split(","), csv_lines[1].split(",")))
+    first = dict(zip(csv_lines[0].split(","), csv_lines[1].split(","), strict=False))
     assert math.isclose(float(first["prefill_ms"]), pp[int(first["n_prompt"])], rel_tol=1e-3)
     # The finding (last line) is about this grid: the answer length nearest 100 tokens (12), with the rates
     # read from these cells; "Not enough measurements" or a finding about other sizes fails.

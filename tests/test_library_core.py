@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
-from synth_gguf import write_synthetic_gguf
 
 from app.core.config import paths
 from app.core.models import library
+from synth_gguf import write_synthetic_gguf
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from app.core.bench.zoo import zoo_path
 from app.core.gguf.info import inspect_gguf
-from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
-from app.core.models.library import LocalModel
 from app.core.models.fit import assess_models
+from app.core.models.library import LocalModel
+from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
 from app.core.predict.recommend import Machine, max_context, memory_budget
 from app.core.predict.speed import default_rates
-from app.core.bench.zoo import zoo_path
 
 
 def _machine(ram_gib: int) -> Machine:
@@ -69,9 +69,9 @@ def test_library_table_shows_the_fit_columns(tmp_path: Path, qtbot: Any) -> None
 
 
 def test_settings_memory_costs_and_largest_fits(tmp_path: Path) -> None:
+    from app.core.metrics.phase import fmt_bytes
     from app.core.predict.hardware import GPUInfo
     from app.core.predict.memory import MemoryConfig, estimate_memory
-    from app.core.metrics.phase import fmt_bytes
     from app.core.predict.recommend import Budget
     from app.ui.settings.memory import MemoryAdvisor
 
@@ -133,11 +133,10 @@ def test_selector_advice_picks_among_the_quantizations_here(tmp_path: Path) -> N
 @pytest.mark.gui
 def test_model_selector_tooltips_say_what_is_recommended(tmp_path: Path, qtbot: Any) -> None:
     from PySide6.QtCore import Qt
+    from PySide6.QtGui import QTextDocumentFragment
     from PySide6.QtWidgets import QComboBox
 
     from app.ui.model_bar.tips import annotate
-
-    from PySide6.QtGui import QTextDocumentFragment
 
     folder = tmp_path / "<b>models"  # a folder name with markup: shown literally, never as rich text
     folder.mkdir()

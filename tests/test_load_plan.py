@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from app.core.config import settings as S
-from app.core.predict.load_plan import plan_load
 from app.core.models.presets import preset_for, preset_key, set_preset
+from app.core.predict.load_plan import plan_load
 
 TUNED = {"n_threads": 3, "n_threads_batch": 5, "n_ubatch": 128, "n_batch": 128}
 

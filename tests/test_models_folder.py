@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from synth_gguf import write_synthetic_gguf
-
 from app.core.config import paths
+from app.core.config.settings import load_settings, save_settings
 from app.core.models import library
 from app.core.models.default_model import default_model_path
-from app.core.config.settings import load_settings, save_settings
 from app.ui.model_bar.selector import selector_entries
+from synth_gguf import write_synthetic_gguf
 
 APP = Path(__file__).resolve().parent.parent / "app"
 

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from big_gguf import write_header_only
-from hubserver import HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
-from synth_gguf import write_synthetic_gguf
 
 from app.core.config import paths
 from app.core.hub import downloads
 from app.core.models import library
+from big_gguf import write_header_only
+from hubserver import HubServer, sha256_of
+from synth_gguf import write_synthetic_gguf
 
 pytestmark = pytest.mark.gui
 

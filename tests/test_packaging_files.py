@@ -30,7 +30,7 @@ def _qimage(data: bytes):  # type: ignore[no-untyped-def]
 
     # A QApplication, not a QGuiApplication: the process's one app object must serve the widget tests that
     # run after this file too (a QGuiApplication made here aborted them when run in that order).
-    _app = QApplication.instance() or QApplication([])  # noqa: F841
+    _app = QApplication.instance() or QApplication([])
     image = QImage()
     assert image.loadFromData(data, "PNG")
     return image
@@ -49,7 +49,7 @@ def test_committed_pngs_match_a_fresh_render_of_the_svg(size: int) -> None:
     for y in range(0, size, step):
         for x in range(0, size, step):
             a, b = committed.pixelColor(x, y).getRgb(), fresh.pixelColor(x, y).getRgb()
-            worst = max(worst, *(abs(i - j) for i, j in zip(a, b)))
+            worst = max(worst, *(abs(i - j) for i, j in zip(a, b, strict=False)))
     assert worst <= 2, "resources/icons is stale: run scripts/make_icons"
 
 

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from synth_gguf import write_synthetic_gguf
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,13 +7,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from synth_gguf import write_synthetic_gguf
 
 from app.core.config import paths
-from app.core.models import library
-from app.core.hub.downloads import provenance_path
 from app.core.gguf.info import inspect_gguf
+from app.core.hub.downloads import provenance_path
+from app.core.models import library
 from app.engine.quantize_client import QuantizeCancelled, QuantizeError, QuantizeJob, quantize_model
+from synth_gguf import write_synthetic_gguf
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from engine_helpers import collect
 
 from app.engine import protocol as P
 from app.engine.client import EngineClient
+from engine_helpers import collect
 
 pytestmark = pytest.mark.model
 

@@ -9,10 +9,10 @@ import subprocess
 import sys
 
 import pytest
-from thinking_server import ANSWER, INLINE_CHUNKS, THINKING, ThinkingServer
 
 from app.engine import protocol as P
 from app.engine.remote.backend import RemoteClient
+from thinking_server import ANSWER, INLINE_CHUNKS, THINKING, ThinkingServer
 
 
 def _chat(url: str) -> tuple[list[P.Token], P.Done]:

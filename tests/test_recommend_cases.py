@@ -10,14 +10,14 @@ import json
 from pathlib import Path
 
 import pytest
-from big_gguf import write_header_only
 
-from app.core.predict.bandwidth import BandwidthResult
 from app.core.gguf.info import GGUFInfo, inspect_gguf
+from app.core.predict.bandwidth import BandwidthResult
 from app.core.predict.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo, probe_apple
 from app.core.predict.quality import quality
 from app.core.predict.recommend import CPU, FULL, NONE, PARTIAL, Candidate, Machine, recommend
 from app.core.predict.speed import default_rates
+from big_gguf import write_header_only
 
 QUANTS = ["Q2_K", "Q4_K_M", "Q8_0", "F16"]
 BW = BandwidthResult(read_gbs=40.0, copy_gbs=30.0, threads=8, buffer_bytes=1 << 28, runs=5, seconds=1.0,

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from reliability_plugin import record
-from synth_gguf import write_synthetic_gguf
 
 from app.core.gguf.info import GGUFError, inspect_gguf, parse_header
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
+from reliability_plugin import record
+from synth_gguf import write_synthetic_gguf
 
 SEED = 20261129
 
@@ -40,7 +40,7 @@ def _tensor_infos(data: bytes) -> list[tuple[int, int]]:
     names = [t.name.encode() for t in raw.tensors]
     start = data.find(struct.pack("<Q", len(names[0])) + names[0])
     pos = start
-    for name, t in zip(names, raw.tensors):
+    for name, _t in zip(names, raw.tensors, strict=False):
         assert data[pos + 8:pos + 8 + len(name)] == name
         pos += 8 + len(name)
         n_dims = struct.unpack_from("<I", data, pos)[0]
@@ -72,10 +72,10 @@ def synthetic_cases(clean: bytes) -> list[Case]:
     infos = _tensor_infos(clean)
     n_t, n_kv = len(raw.tensors), len(raw.metadata)
     cases: list[Case] = []
-    for i in range(10):  # cut inside the header
+    for _ in range(10):  # cut inside the header
         cut = rng.randrange(0, hdr)
         cases.append(Case(f"truncated-header-{cut}", clean[:cut], True))
-    for i in range(10):  # cut inside the tensor data (a download that stopped early)
+    for _ in range(10):  # cut inside the tensor data (a download that stopped early)
         cut = rng.randrange(data_off, data_end)
         cases.append(Case(f"truncated-data-{cut}", clean[:cut], True))
     for i in range(25):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from reliability_plugin import LossTally
 
 TESTS = Path(__file__).resolve().parent

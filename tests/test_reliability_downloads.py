@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hubserver import HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
-from reliability_plugin import record
-from synth_gguf import write_synthetic_gguf
 
 from app.core.config import paths
-from app.core.hub import downloads, listing as hub
+from app.core.hub import downloads
+from app.core.hub import listing as hub
+from hubserver import HubServer, sha256_of
+from reliability_plugin import record
+from synth_gguf import write_synthetic_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "acme/Flaky-GGUF"

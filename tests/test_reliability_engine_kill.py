@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QObject, Signal
-from reliability_plugin import counting_losses, record
 
 from app.core.chat.store import ChatStore
 from app.engine import protocol as P
 from app.engine.client import EngineClient
+from reliability_plugin import counting_losses, record
 
 pytestmark = pytest.mark.model
 
@@ -165,7 +165,7 @@ def test_engine_killed_twenty_times_loses_nothing(default_model: Path, tmp_path:
                     time.sleep(rng.uniform(0.05, 0.6) * prefill_s)
                 else:
                     n = rng.randint(1, 12)
-                    rec.wait(lambda ev: sum(isinstance(e, P.Token) for e in ev) >= n)
+                    rec.wait(lambda ev, n=n: sum(isinstance(e, P.Token) for e in ev) >= n)
             pid = client.pid
             assert pid is not None
             os.kill(pid, signal.SIGKILL)

@@ -25,9 +25,9 @@ from typing import Any
 
 import psutil
 import pytest
-from reliability_plugin import counting_losses, record
 
 from app.core.config import paths
+from reliability_plugin import counting_losses, record
 
 pytestmark = [pytest.mark.model, pytest.mark.gui]
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ def test_gui_killed_while_streaming_keeps_every_saved_message(default_model: Pat
                 driver.wait(lambda ls: any("long" in d for d in ls))
                 long_id = next(d["long"] for d in driver.lines if "long" in d)
                 engine_pid = next(d["engine_pid"] for d in driver.lines if "long" in d)
-                driver.wait(lambda ls: len(driver.shown_after_long()) >= 20)
+                driver.wait(lambda ls, driver=driver: len(driver.shown_after_long()) >= 20)
                 # Let the periodic flush put some of the reply on disk, then kill at a random moment.
                 deadline = time.monotonic() + 30
                 while not any(r[0] == long_id and r[2] for r in _db_rows(db)) and time.monotonic() < deadline:

@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hubserver import HubServer, hub_server  # noqa: F401 (fixture)
-from reliability_plugin import record
-from synth_gguf import write_synthetic_gguf
 
-from app.core.config import paths
-from app.core.hub import downloads, listing as hub
 from app.core.chat.templates import ChatTemplate, ChatTemplateError, render
+from app.core.config import paths
+from app.core.hub import downloads
+from app.core.hub import listing as hub
 from app.engine import protocol as P
 from app.engine.client import EngineClient, EngineError
+from hubserver import HubServer
+from reliability_plugin import record
+from synth_gguf import write_synthetic_gguf
 
 # ---------------------------------------------------------------------------------------------- hub names
 

@@ -14,15 +14,15 @@ from typing import Any
 import gguf
 import numpy as np
 import pytest
-from hubserver import HubServer, hub_server  # noqa: F401 (fixture)
-from reliability_plugin import record
 
 from app import cli
 from app.core.config import paths
 from app.core.gguf import remote_header as remote_gguf
+from app.core.gguf.info import GGUFError, inspect_gguf
 from app.core.hub import listing as hub
 from app.core.models import library
-from app.core.gguf.info import GGUFError, inspect_gguf
+from hubserver import HubServer
+from reliability_plugin import record
 
 BASE: dict[str, tuple[str, Any]] = {
     "llama.block_count": ("uint32", 2),

@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from hubserver import COMMIT, HubServer, hub_server, sha256_of  # noqa: F401 (fixture)
-from reliability_plugin import hostile_tried, record
-from synth_gguf import write_synthetic_gguf
 
 from app.core.config import paths
 from app.core.gguf import remote_header as remote_gguf
-from app.core.hub import downloads, listing as hub
+from app.core.hub import downloads
+from app.core.hub import listing as hub
+from hubserver import COMMIT, HubServer, sha256_of
+from reliability_plugin import hostile_tried, record
+from synth_gguf import write_synthetic_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_openai import ESCAPES, HostileState, hostile_server  # noqa: F401 (fixture)
-from reliability_plugin import hostile_tried, record
-from synth_gguf import write_synthetic_gguf
 
 from app.cli import main
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.engine.remote.backend import MAX_JSON_BYTES, MAX_REPLY_BYTES, RemoteClient
+from hostile_openai import ESCAPES, HostileState
+from reliability_plugin import hostile_tried, record
+from synth_gguf import write_synthetic_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ("\x1b", "\x07", "\x9b", "\r")

@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability_plugin import record
-from synth_gguf import write_synthetic_gguf
 
 from app.core.chat import template_sandbox
 from app.core.chat.templates import ChatTemplate, ChatTemplateError, render
 from app.engine import limits
 from app.engine import protocol as P
 from app.engine.client import EngineClient
+from reliability_plugin import record
+from synth_gguf import write_synthetic_gguf
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"},
             {"role": "assistant", "content": "hi"}, {"role": "user", "content": "again"}]

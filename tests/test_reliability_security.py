@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connect_log import record_connect_attempts
-from reliability_plugin import record
 
 from app.core.config import paths
 from app.core.hub import listing as hub
+from connect_log import record_connect_attempts
+from reliability_plugin import record
 
 ROOT = Path(__file__).resolve().parents[1]
 UNROUTABLE = "http://203.0.113.7"  # TEST-NET-3: following this redirect would hang until a timeout

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_plugin import record
 
 from app.core.config import settings as S
+from reliability_plugin import record
 
 DAMAGED: dict[str, bytes] = {
     "empty": b"",

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from llama_server import KEY, start_server
 
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.engine.remote.backend import SOURCE, RemoteClient
+from llama_server import KEY, start_server
 
 
 def _greedy(n: int) -> P.Sampling:
@@ -231,10 +231,9 @@ def test_without_a_keyring_backend_the_key_is_not_stored(monkeypatch: pytest.Mon
 
 @pytest.mark.model
 def test_grid_sweep_runs_against_the_remote_with_client_side_timings(server: str) -> None:
-    from test_lab_sweeps import read_llama_bench_json
-
     from app.core.bench.sweeps import plan, run_sweep
     from app.engine.sweep_backend import RemoteSweepBackend
+    from test_lab_sweeps import read_llama_bench_json
 
     with RemoteClient(server, api_key=KEY) as client:
         client.connect()

@@ -32,7 +32,10 @@ def llama_cpp_distribution(logits: np.ndarray, params: SamplerParams, accepted: 
     """Token → probability after llama.cpp's chain (everything but the final random draw)."""
     import llama_cpp as L  # a hard dependency: a broken install fails here, never skips
     chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
-    add = lambda s: L.llama_sampler_chain_add(chain, s)
+
+    def add(s: object) -> None:
+        L.llama_sampler_chain_add(chain, s)
+
     add(L.llama_sampler_init_penalties(logits.size, params.penalty_last_n, params.repeat_penalty,
                                        params.frequency_penalty, params.presence_penalty))
     if params.temperature > 0:
@@ -54,7 +57,7 @@ def llama_cpp_distribution(logits: np.ndarray, params: SamplerParams, accepted: 
         best = kept[np.argmax(kept["logit"])]
         return {int(best["id"]): 1.0}
     w = np.exp(kept["logit"].astype(np.float64) - kept["logit"].max())
-    return dict(zip(kept["id"].tolist(), (w / w.sum()).tolist()))
+    return dict(zip(kept["id"].tolist(), (w / w.sum()).tolist(), strict=False))
 
 
 def lm_like_logits(seed: int) -> np.ndarray:
@@ -93,7 +96,7 @@ def test_distribution_matches_llama_cpp_chain(params: SamplerParams, seed: int, 
     for t in accepted:
         s.accept(t)
     ids, probs = s.distribution(logits)
-    ours = dict(zip(ids.tolist(), probs.tolist()))
+    ours = dict(zip(ids.tolist(), probs.tolist(), strict=False))
     assert abs(sum(ours.values()) - 1.0) < 1e-9
     for tok in set(ref) | set(ours):
         assert abs(ours.get(tok, 0.0) - ref.get(tok, 0.0)) < 2e-6, (tok, ours.get(tok), ref.get(tok))

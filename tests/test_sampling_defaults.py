@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from app.commands import chat
-from app.core.sampling import defaults as D
 from app.core.config.settings import SamplingDefaults
+from app.core.sampling import defaults as D
 from app.engine import protocol as P
 from app.server import openai_api as api
 

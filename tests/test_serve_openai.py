@@ -19,8 +19,8 @@ from typing import Any
 import openai
 import psutil
 import pytest
-from served import KEY, Served, open_stream, serve, sse_events
 
+from served import KEY, Served, open_stream, serve, sse_events
 
 pytestmark = pytest.mark.model
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from served import Served, serve
 
 pytestmark = pytest.mark.model

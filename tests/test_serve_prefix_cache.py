@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from served import Served, open_stream, serve, sse_events
 
 pytestmark = pytest.mark.model

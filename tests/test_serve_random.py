@@ -18,10 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
-from served import Served, open_stream, serve, sse_events
 
+from served import Served, open_stream, serve, sse_events
 
 pytestmark = pytest.mark.model
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from served import KEY, Served, open_stream, serve, sse_events
 
 pytestmark = pytest.mark.model

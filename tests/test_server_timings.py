@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from served import Served, open_stream, serve
 
 from app.engine.remote.openai_stream import client_metrics
 from app.engine.remote.server_timings import (
@@ -19,6 +18,7 @@ from app.engine.remote.server_timings import (
     read_timings,
     timings_in_line,
 )
+from served import Served, open_stream, serve
 
 LAST = {"choices": [{"index": 0, "finish_reason": "stop", "text": ""}],
         "timings": {"prompt_n": 40, "prompt_ms": 80.0, "prompt_per_second": 500.0, "predicted_n": 11,

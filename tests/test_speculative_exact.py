@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from app.core.sampling.chain import Sampler, SamplerParams
-from app.engine.llama import decoding, prompt_lookup as speculative
+from app.engine.llama import decoding
+from app.engine.llama import prompt_lookup as speculative
 from app.engine.llama.prompt_lookup import PromptLookup
 
 V = 16

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from engine_helpers import running_engine
 
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.engine.client import EngineClient
 from app.engine.llama.prompt_lookup import find_draft
+from engine_helpers import running_engine
 
 CODE = '''def total_price(items, tax_rate):
     subtotal = 0

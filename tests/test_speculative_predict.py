@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.core.bench.zoo import zoo_path
 from app.core.gguf.info import GGUFInfo, inspect_gguf
 from app.core.predict.memory import MemoryConfig
 from app.core.predict.speculative_speedup import (
@@ -19,7 +20,6 @@ from app.core.predict.speculative_speedup import (
     step_seconds,
 )
 from app.core.predict.speed import DeviceRates, Rates, predict
-from app.core.bench.zoo import zoo_path
 
 # A CPU whose decode is memory-bound (arithmetic far faster than reading weights), one that is compute-bound
 # (a big vocabulary's output matrix on slow kernels), and a GPU that holds the whole target.

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from app.core.predict import speed, rates as speed_rates
+from app.core.bench.zoo import zoo_path
 from app.core.gguf.info import inspect_gguf
+from app.core.predict import rates as speed_rates
+from app.core.predict import speed
 from app.core.predict.memory import MemoryConfig
 from app.core.predict.speed import DeviceRates, Rates, cost_parts, weight_groups
-from app.core.bench.zoo import zoo_path
 
 
 def test_experts_prefill_at_their_own_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

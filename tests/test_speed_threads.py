@@ -9,16 +9,14 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from synth_gguf import write_synthetic_gguf
 
+from app.core.config.settings import Settings
+from app.core.gguf.info import inspect_gguf
 from app.core.predict import calibration
 from app.core.predict.bandwidth import BandwidthResult, load_cached, measure_bandwidth, store
-from app.core.gguf.info import inspect_gguf
 from app.core.predict.hardware import CPUInfo, GiB, HardwareInfo
 from app.core.predict.load_plan import planned_threads
 from app.core.predict.memory import MemoryConfig
-from app.core.config.settings import Settings
-from app.core.predict.speed import Rates, default_rates, predict
 from app.core.predict.rates import (
     ETA_CPU,
     ETA_CPU_1T,
@@ -30,6 +28,8 @@ from app.core.predict.rates import (
     bandwidth_for_threads,
     threads_for,
 )
+from app.core.predict.speed import Rates, default_rates, predict
+from synth_gguf import write_synthetic_gguf
 
 
 def _hw(physical: int = 4, logical: int = 8) -> HardwareInfo:

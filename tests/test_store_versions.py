@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from app.core.chat import trash as chat_trash, versions as chat_versions
+from app.core.chat import trash as chat_trash
+from app.core.chat import versions as chat_versions
 from app.core.chat.store import ChatStore
 
 

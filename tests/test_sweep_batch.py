@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from synth_gguf import write_synthetic_gguf
 
 from app.cli import main
 from app.core.bench.batch_sweep import build_rows, finding
 from app.core.predict.batching import BatchPoint
 from app.engine import protocol as P
 from app.engine.batch.sweep import MeasuredPoint, aggregate_rate, measure_batch, token_times
+from synth_gguf import write_synthetic_gguf
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

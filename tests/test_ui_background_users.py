@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import shiboken6
-from fake_engine import FakeClient, fake_engine
 
 from app.core.config.settings import LoadResult, Settings
 from app.engine import protocol as P
 from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.window.main_window import MainWindow
+from fake_engine import FakeClient, fake_engine
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

@@ -12,8 +12,8 @@ import pytest
 
 from app.core.bench import batch_sweep
 from app.core.bench.batch_roofline import batch_roofline
-from app.core.predict.batching import predict_batch
 from app.core.gguf.info import inspect_gguf
+from app.core.predict.batching import predict_batch
 from app.core.predict.speed import default_rates
 from app.engine.batch import sweep as batch_engine_sweep
 from app.engine.batch.sweep import MeasuredPoint

@@ -13,9 +13,8 @@ pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not s
 
 
 def test_undo_reopens_the_deleted_chat(qtbot, tmp_path: Path) -> None:
-    from fake_engine import fake_engine
-
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     older = store.create_conversation("Older")

@@ -3,14 +3,9 @@ from the version shown. Runs on the fake engine: no model process."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from app.core.chat.store import ChatStore
-from app.core.config.settings import LoadResult, Settings
 from app.engine import protocol as P
-from fake_window import window  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 

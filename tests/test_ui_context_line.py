@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.core.chat.store import ChatStore
-from app.core.metrics.phase import PhaseMetrics
 from app.core.config.settings import LoadResult, Settings
+from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.ui.dashboard.context_line import context_line
 
@@ -40,9 +40,8 @@ def test_the_line_says_when_and_how_many() -> None:
 ])
 def test_the_windows_dashboard_shows_it(qtbot, tmp_path: Path, metrics: dict, reason: str,
                                         expected: str) -> None:
-    from fake_engine import fake_engine, loaded_event
-
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine, loaded_event
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
@@ -77,9 +76,8 @@ def test_the_decode_card_gives_the_measured_draft_speed_up(qtbot, tmp_path: Path
 
     assert speedup_line(DRAFTED) == "measured ×0.67 vs plain decode"
     assert speedup_line({**DRAFTED, "draft_tokens": 0}) == "" and speedup_line(BASE) == ""
-    from fake_engine import fake_engine
-
     from app.ui.dashboard import Dashboard
+    from fake_engine import fake_engine
 
     engine = fake_engine()
     dash = Dashboard(engine)

@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import fake_engine
-from synth_gguf import write_synthetic_gguf
 
+from app.core.chat.saved_kv import default_dir
+from app.core.chat.store import ChatStore
 from app.core.config import paths
 from app.core.config import settings as S
-from app.core.chat.store import ChatStore
 from app.core.metrics.phase import PhaseMetrics
-from app.core.chat.saved_kv import default_dir
 from app.engine import protocol as P
 from app.ui.model_bar.draft_model_picker import DraftPickerDialog
 from app.ui.window.main_window import MainWindow
+from fake_engine import fake_engine
+from synth_gguf import write_synthetic_gguf
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 

@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from synth_gguf import write_synthetic_gguf
 
 from app.core.config import paths
 from app.ui.model_bar.draft_model_picker import DraftPickerDialog, check_options
+from synth_gguf import write_synthetic_gguf
 
 
 def _library(tmp: Path) -> dict[str, Path]:

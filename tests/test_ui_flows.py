@@ -11,8 +11,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.core.chat.store import ChatStore
-from app.core.metrics.phase import PhaseMetrics
 from app.core.config.settings import LoadResult, Settings
+from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -20,9 +20,8 @@ pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
 
 
 def _window(qtbot, store: ChatStore):
-    from fake_engine import fake_engine, loaded_event
-
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine, loaded_event
 
     win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
     qtbot.addWidget(win)
@@ -281,9 +280,8 @@ def test_settings_needing_a_reload_ask_before_stopping_a_reply(window, monkeypat
 
 
 def test_settings_reload_that_stops_a_reply_says_so_and_the_status_bar_settles(window, monkeypatch) -> None:
-    from fake_engine import loaded_event
-
     from app.ui.window import chat_flow
+    from fake_engine import loaded_event
 
     monkeypatch.setattr(chat_flow, "ask_to_stop_for_reload", lambda parent: True)
     _settings_change_needing_reload(monkeypatch, window)
@@ -368,9 +366,8 @@ def test_status_bar_kv_follows_the_reply(window) -> None:
 def test_a_server_that_answers_takes_over_and_the_status_bar_says_so(window, qtbot, monkeypatch) -> None:
     import dataclasses
 
-    from fake_engine import loaded_event
-
     from app.engine.remote import backend as remote
+    from fake_engine import loaded_event
 
     class AnsweringServer:
         alive, pid = True, None
@@ -409,9 +406,8 @@ def test_a_model_chosen_while_a_server_connects_wins(window, qtbot, monkeypatch)
     import dataclasses
     import threading
 
-    from fake_engine import loaded_event
-
     from app.engine.remote import backend as remote
+    from fake_engine import loaded_event
 
     release = threading.Event()
     answered = threading.Event()

@@ -168,11 +168,10 @@ def test_banner_shows_html_as_text(qtbot) -> None:
 
 
 def test_model_names_and_engine_errors_reach_the_window_as_text(qtbot, tmp_path: Path) -> None:
-    from fake_engine import fake_engine
-
     from app.core.config.settings import LoadResult, Settings
     from app.engine import protocol as P
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine
 
     hostile = HTML_ERROR.format(img="missing.png")
     store = ChatStore(tmp_path / "chats.sqlite3")

@@ -9,10 +9,9 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QKeySequence, QPalette
 
-from app.core.config import settings as settings_mod
 from app.core.chat.store import ChatStore
+from app.core.config import settings as settings_mod
 from app.core.config.settings import LoadResult, Settings
-from fake_window import window  # noqa: F401  (the fixture)
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -97,9 +96,8 @@ def test_theme_switch_recolours_now_and_is_remembered(window) -> None:
 
 
 def test_saved_theme_applies_at_start(qtbot, tmp_path: Path) -> None:
-    from fake_engine import fake_engine
-
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine
 
     settings = Settings()
     settings.window.theme = "dark"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app.core.chat.store import ChatStore
-from app.core.predict.recommend import CPU, FULL, NONE, PARTIAL
-from app.core.config.settings import LoadResult, Settings
 from app.core.bench.zoo import zoo_path
+from app.core.chat.store import ChatStore
+from app.core.config.settings import LoadResult, Settings
+from app.core.predict.recommend import CPU, FULL, NONE, PARTIAL
 from app.engine import protocol as P
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
@@ -22,9 +22,8 @@ pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not s
 
 @pytest.fixture
 def window(qtbot, tmp_path: Path):
-    from fake_engine import fake_engine, loaded_event
-
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine, loaded_event
 
     models = tmp_path / "models"
     model = zoo_path("qwen2.5-0.5b", "Q4_K_M", models / "quantized")

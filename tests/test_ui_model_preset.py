@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_engine import fake_engine, loaded_event
 
-from app.core.config import settings as S
 from app.core.chat.store import ChatStore
+from app.core.config import settings as S
 from app.core.models.presets import preset_for, preset_key, set_preset
 from app.engine import protocol as P
 from app.ui.window.main_window import MainWindow
+from fake_engine import fake_engine, loaded_event
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

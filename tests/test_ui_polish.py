@@ -9,8 +9,6 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.core.chat.store import ChatStore
-from app.core.config.settings import LoadResult, Settings
-from fake_window import window  # noqa: F401  (the fixture)
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]

@@ -11,10 +11,10 @@ import pytest
 from app.core.chat.store import ChatStore
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
-from app.ui.chat.session import ChatSession
-from app.ui.dashboard.reasoning_line import reasoning_line
 from app.ui.chat.message_view import MessageView
+from app.ui.chat.session import ChatSession
 from app.ui.chat.thinking_box import connect_thinking
+from app.ui.dashboard.reasoning_line import reasoning_line
 
 pytestmark = pytest.mark.gui
 
@@ -106,9 +106,8 @@ def test_dashboard_line_shows_first_answer_and_thinking_tokens():
 
 
 def test_dashboard_ttft_card_gets_the_line(qtbot):
-    from fake_engine import fake_engine
-
     from app.ui.dashboard import Dashboard
+    from fake_engine import fake_engine
 
     engine = fake_engine()
     dash = Dashboard(engine)
@@ -120,10 +119,9 @@ def test_dashboard_ttft_card_gets_the_line(qtbot):
 
 def test_the_window_streams_thinking_live(qtbot, tmp_path):
     """The real window wires the session's thinking into its message view while the reply streams."""
-    from fake_engine import fake_engine
-
     from app.core.config.settings import LoadResult, Settings
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     engine = fake_engine()

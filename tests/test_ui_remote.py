@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from llama_server import KEY
 from PySide6.QtCore import Qt
 
 from app.ui.engine_link import engine_qt as E
 from app.ui.window.main_window import MainWindow
+from llama_server import KEY
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, pytest.mark.model, OFFSCREEN_NOISE]

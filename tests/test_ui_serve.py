@@ -10,12 +10,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from fake_engine import fake_engine
 
-from app.core.metrics.serve_traffic import parse_metrics, traffic
 from app.core.config.settings import LoadResult, Settings
-from app.ui.window.main_window import MainWindow
+from app.core.metrics.serve_traffic import parse_metrics, traffic
 from app.ui.serve.control import ServeControl
+from app.ui.window.main_window import MainWindow
+from fake_engine import fake_engine
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -162,11 +162,10 @@ def test_the_real_roofline_serve_is_started_polled_and_stopped(qtbot, default_mo
 
 
 def test_switch_tooltip_gives_the_servers_estimated_extra_memory(qtbot, monkeypatch, tmp_path: Path) -> None:
-    from synth_gguf import write_synthetic_gguf
-
     from app.core.gguf.info import inspect_gguf
-    from app.core.predict.memory import MemoryConfig, estimate_memory
     from app.core.metrics.phase import fmt_bytes
+    from app.core.predict.memory import MemoryConfig, estimate_memory
+    from synth_gguf import write_synthetic_gguf
 
     model = write_synthetic_gguf(tmp_path / "m.gguf", n_layers=2)
     win = _window(qtbot, monkeypatch)

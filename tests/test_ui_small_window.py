@@ -12,8 +12,8 @@ from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QToolBar, QWidget
 
 from app.core.chat.store import ChatStore
-from app.core.metrics.phase import PhaseMetrics
 from app.core.config.settings import LoadResult, Settings
+from app.core.metrics.phase import PhaseMetrics
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -23,9 +23,8 @@ LONG_TEXT = ("Roofline keeps prefill and decode apart. " * 12).strip()
 
 @pytest.fixture
 def window(qtbot, tmp_path: Path):
-    from fake_engine import fake_engine
-
     from app.ui.window.main_window import MainWindow
+    from fake_engine import fake_engine
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     conv = store.create_conversation("A long chat")

@@ -12,13 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_engine import fake_engine
 
 from app.core.chat.store import ChatStore
 from app.core.config.settings import LoadResult, Settings
 from app.engine import protocol as P
 from app.ui.engine_link import engine_qt as E
 from app.ui.window.main_window import MainWindow
+from fake_engine import fake_engine
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 

@@ -13,13 +13,13 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.commands.gui import NO_DISPLAY_EXIT, display_problem
-from app.core.config import settings as S
 from app.core.chat.store import ChatStore
+from app.core.config import settings as S
 from app.core.metrics.phase import PhaseMetrics
-from app.ui.dashboard import roofline_math as roofline_model
 from app.ui.chat.conversation_list import ConversationIdRole, ConversationListModel, ConversationPanel
 from app.ui.chat.markdown_render import markdown_to_html, plain_to_html
 from app.ui.chat.message_view import InputBox
+from app.ui.dashboard import roofline_math as roofline_model
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui]

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from app.core.gguf.info import inspect_gguf
-from app.core.predict.memory import MemoryConfig, estimate_memory
 from app.core.bench.zoo import (
     QUANTS,
     ZOO,
@@ -20,6 +18,8 @@ from app.core.bench.zoo import (
     write_zoo_model,
     zoo_path,
 )
+from app.core.gguf.info import inspect_gguf
+from app.core.predict.memory import MemoryConfig, estimate_memory
 
 MiB = 1 << 20
 

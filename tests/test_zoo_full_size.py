@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from app.core.bench.zoo import ZOO, zoo_path
 from app.core.gguf.info import inspect_gguf
 from app.core.predict.memory import MemoryConfig, MiB, estimate_memory
-from app.core.bench.zoo import ZOO, zoo_path
 
 KEY, QUANT = "qwen2.5-7b", "Q4_K_M"
 

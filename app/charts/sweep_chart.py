@@ -91,7 +91,7 @@ def draw_result(plot: pg.PlotWidget, result: SweepResult, colors: ChartColors = 
 
 
 def _line(plot: pg.PlotWidget, xs: list[Any], ys: list[float], color: str, name: str) -> None:
-    pts = [(x, y) for x, y in zip(xs, ys) if isinstance(y, float) and math.isfinite(y)]
+    pts = [(x, y) for x, y in zip(xs, ys, strict=False) if isinstance(y, float) and math.isfinite(y)]
     plot.plot([p[0] for p in pts], [p[1] for p in pts], pen=pg.mkPen(color, width=2), symbol="o",
               symbolBrush=color, symbolPen=None, name=name)
 
@@ -121,7 +121,7 @@ def _draw_grid(plot: pg.PlotWidget, result: SweepResult, colors: ChartColors) ->
         if j == 0:
             legend.addItem(bars_pre, "prefill (prompt)")
             legend.addItem(bars_dec, "decode (answer)")
-        for x, a, b in zip(xs, pre, dec):
+        for x, a, b in zip(xs, pre, dec, strict=False):
             text = pg.TextItem(f"{g}", color=colors.muted, anchor=(0.5, 1.0))
             text.setPos(x, a + b)
             plot.addItem(text)
@@ -174,7 +174,7 @@ def _draw_kv(plot: pg.PlotWidget, result: SweepResult) -> None:
     legend.addItem(b1, "prefill")
     legend.addItem(b2, "decode")
     plot.addItem(pg.InfiniteLine(pos=100, angle=0, pen=pg.mkPen(ROOF, style=Qt.PenStyle.DashLine)))
-    plot.getAxis("bottom").setTicks([[(x, p["variant"]) for x, p in zip(xs, pts)]])
+    plot.getAxis("bottom").setTicks([[(x, p["variant"]) for x, p in zip(xs, pts, strict=False)]])
     plot.setLabel("left", f"% of {base['variant']}")
 
 

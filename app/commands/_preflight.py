@@ -33,8 +33,8 @@ def check_context_fits(model: Path, n_ctx: int, type_k: str = "f16", type_v: str
     """None when loading `model` with `n_ctx` fits in memory, else the one-line reason and the largest
     context that does fit. A file the GGUF reader cannot parse passes: the engine reports that better."""
     from app.core.gguf.info import GGUFError, inspect_gguf
-    from app.core.predict.memory import CTX_PAD, MemoryConfig, estimate_memory
     from app.core.metrics.phase import fmt_bytes
+    from app.core.predict.memory import CTX_PAD, MemoryConfig, estimate_memory
 
     try:
         info = inspect_gguf(model)

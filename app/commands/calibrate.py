@@ -15,8 +15,8 @@ from app.commands import _args as A
 from app.commands._common import add_model_arg, fail, inspect_or_fail, print_json, resolve_model
 
 if TYPE_CHECKING:
-    from app.core.predict.calibration import Sample
     from app.core.gguf.info import GGUFInfo
+    from app.core.predict.calibration import Sample
     from app.core.predict.memory import MemoryConfig
     from app.core.predict.speed import Rates
 
@@ -100,13 +100,13 @@ def measure(engine: Any, info: GGUFInfo, cfg: MemoryConfig, model_path: str, rat
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from app.core.bench.zoo import kernel_probe, zoo_path
+    from app.core.gguf.info import inspect_gguf
     from app.core.predict import calibration
     from app.core.predict.bandwidth import get_bandwidth
-    from app.core.gguf.info import inspect_gguf
     from app.core.predict.hardware import probe_hardware
     from app.core.predict.memory import MemoryConfig
     from app.core.predict.speed import default_rates, predict
-    from app.core.bench.zoo import kernel_probe, zoo_path
     from app.engine.client import EngineClient, EngineError
 
     path = resolve_model(args.model)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
 from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
-from app.core.gguf.kv_types import KV_TYPES
 from app.core.files.untrusted import clean_line, clean_text
+from app.core.gguf.kv_types import KV_TYPES
 
 if TYPE_CHECKING:
     from app.core.predict.load_plan import LoadPlan
@@ -171,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
 
 def plan_from_args(args: argparse.Namespace, model: Path | None, system: str | None) -> LoadPlan:
     """settings.json, the model's preset, the tune result, then these flags (app.core.predict.load_plan)."""
-    from app.core.predict.load_plan import plan_load
     from app.core.config.settings import load_settings
+    from app.core.predict.load_plan import plan_load
 
     loaded = load_settings(move_aside=False)  # a command never moves the user's file aside; the window does
     flags = {"n_ctx": args.ctx, "n_gpu_layers": args.n_gpu_layers, "type_k": args.kv_type, "type_v": args.kv_type,

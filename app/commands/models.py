@@ -46,8 +46,8 @@ def _remove(path: str, yes: bool) -> int:
     import sys
 
     from app.commands._common import fail
-    from app.core.models import library
     from app.core.metrics.phase import fmt_bytes
+    from app.core.models import library
 
     model = library.find(path)
     if model is None:
@@ -87,4 +87,4 @@ def _print_table(models: list) -> None:  # type: ignore[type-arg]
     shown = [[clean_line(c) for c in r] for r in rows]  # names and errors come from the files
     widths = [max(len(r[i]) for r in shown) for i in range(len(shown[0]) - 1)]
     for r in shown:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])

@@ -27,9 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from app.commands._common import fail, print_json
     from app.core.config import paths
-    from app.core.hub import downloads, listing as hub
-    from app.core.hub.guard import new_folders, remove_empty
     from app.core.files.writable import OutputPathError, ensure_writable_dir
+    from app.core.hub import downloads
+    from app.core.hub import listing as hub
+    from app.core.hub.guard import new_folders, remove_empty
 
     try:
         repo, quant = hub.parse_repo_spec(args.spec)

@@ -78,10 +78,10 @@ def draft_prediction(rec: Recommendation, paths: list[Any], draft_path: Any, mac
                      draft_max: int) -> dict[str, Any] | str:
     """The predicted speed-up of the recommended variant with `draft_path` drafting (a string: why not)."""
     from app.core.gguf.info import GGUFError, inspect_gguf
+    from app.core.gguf.vocabulary import draft_problem
     from app.core.predict.memory import MemoryConfig
     from app.core.predict.speculative_speedup import ACCEPTANCES, break_even_acceptance, predict_speedup, speedup_line
     from app.core.predict.speed import Rates
-    from app.core.gguf.vocabulary import draft_problem
 
     pick = rec.pick
     if pick is None:
@@ -103,9 +103,9 @@ def draft_prediction(rec: Recommendation, paths: list[Any], draft_path: Any, mac
 
 
 def print_report(rec: Recommendation) -> None:
+    from app.core.files.untrusted import clean_text
     from app.core.gguf.kv_types import KV_TYPES
     from app.core.metrics.phase import fmt_bytes
-    from app.core.files.untrusted import clean_text
 
     print(clean_text(rec.sentence))  # may name the model (from its file)
     print()

@@ -19,7 +19,6 @@ from app.core.config.defaults import DEFAULT_SERVE_PORT
 from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 
 
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API (continuous batching)")
     add_model_arg(p)

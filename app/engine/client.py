@@ -153,7 +153,7 @@ class EngineClient:
                 proc.stdin.write(line)
                 proc.stdin.flush()
             except (BrokenPipeError, ValueError, OSError) as exc:
-                raise EngineError(P.Error(None, "engine_died", f"the engine is gone ({exc})", fatal=True))
+                raise EngineError(P.Error(None, "engine_died", f"the engine is gone ({exc})", fatal=True)) from exc
 
     def _limit(self, command: Any, pid: int) -> None:
         """Resource limits for what `command` starts (see app/engine/limits.py); never stops the command."""
@@ -255,7 +255,7 @@ class EngineClient:
         try:
             return self._events.get(timeout=timeout)
         except queue.Empty:
-            raise EngineError(P.Error(None, "timeout", f"no answer from the engine in {timeout:.0f} s"))
+            raise EngineError(P.Error(None, "timeout", f"no answer from the engine in {timeout:.0f} s")) from None
 
     def wait_for(self, kinds: tuple[type, ...], timeout: float = 120.0) -> Any:
         deadline = time.monotonic() + timeout

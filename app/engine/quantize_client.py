@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.core.hub.downloads import write_provenance
 from app.core.files.writable import OutputPathError, ensure_writable_dir
+from app.core.hub.downloads import write_provenance
 
 PARTIAL_SUFFIX = ".partial"  # the child's temporary output name (app.engine.llama.quantize.PARTIAL_SUFFIX)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.core.predict.batching import BatchPoint, fastest_column_s
 from app.core.gguf.info import GGUFInfo
+from app.core.predict.batching import BatchPoint, fastest_column_s
 from app.core.predict.memory import MemoryConfig
 from app.core.predict.speed import Rates, decode_flops, weight_groups
 

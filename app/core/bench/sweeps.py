@@ -273,7 +273,7 @@ def crossover(cells: list[dict[str, Any]], n_gen: int) -> tuple[float | None, bo
     diff = [(c["n_prompt"], c["prefill_ms"] - c["decode_ms"]) for c in row]
     # Prefill time grows with the prompt much faster than decode time (only its KV depth grows), so the
     # crossover is where the difference turns from negative to positive; the first such change counts.
-    for (p0, d0), (p1, d1) in zip(diff, diff[1:]):
+    for (p0, d0), (p1, d1) in zip(diff, diff[1:], strict=False):
         if d0 <= 0 < d1:
             return p0 + (0 - d0) * (p1 - p0) / (d1 - d0), False
     if len(diff) >= 2 and (all(d < 0 for _, d in diff) or all(d > 0 for _, d in diff)):

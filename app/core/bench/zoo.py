@@ -204,12 +204,12 @@ def tensor_table(spec: ZooSpec, quant: str) -> list[tuple[str, list[int], str, i
 
 def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
     """Specials, the 256 byte tokens and '▁' (any text tokenizes), then unused padding tokens."""
-    T = gguf.TokenType
+    kind = gguf.TokenType
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["\u2581"]
-    types = [int(T.UNKNOWN), int(T.CONTROL), int(T.CONTROL)] + [int(T.BYTE)] * 256 + [int(T.NORMAL)]
+    types = [int(kind.UNKNOWN), int(kind.CONTROL), int(kind.CONTROL)] + [int(kind.BYTE)] * 256 + [int(kind.NORMAL)]
     pad = n_vocab - len(tokens)
     tokens += [f"<unused{i}>" for i in range(pad)]
-    types += [int(T.UNUSED)] * pad
+    types += [int(kind.UNUSED)] * pad
     return tokens, [0.0] * n_vocab, types
 
 

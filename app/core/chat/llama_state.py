@@ -158,7 +158,7 @@ def _problem(sections: list[Section], ints: int, tokens: list[int], n_ctx: int) 
             return (f"its state holds {len(positions):,} cells for {n:,} tokens" if i == 0 and len(positions) != n
                     else "its cells' positions are not those of its tokens")
         if ints == _EXT:
-            if any(tokens[p] != t for p, t in zip(positions, cells[4::ints])):
+            if any(tokens[p] != t for p, t in zip(positions, cells[4::ints], strict=False)):
                 return "the tokens in its state are not the chat's tokens saved with it"
             if any(not 0 <= c < n_ctx for c in (*cells[2::ints], *cells[3::ints])):
                 return "a cell of its state claims a 2-D position outside the context"

@@ -85,7 +85,7 @@ def file_for(folder: str | Path, conversation_id: str) -> Path:
 
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

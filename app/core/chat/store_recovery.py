@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.core.files.aside import aside_name
 from app.core.chat.store import ROLES, STATES, ChatStore, default_db_path
+from app.core.files.aside import aside_name
 
 CONVERSATION_COLUMNS = ("id", "title", "system_prompt", "created", "updated")
 MESSAGE_COLUMNS = ("id", "conversation_id", "role", "content", "state", "metrics", "model", "finish_reason",
@@ -141,7 +141,7 @@ def salvage_table(con: sqlite3.Connection, table: str, wanted: tuple[str, ...]) 
     while after < MAX_ROWID and errors < MAX_READ_ERRORS:
         try:
             for row in con.execute(sql, (after,)):
-                rows[int(row[0])] = dict(zip(columns, row[1:]))
+                rows[int(row[0])] = dict(zip(columns, row[1:], strict=False))
                 after, step = int(row[0]), 1
             break
         except sqlite3.DatabaseError:

@@ -41,7 +41,7 @@ def _after_id(store: ChatStore, conversation_id: int, message_id: int) -> int:
 def _tail_rows(db: sqlite3.Connection, conversation_id: int, from_id: int) -> list[dict[str, Any]]:
     rows = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM messages WHERE conversation_id = ? AND id >= ?"
                       " ORDER BY id", (conversation_id, from_id)).fetchall()
-    return [dict(zip(_COLUMNS, tuple(r))) for r in rows]
+    return [dict(zip(_COLUMNS, tuple(r), strict=False)) for r in rows]
 
 
 def replace_from(store: ChatStore, conversation_id: int, message_id: int) -> int:

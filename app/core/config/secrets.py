@@ -57,7 +57,7 @@ def save_api_key(url: str, key: str) -> None:
         raise SecretStoreUnavailable(unavailable_reason())
     try:
         backend.set_password(SERVICE, origin(url), key)
-    except Exception as exc:  # noqa: BLE001 - locked keyring, D-Bus errors ...
+    except Exception as exc:  # locked keyring, D-Bus errors ...
         raise SecretStoreUnavailable(f"The keyring refused to store the key: {exc}") from exc
 
 

@@ -20,9 +20,9 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from app.core.config import paths
 from app.core.config.defaults import DEFAULT_N_CTX, OverflowPolicy
 from app.core.files import atomic_write
-from app.core.sampling import defaults as D
 from app.core.files.aside import aside_name
 from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KvType
+from app.core.sampling import defaults as D
 
 SETTINGS_VERSION = 1
 SETTINGS_FILENAME = "settings.json"

@@ -19,7 +19,6 @@ from typing import Any
 
 from app.core.config import paths
 from app.core.files import atomic_write, untrusted
-from app.core.hub import listing as hub
 from app.core.gguf.info import (
     GGUFError,
     GGUFInfo,
@@ -29,6 +28,7 @@ from app.core.gguf.info import (
     read_header_bytes,
 )
 from app.core.gguf.split import merge_split
+from app.core.hub import listing as hub
 
 FIRST_READ = 1 << 20  # most headers are 1-8 MB (the vocabulary); grow from here only as needed
 

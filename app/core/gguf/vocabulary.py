@@ -105,7 +105,7 @@ def vocab_mismatch(main: Vocabulary, draft: Vocabulary) -> str | None:
         return f"different tokenizers ({main.model!r} vs the draft's {draft.model!r})"
     if len(main.tokens) != len(draft.tokens):
         return f"different vocabulary sizes ({len(main.tokens)} vs the draft's {len(draft.tokens)} tokens)"
-    for i, (a, b) in enumerate(zip(main.tokens, draft.tokens)):
+    for i, (a, b) in enumerate(zip(main.tokens, draft.tokens, strict=False)):
         if a != b:
             return (f"token {i} differs ({a.decode('utf-8', 'replace')!r} vs the draft's "
                     f"{b.decode('utf-8', 'replace')!r})")

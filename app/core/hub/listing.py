@@ -19,8 +19,8 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from app.core.files import untrusted
-from app.core.predict import quality as quant_quality
 from app.core.gguf.quant_types import bits_per_weight
+from app.core.predict import quality as quant_quality
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 SortKey = Literal["downloads", "likes", "updated"]

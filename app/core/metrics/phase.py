@@ -101,7 +101,7 @@ class PhaseMetrics:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PhaseMetrics":
+    def from_dict(cls, data: dict[str, Any]) -> PhaseMetrics:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from app.core.config import paths
 from app.core.files import atomic_write
-from app.core.hub.downloads import PROVENANCE_SUFFIX, provenance_path
 from app.core.gguf.info import GGUFError, GGUFInfo, TensorInfo, inspect_gguf, parse_header, read_header_bytes
 from app.core.gguf.split import SPLIT_NAME, merge_split, split_parts
+from app.core.hub.downloads import PROVENANCE_SUFFIX, provenance_path
 
 IMPORT_DIR = "imported"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.core.predict.autotune import model_key
 from app.core.config.settings import ModelPreset, Settings
+from app.core.predict.autotune import model_key
 
 
 def preset_key(model_path: str | Path) -> str:

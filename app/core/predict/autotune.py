@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.bench.sweeps import Measurement, Step, SweepBackend, SweepCancelled
+from app.core.config.paths import cache_dir
 from app.core.files import atomic_write
 from app.core.predict.machine_identity import tuning_machine
-from app.core.config.paths import cache_dir
-from app.core.bench.sweeps import Measurement, Step, SweepBackend, SweepCancelled
 
 REF_PROMPT, REF_GEN = 512, 128  # the reference request used to compare configurations
 UBATCHES = (64, 128, 256, 512)

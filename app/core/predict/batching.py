@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from app.core.gguf.info import GGUFInfo
 from app.core.predict.memory import MemoryConfig
+from app.core.predict.rates import width_factor
 from app.core.predict.speed import (
     DeviceRates,
     Group,
@@ -42,7 +43,6 @@ from app.core.predict.speed import (
     decode_traffic,
     weight_groups,
 )
-from app.core.predict.rates import width_factor
 
 KV_PAD = 256  # llama.cpp attends over the used cells padded to this, and never fewer (llama-kv-cache.cpp)
 

@@ -205,7 +205,7 @@ def probe_nvidia(nvml_module: ModuleType | Any | None = None) -> list[GPUInfo]:
                 compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
                 index=i, source="nvml",
             ))
-    except Exception:  # noqa: BLE001,S110 - a driver error mid-way: keep the GPUs probed so far
+    except Exception:  # noqa: BLE001 - a driver error mid-way: keep the GPUs probed so far
         pass
     finally:
         _try(nvml.nvmlShutdown)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.core.models.presets import preset_for, preset_key
 from app.core.config.settings import SamplingDefaults, Settings
+from app.core.models.presets import preset_for, preset_key
 
 DEFAULT, SETTINGS, PRESET, TUNE, FLAG = "default", "settings", "preset", "tune", "flag"
 

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.core.gguf.info import GGUFInfo
-from app.core.predict.hardware import GiB, GPUInfo, HardwareInfo
 from app.core.gguf.kv_types import KV_TYPES
+from app.core.predict.hardware import GiB, GPUInfo, HardwareInfo
 from app.core.predict.memory import CTX_PAD, MemoryConfig, MemoryEstimate, estimate_memory
 from app.core.predict.quality import QuantQuality, quality
 from app.core.predict.speed import Rates, SpeedPrediction, default_rates, offload_curve, predict

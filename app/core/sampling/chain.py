@@ -133,7 +133,7 @@ class Sampler:
         if len(ids) > 1:
             r = self._rng.random() * sum(weights)
             acc = 0.0
-            for token, w in zip(ids, weights, strict=True):  # the last one stands if r rounds up
+            for token, w in zip(ids, weights, strict=True):  # noqa: B007 - the last one stands if r rounds up
                 acc += w
                 if acc > r:
                     break

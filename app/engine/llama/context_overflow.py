@@ -23,13 +23,12 @@ from typing import Any
 
 import llama_cpp
 
+from app.core.chat.saved_kv import common_prefix
 from app.core.chat.templates import ChatTemplate, render
 from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
 from app.core.sampling.chain import Sampler
 from app.engine import protocol as P
-from app.core.chat.saved_kv import common_prefix
 from app.engine.llama.decoding import forget_prefill, logits_row, prefill
-
 
 
 def middle_cut(tokens: Sequence[int], limit: int, n_keep: int) -> tuple[list[int], int]:

@@ -19,8 +19,8 @@ from typing import Any
 
 import llama_cpp
 
-from app.core.sampling.chain import Sampler
 from app.core.gguf.vocabulary import Vocabulary, draft_problem, read_vocabulary, vocab_mismatch  # noqa: F401
+from app.core.sampling.chain import Sampler
 from app.engine.llama.decoding import logits_row, reuse_prefix
 from app.engine.llama.prompt_lookup import PromptLookup
 

@@ -30,6 +30,17 @@ import httpx2
 from app.core.files.untrusted import TooLarge, clean_line
 from app.engine import protocol as P
 from app.engine.client import EngineError
+from app.engine.reasoning_stream import ReasoningStream
+from app.engine.remote.http import (
+    NETWORK_ERRORS,
+    Connection,
+    event_data,
+    explain,
+    is_timeout,
+    new_client,
+    not_a_stream,
+    read_body,
+)
 from app.engine.remote.openai_stream import (  # noqa: F401 (SOURCE and the limits are part of this module's API)
     LLAMA_EXTRAS,
     MAX_ERROR_BYTES,
@@ -44,17 +55,6 @@ from app.engine.remote.openai_stream import (  # noqa: F401 (SOURCE and the limi
     model_facts,
     parse_data,
     request_body,
-)
-from app.engine.reasoning_stream import ReasoningStream
-from app.engine.remote.http import (
-    NETWORK_ERRORS,
-    Connection,
-    event_data,
-    explain,
-    is_timeout,
-    new_client,
-    not_a_stream,
-    read_body,
 )
 from app.engine.remote.server_timings import reply_metrics
 
@@ -332,7 +332,7 @@ class RemoteClient:
                 if chunk.error is not None:
                     raise _err("generation_failed", f"The server reported: {chunk.error}", rid)
                 usage = chunk.usage if chunk.usage is not None else usage
-                for text, thought in zip(chunk.texts, chunk.reasoning):
+                for text, thought in zip(chunk.texts, chunk.reasoning, strict=False):
                     if (stop := size.over(text, thought)) is not None:  # the reply ends before this piece
                         raise _err("generation_failed", stop, rid)
                     now = time.monotonic()

@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.metrics.phase import PhaseMetrics, rate
 from app.core.files.untrusted import shown, whole_number
+from app.core.metrics.phase import PhaseMetrics, rate
 from app.engine import protocol as P
 
 SOURCE = "client-side wall clock"
@@ -212,7 +212,7 @@ def client_metrics(t_request: float, t_end: float, ttft_ms: float, times: list[f
     metrics.prompt_tokens = metrics.prefill_tokens = usage.get("prompt_tokens", 0)
     metrics.prefill_ms = ttft_ms  # network + queueing + prefill: all the client can see
     metrics.generated_tokens = n_gen
-    metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:])]
+    metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:], strict=False)]
     metrics.decode_wall_ms = decode_wall_ms
     metrics.decode_tokens = max(0, n_gen - 1)
     metrics.decode_ms = metrics.decode_wall_ms

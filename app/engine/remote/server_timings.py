@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.core.metrics.phase import PhaseMetrics, rate
 from app.core.files.untrusted import finite_number, shown, whole_number
+from app.core.metrics.phase import PhaseMetrics, rate
 from app.engine.remote.openai_stream import MAX_TOKENS, MAX_TOKENS_PER_S
 
 SERVER_SOURCE = "server timings (prefill and decode on the server's clock)"

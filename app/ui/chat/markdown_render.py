@@ -10,7 +10,7 @@ says something else; any other link (file:, javascript:, …) is shown as text w
 from __future__ import annotations
 
 import html
-import xml.etree.ElementTree as etree
+import xml.etree.ElementTree as etree  # noqa: N813 - Python-Markdown's own name for it
 from urllib.parse import urlsplit
 
 import markdown

@@ -28,13 +28,13 @@ from PySide6.QtWidgets import (
 
 from app.core.chat.store import Message
 from app.core.metrics.phase import PhaseMetrics
-from app.ui.toolkit import theme
-from app.ui.toolkit.fitted_text import FittedTextView
 from app.ui.chat.header_wrap import HeaderWrap
 from app.ui.chat.markdown_render import markdown_to_html, plain_to_html, stylesheet
 from app.ui.chat.reply_ending import ending_of
-from app.ui.toolkit.safe_text import make_plain, set_plain_tooltip
 from app.ui.chat.thinking_box import ThinkingBox
+from app.ui.toolkit import theme
+from app.ui.toolkit.fitted_text import FittedTextView
+from app.ui.toolkit.safe_text import make_plain, set_plain_tooltip
 
 FULL_RENDER_CHARS = 6000  # re-render a finished reply as a whole below this size (≈ 15 ms on a 2-core VM, 2026-11-29)
 # Streamed text that Markdown cannot give any meaning: letters, digits, spaces and sentence punctuation that

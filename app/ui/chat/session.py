@@ -15,8 +15,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.core.chat import versions as chat_versions
 from app.core.chat.store import ChatStore, Conversation, Message, StreamWriter
 from app.engine import protocol as P
-from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.chat.reply_ending import ENGINE_DIED, can_continue
+from app.ui.engine_link.engine_qt import EngineQt
 
 
 class ChatSession(QObject):

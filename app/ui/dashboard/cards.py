@@ -9,8 +9,8 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.metrics.phase import PhaseMetrics
-from app.ui.toolkit import theme
 from app.ui.dashboard.live_numbers import prompt_detail
+from app.ui.toolkit import theme
 
 
 def fmt(v: float, digits: int = 0, unit: str = "") -> str:

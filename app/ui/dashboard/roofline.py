@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.ui.dashboard import roofline_math as roofline_model
-from app.ui.toolkit import theme
 from app.ui.dashboard.plots import PLOT_HEIGHT, empty_label, make_plot
+from app.ui.toolkit import theme
 
 _SI_PREFIX = {3: "k", 6: "M", 9: "G", 12: "T"}
 

@@ -14,9 +14,9 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QVBoxLayout, QWidget
 
 from app.core.metrics.serve_traffic import Traffic
-from app.ui.toolkit import theme
 from app.ui.dashboard.cards import Card, fmt
 from app.ui.dashboard.plots import make_plot, nice_ceiling, restyle_plot
+from app.ui.toolkit import theme
 
 HISTORY_POINTS = 300  # polls kept for the plot (five minutes at one a second)
 

@@ -22,16 +22,16 @@ from PySide6.QtWidgets import (
 from app.core.metrics.phase import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
 from app.ui.dashboard import live_numbers as dashboard_live
-from app.ui.toolkit import theme
 from app.ui.dashboard.cards import Card, CardGrid, itl_detail, show_message
+from app.ui.dashboard.context_line import attach_context_line
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
-from app.ui.dashboard.roofline import RooflinePanel
-from app.ui.dashboard.traffic import ServerTrafficPanel
-from app.ui.dashboard.context_line import attach_context_line
 from app.ui.dashboard.reasoning_line import attach_reasoning_line
+from app.ui.dashboard.roofline import RooflinePanel
 from app.ui.dashboard.speculative_line import attach_speedup_line
+from app.ui.dashboard.traffic import ServerTrafficPanel
 from app.ui.engine_link.engine_qt import EngineQt
+from app.ui.toolkit import theme
 
 DOCK_MIN_WIDTH = 250  # with the chat and the sidebar, the window still fits 800 px
 PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
@@ -278,7 +278,7 @@ class Dashboard(QWidget):
         xs = list(range(1, len(self.history) + 1))
         # Replies from a remote server have no visible prefill rate or (often) prompt length, and a prompt
         # wholly in the cache evaluated nothing: leave them out of the rate plot rather than plot zeros.
-        local = [(x, m) for x, m in zip(xs, self.history)
+        local = [(x, m) for x, m in zip(xs, self.history, strict=False)
                  if not m.source.startswith("client-side") and m.prefill_tokens > 0]
         self.curve_prefill.setData([x for x, _ in local], [m.prefill_tps for _, m in local])
         self.curve_decode.setData(xs, [m.decode_tps for m in self.history])

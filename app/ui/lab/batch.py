@@ -36,10 +36,10 @@ from PySide6.QtWidgets import (
 from app.core.bench.batch_roofline import BatchRoofline
 from app.core.bench.batch_sweep import BatchSweepRow
 from app.engine import protocol as P
-from app.ui.toolkit import theme
-from app.ui.toolkit.background import BackgroundJob, run_in_background
 from app.ui.dashboard.plots import make_plot
 from app.ui.lab.length_fields import parse_lengths
+from app.ui.toolkit import theme
+from app.ui.toolkit.background import BackgroundJob, run_in_background
 
 PREDICTED = "#888888"
 

@@ -34,17 +34,17 @@ from PySide6.QtWidgets import (
 )
 
 from app.charts.sweep_chart import KIND_TITLES, draw_result, make_plot, render_png
-from app.core.models.default_model import default_model_path
 from app.core.bench.sweeps import KINDS, SweepResult, context_needed, plan, run_sweep
+from app.core.models.default_model import default_model_path
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.engine.remote.backend import RemoteClient
 from app.engine.sweep_backend import EngineSweepBackend, RemoteSweepBackend
+from app.ui.engine_link.engine_qt import EngineQt
+from app.ui.lab.batch import BatchLabPanel
+from app.ui.lab.length_fields import LengthFieldsCheck, parse_lengths
 from app.ui.toolkit import theme
 from app.ui.toolkit.background import BackgroundJob, run_in_background
-from app.ui.lab.batch import BatchLabPanel
-from app.ui.engine_link.engine_qt import EngineQt
-from app.ui.lab.length_fields import LengthFieldsCheck, parse_lengths
 
 
 class LabPage(QWidget):

@@ -30,10 +30,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.models.library import list_models
-from app.core.metrics.phase import fmt_bytes
 from app.core.files.untrusted import clean_text
 from app.core.gguf.vocabulary import draft_candidates
+from app.core.metrics.phase import fmt_bytes
+from app.core.models.library import list_models
 from app.ui.toolkit.background import run_in_background
 
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject
 
-from app.core.predict.load_plan import PRESET, SAMPLING_KEYS, plan_load
 from app.core.config.settings import SamplingDefaults
+from app.core.predict.load_plan import PRESET, SAMPLING_KEYS, plan_load
 
 if TYPE_CHECKING:
     from app.ui.window.main_window import MainWindow

@@ -23,9 +23,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
+from app.core.config.settings import MAX_THREADS, ModelPreset, PresetSampling, SamplingDefaults, Settings
 from app.core.gguf.kv_types import KV_TYPES
 from app.core.models.presets import describe, preset_for, preset_key
-from app.core.config.settings import MAX_THREADS, ModelPreset, PresetSampling, SamplingDefaults, Settings
 
 FROM_SETTINGS = "from settings"
 

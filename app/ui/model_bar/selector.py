@@ -11,8 +11,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox
 
-from app.core.models.library import model_files
 from app.core.config.settings import Settings
+from app.core.models.library import model_files
 from app.ui.model_bar import tips as model_tips
 from app.ui.toolkit.safe_text import tooltip_html
 

@@ -26,8 +26,8 @@ class Annotations:
 
 def annotate_paths(paths: list[str]) -> Annotations:
     """Advice and summaries for the files that can be read (none at all if the machine cannot be assessed)."""
-    from app.core.models.library import describe
     from app.core.models.fit import assess_models, machine_for_library, selector_advice, selector_summary
+    from app.core.models.library import describe
 
     models = [describe(Path(p), "library") for p in paths]
     out = Annotations()

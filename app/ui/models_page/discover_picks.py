@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.models.curated import CURATED, CuratedFit, CuratedModel, assess_curated, best_pick
 from app.core.metrics.phase import fmt_bytes
+from app.core.models.curated import CURATED, CuratedFit, CuratedModel, assess_curated, best_pick
 from app.ui.toolkit.background import run_in_background
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -188,7 +188,8 @@ class RecommendedPicks(QWidget):
 def plan_download(m: CuratedModel) -> Any:
     """The hub's listing of the model's repository, narrowed to the curated file (exact sizes and hashes)."""
     from app.core.config import paths
-    from app.core.hub import downloads, listing as hub
+    from app.core.hub import downloads
+    from app.core.hub import listing as hub
 
     rv = hub.list_variants(m.repo_id)
     variant = next((v for v in rv.variants if v.first.path == m.file), None)

@@ -30,13 +30,14 @@ from PySide6.QtWidgets import (
 
 from app.core.config import paths
 from app.core.gguf import remote_header as remote_gguf
-from app.core.hub import downloads, listing as hub
-from app.core.metrics.phase import fmt_bytes
 from app.core.gguf.remote_header import VariantAssessment
-from app.ui.models_page.page_base import PageBase
+from app.core.hub import downloads
+from app.core.hub import listing as hub
+from app.core.metrics.phase import fmt_bytes
 from app.ui.models_page.discover_picks import RecommendedPicks
-from app.ui.models_page.tables import SearchModel, VariantModel, make_table
+from app.ui.models_page.page_base import PageBase
 from app.ui.models_page.table_cells import BadgeDelegate
+from app.ui.models_page.tables import SearchModel, VariantModel, make_table
 
 
 class DiscoverTab(PageBase):

@@ -10,10 +10,11 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.core.config import paths
-from app.core.hub import downloads, listing as hub
+from app.core.hub import downloads
+from app.core.hub import listing as hub
 from app.ui.models_page.page_base import PageBase
-from app.ui.models_page.tables import DownloadsModel, make_table
 from app.ui.models_page.table_cells import ProgressDelegate
+from app.ui.models_page.tables import DownloadsModel, make_table
 
 
 class DownloadBridge(QObject):

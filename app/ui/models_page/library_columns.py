@@ -8,8 +8,8 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 
-from app.core.models import library
 from app.core.gguf.kv_types import KV_TYPES
+from app.core.models import library
 from app.core.models.fit import LIBRARY_CTX, LibraryFit, assess_models, machine_for_library
 
 HEADERS = ["Fits here", f"Max context {' / '.join(KV_TYPES)}", "Prefill / decode tok/s"]

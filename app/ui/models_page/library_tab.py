@@ -8,13 +8,13 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
 
-from app.core.models import library
 from app.core.metrics.phase import fmt_bytes
+from app.core.models import library
 from app.ui.models_page import library_columns
 from app.ui.models_page.page_base import PageBase
 from app.ui.models_page.quantize_dialog import QuantizeDialog
-from app.ui.models_page.tables import LibraryModel, make_table
 from app.ui.models_page.quantize_hint import apply_quantize_hint
+from app.ui.models_page.tables import LibraryModel, make_table
 
 
 class LibraryTab(PageBase):

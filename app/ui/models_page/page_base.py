@@ -13,10 +13,11 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
-from app.core.hub import downloads, listing as hub
+from app.core.hub import downloads
+from app.core.hub import listing as hub
 from app.core.models import library
-from app.ui.toolkit.background import run_in_background
 from app.ui.models_page.tables import DownloadsModel
+from app.ui.toolkit.background import run_in_background
 
 # Failures whose message is already written for the user; anything else is shown with its type.
 _USER_FACING = (hub.HubError, downloads.DownloadError, library.LibraryError)

@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.config import paths
-from app.core.metrics.phase import fmt_bytes
 from app.core.gguf.quant_types import QUANTIZE_TARGETS
+from app.core.metrics.phase import fmt_bytes
 from app.engine.quantize_client import QuantizeJob
 from app.ui.toolkit.background import run_in_background
 

@@ -9,10 +9,11 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
-from app.core.hub import downloads, listing as hub
-from app.core.models import library
-from app.core.metrics.phase import fmt_bytes
 from app.core.gguf.remote_header import VariantAssessment
+from app.core.hub import downloads
+from app.core.hub import listing as hub
+from app.core.metrics.phase import fmt_bytes
+from app.core.models import library
 from app.ui.models_page import library_columns
 from app.ui.models_page.table_cells import fmt_params, fmt_rate
 

@@ -22,8 +22,8 @@ from PySide6.QtWidgets import QLabel, QToolBar
 
 from app.core.metrics.phase import fmt_bytes
 from app.core.metrics.serve_traffic import Traffic
-from app.ui.toolkit.background import run_in_background
 from app.ui.serve.control import ServeControl, extra_memory
+from app.ui.toolkit.background import run_in_background
 
 if TYPE_CHECKING:
     from app.ui.window.main_window import MainWindow

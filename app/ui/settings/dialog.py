@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.config import paths
-from app.core.gguf.kv_types import KV_TYPE_LABELS
 from app.core.config.settings import MAX_THREADS, Settings
+from app.core.gguf.kv_types import KV_TYPE_LABELS
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.settings.checks import SettingsChecks
 from app.ui.settings.memory import MemoryAdvisor

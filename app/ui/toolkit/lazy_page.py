@@ -33,6 +33,6 @@ class LazyPage(QWidget):
             layout.addWidget(scroll)
         return self.widget
 
-    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)
+    def showEvent(self, event: QShowEvent) -> None:  # Qt's name
         self.ensure()
         super().showEvent(event)

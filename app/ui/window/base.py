@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QComboBox, QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
 
-from app.core.config import settings as settings_mod
 from app.core.chat.store import ChatStore
-from app.ui.toolkit.background import BackgroundJob
-from app.ui.dashboard.bandwidth_feed import BandwidthFeed
-from app.ui.window.banner import Banner
-from app.ui.chat.session import ChatSession
+from app.core.config import settings as settings_mod
 from app.ui.chat.conversation_list import ConversationPanel
-from app.ui.model_bar.draft_model_action import DraftModelControl
-from app.ui.dashboard import Dashboard, DashboardDock
-from app.ui.engine_link.engine_qt import EngineQt
-from app.ui.toolkit.lazy_page import LazyPage
 from app.ui.chat.message_view import InputBox, MessageView
-from app.ui.model_bar.preset import ModelPresetControl
 from app.ui.chat.sampling_panel import SamplingPanel
+from app.ui.chat.session import ChatSession
+from app.ui.dashboard import Dashboard, DashboardDock
+from app.ui.dashboard.bandwidth_feed import BandwidthFeed
+from app.ui.engine_link.engine_qt import EngineQt
+from app.ui.model_bar.draft_model_action import DraftModelControl
+from app.ui.model_bar.preset import ModelPresetControl
+from app.ui.toolkit.background import BackgroundJob
+from app.ui.toolkit.lazy_page import LazyPage
+from app.ui.window.banner import Banner
 from app.ui.window.startup_guard import OpeningGuard
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app.core.chat.store import Message
 from app.core.metrics.phase import PhaseMetrics
-from app.ui.engine_link import engine_qt as E
 from app.ui.chat.reply_ending import can_continue
+from app.ui.engine_link import engine_qt as E
 from app.ui.window.base import WindowBase
 from app.ui.window.unsent_drafts import ChatDrafts
 

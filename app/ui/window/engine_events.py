@@ -8,10 +8,10 @@ from pathlib import Path
 
 from app.core.metrics.phase import fmt_bytes
 from app.engine import protocol as P
-from app.ui.engine_link import engine_qt as E
-from app.ui.window import onboarding
 from app.ui.dashboard.live_numbers import LiveKV
+from app.ui.engine_link import engine_qt as E
 from app.ui.toolkit.safe_text import set_plain_tooltip
+from app.ui.window import onboarding
 from app.ui.window.base import WindowBase
 
 _QUANT_RE = re.compile(r"(?i)(IQ\d_[A-Z]+|Q\d_K_[SML]|Q\d_K|Q\d_\d|F16|BF16|F32|MXFP4)")

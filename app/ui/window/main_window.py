@@ -32,35 +32,35 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.chat import trash as chat_trash
-from app.core.config import settings as settings_mod
 from app.core.chat.store import ChatStore
 from app.core.chat.store_recovery import OpenedStore, open_chat_store
-from app.ui.toolkit import theme
-from app.ui.toolkit.background import BackgroundJob
-from app.ui.dashboard.bandwidth_feed import BandwidthFeed
-from app.ui.window.banner import Banner
-from app.ui.chat.export_dialog import ExportControl
-from app.ui.chat.session import ChatSession
+from app.core.config import settings as settings_mod
 from app.ui.chat.conversation_list import ConversationPanel
-from app.ui.dashboard import DashboardDock
-from app.ui.model_bar.draft_model_action import DraftModelControl
-from app.ui.engine_link.engine_qt import EngineQt
-from app.ui.toolkit.lazy_page import LazyPage
+from app.ui.chat.export_dialog import ExportControl
 from app.ui.chat.message_view import InputBox, MessageView
-from app.ui.model_bar.eject_reload import ModelManager
-from app.ui.model_bar.preset import ModelPresetControl
-from app.ui.toolkit.safe_text import make_plain
 from app.ui.chat.sampling_panel import SamplingPanel
-from app.ui.serve.switch import ServeSwitch
-from app.ui.window.shutdown import shut_down
-from app.ui.window.startup_guard import OpeningGuard
+from app.ui.chat.session import ChatSession
 from app.ui.chat.thinking_box import connect_thinking
 from app.ui.chat.version_nav import VersionsControl
+from app.ui.dashboard import DashboardDock
+from app.ui.dashboard.bandwidth_feed import BandwidthFeed
+from app.ui.engine_link.engine_qt import EngineQt
+from app.ui.model_bar.draft_model_action import DraftModelControl
+from app.ui.model_bar.eject_reload import ModelManager
+from app.ui.model_bar.preset import ModelPresetControl
+from app.ui.serve.switch import ServeSwitch
+from app.ui.toolkit import theme
+from app.ui.toolkit.background import BackgroundJob
+from app.ui.toolkit.lazy_page import LazyPage
+from app.ui.toolkit.safe_text import make_plain
+from app.ui.window.banner import Banner
 from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
 from app.ui.window.menus import WindowMenus
 from app.ui.window.model_loading import ModelLoading
 from app.ui.window.room_for_chat import RoomForChat
+from app.ui.window.shutdown import shut_down
+from app.ui.window.startup_guard import OpeningGuard
 from app.ui.window.status_speed import StatusSpeed
 
 SIDEBAR_MIN_WIDTH = 200  # with the chat and the dashboard's narrowest dock, the window fits 800 px

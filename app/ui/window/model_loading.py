@@ -8,10 +8,10 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.engine import protocol as P
-from app.ui.model_bar import selector as model_selector
-from app.ui.toolkit.background import run_in_background
-from app.ui.model_bar.selector import CONNECT_REMOTE, OPEN_FILE
 from app.ui.chat.reply_ending import MODEL_RELOADED
+from app.ui.model_bar import selector as model_selector
+from app.ui.model_bar.selector import CONNECT_REMOTE, OPEN_FILE
+from app.ui.toolkit.background import run_in_background
 from app.ui.window.base import WindowBase
 
 
@@ -89,8 +89,8 @@ class ModelLoading(WindowBase):
         self.model_combo.setCurrentIndex(i)
 
     def load_config(self, model: Path) -> P.LoadConfig:
-        from app.core.predict.load_plan import plan_load  # the CLI's way too: settings, preset, tune result
         from app.core.chat.saved_kv import default_dir
+        from app.core.predict.load_plan import plan_load  # the CLI's way too: settings, preset, tune result
 
         return P.LoadConfig(model_path=str(model), **plan_load(model, self.settings).load_kwargs(),
                             **self.draft_control.load_kwargs(model), kv_store_dir=str(default_dir()),

@@ -22,10 +22,10 @@ from app.engine.llama.context_overflow import context_limit, fit_prompt
 from app.engine.llama.decoding import plain_tokens
 from app.engine.llama.draft_model import DraftModelLookup
 from app.engine.llama.live import prefilled_event
-from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 from app.engine.llama.prompt_lookup import PromptLookup
 from app.engine.llama.worker import saved_kv
 from app.engine.llama.worker.stream import TokenOut, burst_interval_s, send
+from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 
 if TYPE_CHECKING:
     from app.engine.llama.worker.engine import Engine
@@ -184,7 +184,7 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
         metrics.draft_accepted = lookup.accepted
         metrics.drafter = lookup.drafter
     metrics.generated_tokens = generated
-    metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:])]
+    metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:], strict=False)]
     metrics.decode_wall_ms = (times[-1] - times[0]) * 1000.0 if len(times) > 1 else 0.0
     metrics.total_ms = (t_end - t_request) * 1000.0
     st = engine.stats()
