@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,10 @@ import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# The shared fakes, stand-in servers and file writers of tests/helpers/ are imported by their module names.
+HELPERS = Path(__file__).resolve().parent / "helpers"
+sys.path.insert(0, str(HELPERS))
 
 # hypothesis keeps caches in ./.hypothesis (inside the checkout) as soon as a test module is collected: give it
 # a temporary folder instead, removed when the run ends.

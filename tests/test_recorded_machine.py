@@ -40,9 +40,9 @@ bandwidth.time = _JitteryClock()
 '''
 
 PREDICTION_TESTS = [
-    "tests/test_sweep_batch.py::test_the_prediction_is_for_the_sweeps_thread_count",
-    "tests/test_recommend_cases.py",
-    "tests/test_speculative_predict.py",
+    "tests/cli/test_sweep_batch.py::test_the_prediction_is_for_the_sweeps_thread_count",
+    "tests/core/predict/test_recommend_cases.py",
+    "tests/core/predict/test_speculative_speedup.py",
 ]
 
 

@@ -5,7 +5,7 @@ Each entry names a GGUF file on the hub (repo, file, quantization, approximate s
 shape as published (layers, widths, heads, vocabulary, trained context). From the shape the estimators get the
 `GGUFInfo` a header of that shape would give (`shape_info`), so the list and its verdicts need no connection:
 only Download does. The hub's listing gives exact sizes once online.
-`tests/test_curated_models.py` checks each shape that the zoo also models against the zoo's real header.
+`tests/core/models/test_curated_models.py` checks each shape that the zoo also models against the zoo's real header.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How much memory llama.cpp will allocate for a model, per device, before loading it.
 
 Mirrors the llama.cpp shipped with llama-cpp-python 0.3.36 (checked against its source and its own
-buffer-size log lines, see tests/test_estimate_memory.py):
+buffer-size log lines, see tests/core/predict/test_memory_estimate.py):
 
 * weights: layer `il` goes to the GPU when il >= n_layer + 1 - n_gpu_layers; the output layer counts
   as layer n_layer, so it is the first thing offloaded (any n_gpu_layers >= 1) and n_gpu_layers =

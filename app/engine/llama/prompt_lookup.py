@@ -35,7 +35,7 @@ TIE_MARGIN = 2.0  # logits: 1.5x the most a batch changed the gap between the to
 # scripts/bench_batch_rounding, docs/bench/2026-12-01-batch-rounding-epyc-avx2.txt). A choice can only flip
 # where that gap changes by more than the gap itself. The earlier margin, twice the most one logit moved (3.0),
 # made 80 % of the default model's steps ties (a base model's top two are often close): a same-model draft
-# then had none of 14 drafts accepted in 80 tokens (tests/test_draft_model.py).
+# then had none of 14 drafts accepted in 80 tokens (tests/engine/llama/test_draft_model.py).
 
 
 def find_draft(history: list[int] | np.ndarray, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,
