@@ -3,11 +3,11 @@
 Each round runs the engine's llama-bench style tg128 (the decode ceiling: no sampling, no GUI), then the
 same request the chat would send, straight to the engine (sampling and pipe included, nothing drawn: the
 engine alone), then streams two `--tokens` replies through the window, each in a new chat (so it decodes
-near depth 0, like tg). During the first, a 1 ms precise QTimer records the event loop's gaps: the p99 and max gap are the
-stalls a user would feel (targets: p99 < 16 ms, max < 50 ms). The second runs without that probe (its
-1000 wake-ups a second would take CPU from llama.cpp on a small machine) and gives the decode rate seen by
-the GUI (tokens delivered to the view per second), compared with the round's tg (target ≥ 0.97×) and with
-the engine's own wall-clock rate for the same reply (which separates what the GUI costs from what the
+near depth 0, like tg). During the first, a 1 ms precise QTimer records the event loop's gaps: the p99 and
+max gap are the stalls a user would feel (targets: p99 < 16 ms, max < 50 ms). The second runs without that
+probe (its 1000 wake-ups a second would take CPU from llama.cpp on a small machine) and gives the decode
+rate seen by the GUI (tokens delivered to the view per second), compared with the round's tg (target ≥ 0.97×)
+and with the engine's own wall-clock rate for the same reply (which separates what the GUI costs from what the
 engine's sampling and detokenising cost). `--trace-stalls MS` prints where the GUI thread is during a stall.
 """
 
@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         arrivals.clear()
         rid = f"direct{r}"
         win._apply_sampling()  # the sampling the chat sends, so both replies decode alike
-        win.engine.generate(P.Generate(request_id=rid, messages=[{"role": "user", "content": prompts[r % len(prompts)]}],
+        win.engine.generate(P.Generate(request_id=rid,
+                                       messages=[{"role": "user", "content": prompts[r % len(prompts)]}],
                                        sampling=dataclasses.replace(win.session.sampling),
                                        prompt_lookup=win.session.prompt_lookup))
         wait_until(functools.partial(done_ids.__contains__, rid), 600, step_ms=50, what="the direct reply")
@@ -197,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  GUI vs the engine's own wall-clock rate for the same replies: {gui / wall:.3f} x ({wall:.1f} tok/s)")
     if slot_times:
         print("GUI work per call (ms): " + "; ".join(
-            f"{name} n={len(v)} p50 {percentile(v, 50):.2f} max {max(v):.1f}" for name, v in sorted(slot_times.items())))
+            f"{name} n={len(v)} p50 {percentile(v, 50):.2f} max {max(v):.1f}"
+            for name, v in sorted(slot_times.items())))
     win.close()
     app.quit()
     return 0

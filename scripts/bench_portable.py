@@ -43,7 +43,8 @@ def bench(env_extra: dict[str, str], args: argparse.Namespace) -> dict[str, floa
 
 
 def variant(env_extra: dict[str, str]) -> str:
-    probe = "from app.engine.llama.backends import cpu_backend, load_backends; load_backends(); print(cpu_backend().describe())"
+    probe = ("from app.engine.llama.backends import cpu_backend, load_backends; load_backends(); "
+             "print(cpu_backend().describe())")
     return subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **env_extra}, check=False).stdout.strip()
 

@@ -50,7 +50,8 @@ def main() -> int:
     ap.add_argument("-n", "--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=None)
-    ap.add_argument("--draft-model", default=None, help="a draft model with the same vocabulary (default: prompt lookup)")
+    ap.add_argument("--draft-model", default=None,
+                    help="a draft model with the same vocabulary (default: prompt lookup)")
     ap.add_argument("--draft-max", type=int, default=8)
     ap.add_argument("--prompts", nargs="+", choices=list(PROMPTS), default=list(PROMPTS), metavar="PROMPT",
                     help=f"which prompts ({', '.join(repr(p) for p in PROMPTS)})")

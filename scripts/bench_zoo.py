@@ -13,8 +13,9 @@ than real weights in those two types (1.29x and 1.3-1.4x, one thread; Q4_K and Q
 docs/estimates.md), so a zoo evaluation is calibrated on types where the zoo behaves like real models —
 plus `roofline calibrate`'s kernel probes (a 4-layer model of Llama-3.2-1B's width in Q8_0 and Q4_0 with random
 weights, "probe:Q8_0"), which give those types' kernels their own scales; the evaluation files in those two
-types get random weights too, like a real model's (marked "random weights"). Models in that set are marked "(cal)" in the table, all others are out of
-sample. It lives in a temporary ROOFLINE_HOME: the user's stored calibration is untouched.
+types get random weights too, like a real model's (marked "random weights"). Models in that set are marked
+"(cal)" in the table, all others are out of sample. It lives in a temporary ROOFLINE_HOME: the user's
+stored calibration is untouched.
 The predictions are for the thread count the runs used (`-t`; default: llama.cpp's, the physical cores),
 from probes measured with that many threads.
 
@@ -216,9 +217,11 @@ def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
         info = info_of(c["model"])
         if c["kind"] == "decode":
             parts = cost_parts(info, unc, cfg_cal, depth=c["depth"] + (CAL_GEN - 1) // 2)["cpu"]
-            samples.append(Sample("decode", c["tps"], 1, parts, c["model"], c["depth"], c["model"].startswith("probe:")))
+            samples.append(Sample("decode", c["tps"], 1, parts, c["model"], c["depth"],
+                                  c["model"].startswith("probe:")))
         else:
-            samples.append(Sample("prefill", c["tps"], CAL_PROMPT, cost_parts(info, unc, cfg_cal, n_prompt=CAL_PROMPT)["cpu"],
+            samples.append(Sample("prefill", c["tps"], CAL_PROMPT,
+                                  cost_parts(info, unc, cfg_cal, n_prompt=CAL_PROMPT)["cpu"],
                                   c["model"], probe=c["model"].startswith("probe:")))
     cal = calibration.calibrate("bench", "cpu", samples, unc.cpu, n_threads=threads)
     calibrated = Rates(calibration.apply(unc.cpu, cal), None)

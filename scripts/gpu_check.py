@@ -39,7 +39,8 @@ def nvidia_gpus() -> list[str]:
         pass
     smi = shutil.which("nvidia-smi")
     if smi:
-        res = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, check=False)
+        res = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                             check=False)
         if res.returncode == 0:
             return [line.strip() for line in res.stdout.splitlines() if line.strip()]
     return []

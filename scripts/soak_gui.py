@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     for c in crashes:
         print(f"  {c}")
     for r in results:
-        print(f"stalls ({r.get('phase', '?')}): p99 {r.get('stall_p99_ms', '?')} ms, max {r.get('stall_max_ms', '?')} ms")
+        print(f"stalls ({r.get('phase', '?')}): p99 {r.get('stall_p99_ms', '?')} ms, "
+              f"max {r.get('stall_max_ms', '?')} ms")
     print(f"store: integrity_check {integrity}; {counts[0]} chats, {counts[1]} replies, {counts[2]} left streaming")
     return 0 if not crashes and integrity == "ok" and counts[2] == 0 else 1
 

@@ -13,8 +13,10 @@ from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KV_TYPES
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure prompt processing (pp) and generation (tg) like llama-bench")
     add_model_arg(p)
-    p.add_argument("-p", "--n-prompt", type=A.int_list(0), default=[512], help="prompt sizes, comma-separated (0: none)")
-    p.add_argument("-n", "--n-gen", type=A.int_list(0), default=[128], help="generation sizes, comma-separated (0: none)")
+    p.add_argument("-p", "--n-prompt", type=A.int_list(0), default=[512],
+                   help="prompt sizes, comma-separated (0: none)")
+    p.add_argument("-n", "--n-gen", type=A.int_list(0), default=[128],
+                   help="generation sizes, comma-separated (0: none)")
     p.add_argument("-d", "--n-depth", type=A.int_list(0), default=[0], help="KV cache depth filled before each test")
     p.add_argument("-r", "--repetitions", type=A.repetitions, default=5)
     p.add_argument("-t", "--threads", type=A.threads, default=None, help="threads (default: llama.cpp's choice)")
@@ -66,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
                                 f"usable timing(s) for {args.repetitions} repetition(s)")
                 rows.append(bench_row(n_prompt=n_prompt, n_gen=n_gen, n_depth=depth, samples_ns=res.samples_ns,
                                       model_info=res.model_info, backend=backend,
-                                      build=f"llama-cpp-python {engine.ready.llama_cpp_version if engine.ready else '?'}"))
+                                      build="llama-cpp-python "
+                                            f"{engine.ready.llama_cpp_version if engine.ready else '?'}"))
         except EngineError as exc:
             from app.core.files.untrusted import clean_text
 

@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "turn; with --raw the prompt), at most half the context")
     p.add_argument("--draft-model", default=None, metavar="PATH",
                    help="speculative decoding with this small model (it must share the model's vocabulary)")
-    p.add_argument("--draft-max", type=A.int_range(1, 64), default=8, metavar="N", help="most tokens the draft model proposes "
-                   "per step (default 8)")
+    p.add_argument("--draft-max", type=A.int_range(1, 64), default=8, metavar="N",
+                   help="most tokens the draft model proposes per step (default 8)")
     p.add_argument("--prompt-lookup", action="store_true", help="speculative prompt-lookup decoding")
     p.add_argument("--remote", default=None, help="OpenAI-compatible server URL instead of the local engine")
     p.add_argument("--api-key", default=None, help="API key for --remote; '-' prompts for it; default: "

@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("recommend", help="which quant / context / GPU offload fits this machine, and how fast")
     p.add_argument("-m", "--model", nargs="+", metavar="GGUF",
                    help="GGUF files to compare (e.g. several quants of one model; default: the embedded model)")
-    p.add_argument("--ctx", type=A.context_size, default=None, help="context you want (default 8192, or the model's if less)")
+    p.add_argument("--ctx", type=A.context_size, default=None,
+                   help="context you want (default 8192, or the model's if less)")
     p.add_argument("--kv-type", default=DEFAULT_KV_TYPE, choices=KV_TYPES, help="KV cache type")
     p.add_argument("-t", "--threads", type=A.threads, default=None,
                    help="llama.cpp threads to predict for (default: what a load would use: settings, preset, tune)")
@@ -116,8 +117,8 @@ def print_report(rec: Recommendation) -> None:
     for v in rec.variants:
         ctx = "/".join(f"{v.max_ctx[t] // 1024}k" if v.max_ctx[t] >= 1024 else str(v.max_ctx[t])
                        for t in KV_TYPES)
-        speed = (f"{v.prefill_tps:>7.0f}/s {v.decode_tps:>6.1f}/s" if v.verdict not in ("does not fit", "not a text model")
-                 else f"{'-':>9} {'-':>8}")
+        speed = (f"{v.prefill_tps:>7.0f}/s {v.decode_tps:>6.1f}/s"
+                 if v.verdict not in ("does not fit", "not a text model") else f"{'-':>9} {'-':>8}")
         kld = f"KLD {'≈' if v.quality.estimated else ''}{v.quality.kld:.3g}" if v.quality.kld is not None else "?"
         mark = "★ " if v.recommended else "  "
         print(f"{mark}{v.name[:26]:<26} {fmt_bytes(v.size):>9}  {v.verdict:<12} {v.n_gpu_layers:>4}  {ctx:<23} "

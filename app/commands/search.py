@@ -72,7 +72,8 @@ def _variants(args: argparse.Namespace) -> int:
         ctx = f"{r.max_context}" if r.max_context else "-"
         print(f"{mark} {r.quant:<11} {fmt_bytes(r.size):>10}  {r.verdict:<10} {ctx:>8} {pp:>9} {tg:>9}  {q}")
     best = next((r for r in rows if r.recommended), None)
-    print(f"* recommended: {clean_line(best.detail.get('sentence', ''))}" if best else "none of these fits this machine")
+    print(f"* recommended: {clean_line(best.detail.get('sentence', ''))}" if best
+          else "none of these fits this machine")
     return 0
 
 

@@ -24,8 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-p", "--prompts", type=A.int_list(1), help="grid: prompt lengths (default 64,128,256,512,1024)")
     p.add_argument("-n", "--gens", type=A.int_list(1), help="grid: generation lengths (default 32,128)")
     p.add_argument("-d", "--depths", type=A.int_list(0), help="depth: KV depths (default 0,256,512,1024,2048)")
-    p.add_argument("-ub", "--ubatches", type=A.int_list(1, A.INT32_MAX), help="ubatch: n_ubatch values (default 32..512)")
-    p.add_argument("-t", "--threads", type=A.int_list(1, A.MAX_THREADS), help="threads: thread counts (default 1..cores)")
+    p.add_argument("-ub", "--ubatches", type=A.int_list(1, A.INT32_MAX),
+                   help="ubatch: n_ubatch values (default 32..512)")
+    p.add_argument("-t", "--threads", type=A.int_list(1, A.MAX_THREADS),
+                   help="threads: thread counts (default 1..cores)")
     p.add_argument("-r", "--repetitions", type=A.repetitions, default=3)
     p.add_argument("--remote", default=None, help="run the grid against an OpenAI-compatible server")
     p.add_argument("--api-key", default=None, help="API key for --remote; '-' prompts for it; default: "
@@ -64,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
             from app.engine.remote.backend import RemoteClient
             from app.engine.sweep_backend import RemoteSweepBackend
 
-            with RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.model_name, timeout=120) as remote:
+            with RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.model_name,
+                              timeout=120) as remote:
                 remote.connect()
                 result = run_sweep(args.kind, steps, RemoteSweepBackend(remote), args.repetitions, progress)
         else:

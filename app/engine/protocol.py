@@ -89,7 +89,8 @@ class Generate:
     # the answer alone to .text. Raw prompts (continuations) are never split.
     split_reasoning: bool = True
     # A full context: "stop" (end the reply, finish_reason context_full), "truncate-middle" (cut the middle
-    # of a too-long prompt) or "rolling" (also shift the KV cache mid-reply and go on); app.engine.llama.context_overflow.
+    # of a too-long prompt) or "rolling" (also shift the KV cache mid-reply and go on);
+    # app.engine.llama.context_overflow.
     context_overflow: str = "stop"
     n_keep: int | None = None  # tokens at the start that overflow never drops (None: system + first turn)
     # The chat this request belongs to: its KV cache is saved after the reply and restored from disk when a

@@ -171,7 +171,8 @@ def _pairs(flags: list[str], values: st.SearchStrategy[str], max_size: int = 4) 
 
 @SETTINGS
 @given(opts=_pairs(["-p", "-n", "-d"], LISTS, 3) | _pairs(["-r", "-t", "-b", "-ub", "-ngl"], NUMBERS, 3),
-       more=_pairs(["-r", "-t", "-fa"], NUMBERS, 1), model=st.sampled_from(["model", "model", "model", "dir", "missing", "text"]),
+       more=_pairs(["-r", "-t", "-fa"], NUMBERS, 1),
+       model=st.sampled_from(["model", "model", "model", "dir", "missing", "text"]),
        samples=st.sampled_from(["ok", "none", "zeros"]))
 def test_bench(opts: list[str], more: list[str], model: str, samples: str, files: dict[str, str],
                capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -399,7 +399,8 @@ if __name__ == "__main__":
     main()
 
 
-# ---------------------------------------------------------------- pytest fixtures (tests/conftest.py loads this module as a plugin)
+# ---------------------------------------------------------------- pytest fixtures
+# (tests/conftest.py loads this module as a plugin)
 
 try:
     import pytest

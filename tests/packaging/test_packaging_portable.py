@@ -66,7 +66,7 @@ _GGML_CMAKE = """        ggml_add_cpu_backend_variant(alderlake          SSE42 A
             # MSVC doesn't support AMX
             ggml_add_cpu_backend_variant(sapphirerapids SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AVX512_VBMI AVX512_VNNI AVX512_BF16 AMX_TILE AMX_INT8)
         endif()
-"""
+"""  # noqa: E501
 _TOP_CMAKE = """    # Enable building of the common library
     set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)
 """
@@ -93,7 +93,8 @@ def test_the_patch_puts_the_amx_variant_behind_a_flag(tmp_path: Path) -> None:
 
 def test_the_patch_refuses_a_source_it_does_not_know(tmp_path: Path) -> None:
     src = _fake_sdist(tmp_path / "src")
-    (src / "vendor/llama.cpp/ggml/src/CMakeLists.txt").write_text(_GGML_CMAKE.replace("sapphirerapids", "graniterapids"))
+    (src / "vendor/llama.cpp/ggml/src/CMakeLists.txt").write_text(
+        _GGML_CMAKE.replace("sapphirerapids", "graniterapids"))
     with pytest.raises(SystemExit, match="expected text not found"):
         patch_llama_sdist.patch(src)
 
@@ -109,7 +110,8 @@ def test_harness_reads_exits_qemu_warnings_and_execve() -> None:
            "qemu-x86_64: warning: TCG doesn't support requested feature: CPUID.07H:EBX.avx512dq [bit 17]\n")
     assert portable_check.dropped_features(log) == ["avx512dq", "avx512f"]
     assert portable_check.dropped_features(
-        "qemu-x86_64: warning: TCG doesn't support requested feature: CPUID.01H:ECX.tsc-deadline [bit 24]") == ["tsc-deadline"]
+        "qemu-x86_64: warning: TCG doesn't support requested feature: "
+        "CPUID.01H:ECX.tsc-deadline [bit 24]") == ["tsc-deadline"]
     strace = '123 openat(AT_FDCWD,"/x",O_RDONLY) = 3\n123 execve("/bin/sh",{"sh",NULL}) = 0\n'
     assert portable_check.count_execve(strace) == 1
     assert portable_check.count_execve('123 read(3,0x1,4) = 4\n') == 0

@@ -34,7 +34,8 @@ def test_chat_request_maps_every_sampling_field() -> None:
     g = parsed.generate
     assert g.messages == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
     s = g.sampling
-    assert (s.max_tokens, s.temperature, s.top_p, s.top_k, s.min_p, s.seed, s.stop) == (7, 0.0, 0.5, 3, 0.2, 42, ["END"])
+    assert ((s.max_tokens, s.temperature, s.top_p, s.top_k, s.min_p, s.seed, s.stop)
+            == (7, 0.0, 0.5, 3, 0.2, 42, ["END"]))
     assert parsed.stream and parsed.include_usage and parsed.chat
 
 

@@ -347,7 +347,8 @@ def _ubatch(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
     worst = min(pts, key=lambda p: p["prefill_tps"])
     return pts, (f"Prefill of {best['n_prompt']} tokens is fastest with n_ubatch = {best['n_ubatch']} "
                  f"({best['prefill_tps']:,.0f} tok/s); n_ubatch = {worst['n_ubatch']} is slowest "
-                 f"({worst['prefill_tps']:,.0f} tok/s, {100 * (worst['prefill_tps'] / best['prefill_tps'] - 1):+.0f} %)."
+                 f"({worst['prefill_tps']:,.0f} tok/s, "
+                 f"{100 * (worst['prefill_tps'] / best['prefill_tps'] - 1):+.0f} %)."
                  ), None
 
 

@@ -2,10 +2,10 @@
 
 A short coordinate search through a sweep backend (app.core.bench.sweeps.SweepBackend): first the thread count
 (decode threads judged on tg, batch threads on pp, n_ubatch at llama.cpp's 512), then n_ubatch with the
-chosen batch threads; each phase in interleaved rounds, judged by the fastest repetition. Configurations are compared by the time of a reference request (512-token prompt,
-128-token answer), so neither phase is optimised at the other's expense. The choice is stored in
-cache_dir()/autotune.json keyed by machine and model; `tuned_config(model_path)` returns it (or None) for
-the chat to use when the thread setting is "auto".
+chosen batch threads; each phase in interleaved rounds, judged by the fastest repetition. Configurations are
+compared by the time of a reference request (512-token prompt, 128-token answer), so neither phase is
+optimised at the other's expense. The choice is stored in cache_dir()/autotune.json keyed by machine and
+model; `tuned_config(model_path)` returns it (or None) for the chat to use when the thread setting is "auto".
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ included (every stream needs its logits), and the kernel llama.cpp picks depends
 ...), so the rate per column climbs unevenly from the decode rate to the prefill rate, and each output row
 costs a fixed amount per column (large for tinyBLAS at a few columns: a narrow model with short rows pays
 it over fewer weights). Both are measured per type and width (speed_rates.BATCH_PER_GEMM); a step costs,
-per weight type, the larger of reading its bytes and B columns of its weights and rows. On one CPU thread the kernels, not the memory, set the pace
-(a Q4_K column costs about what a whole decode step does until 16 columns): batching pays little there.
+per weight type, the larger of reading its bytes and B columns of its weights and rows. On one CPU thread the
+kernels, not the memory, set the pace (a Q4_K column costs about what a whole decode step does until 16
+columns): batching pays little there.
 
 Attention: the server's KV cache is unified (one pool of cells for every sequence), and llama.cpp attends
 each token over all cells in use, padded to 256 (masking the other sequences'), so B streams at depth d

@@ -233,9 +233,9 @@ def cpu_rates(read_gbs: float, gemm_flops: float, source: str, *, threads: int =
     # a few columns run the decode kernels (their no-VNNI factors)
     batch = {t: {w: (f * q(t, NO_VNNI_DECODE) * pre_flops, row) for w, (f, row) in tab.items()}
              for t, tab in BATCH_PER_GEMM.items()}
-    return DeviceRates("cpu", bw, ETA_CPU if n > 1 else ETA_CPU_1T, T0_CPU, ATTENTION_PER_GEMM * pre_flops, decode_rates=decode,
-                       prefill_rates=prefill, t_layer_s=T_LAYER_CPU if n > 1 else T_LAYER_1T, source=source,
-                       threads=n, batch_rates=batch)
+    return DeviceRates("cpu", bw, ETA_CPU if n > 1 else ETA_CPU_1T, T0_CPU, ATTENTION_PER_GEMM * pre_flops,
+                       decode_rates=decode, prefill_rates=prefill, t_layer_s=T_LAYER_CPU if n > 1 else T_LAYER_1T,
+                       source=source, threads=n, batch_rates=batch)
 
 
 def default_rates(hw: Any, bandwidth: Any = None, threads: int | None = None,
@@ -258,7 +258,8 @@ def default_rates(hw: Any, bandwidth: Any = None, threads: int | None = None,
     if best is not None:
         # bandwidth unknown (an unlisted AMD card, NVML refusing): a mid-range figure, said so
         gbs = best.bandwidth_gbs or GPU_BANDWIDTH_GUESS.get(best.vendor, 300.0)
-        source = f"{best.name} spec" if best.bandwidth_gbs else f"{best.name}: bandwidth unknown, assumed {gbs:.0f} GB/s"
+        source = (f"{best.name} spec" if best.bandwidth_gbs
+                  else f"{best.name}: bandwidth unknown, assumed {gbs:.0f} GB/s")
         gpu_flops = GPU_FLOPS_PER_BYTE.get(best.vendor, 40.0) * gbs * 1e9
         gpu = DeviceRates("gpu", gbs, ETA_GPU, T0_GPU, gpu_flops, source=source)
     return Rates(cpu, gpu)

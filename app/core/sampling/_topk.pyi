@@ -1,4 +1,5 @@
-"""Type stub for the C module built from app/core/sampling/_topk.c (optional: app/core/sampling/chain.py falls back to numpy)."""
+"""Type stub for the C module built from app/core/sampling/_topk.c (optional: app/core/sampling/chain.py
+falls back to numpy)."""
 
 from typing import Any
 

@@ -123,7 +123,8 @@ def fit_prompt(llm: Any, req: P.Generate, tokens: list[int],
     rolling; `stop` keeps the prompt as it is."""
     policy = req.context_overflow
     if policy not in CONTEXT_OVERFLOW_POLICIES:
-        raise ValueError(f"Unknown context overflow policy {policy!r}; use one of {', '.join(CONTEXT_OVERFLOW_POLICIES)}")
+        raise ValueError(f"Unknown context overflow policy {policy!r}; "
+                         f"use one of {', '.join(CONTEXT_OVERFLOW_POLICIES)}")
     n_ctx = context_limit(llm)
     reserve = max(1, min(req.sampling.max_tokens, n_ctx // 2))
     if req.n_keep is not None and req.n_keep >= 0:

@@ -2,8 +2,8 @@
 
 The draft model proposes a few tokens greedily; the main model checks them in one batch (the verification,
 acceptance and KV trimming are PromptLookup's, app.engine.llama.prompt_lookup), so with greedy sampling the output
-is what the main model alone would write; only the number of main-model calls changes, token for token: at a near-tie the
-cells a batch wrote are recomputed one token at a time first (PromptLookup._decide_alone says why).
+is what the main model alone would write; only the number of main-model calls changes, token for token: at a
+near-tie the cells a batch wrote are recomputed one token at a time first (PromptLookup._decide_alone says why).
 
 Drafted token ids are only meaningful when both models number their tokens the same way, so a draft is
 accepted only when the GGUF headers agree (app.core.gguf.vocabulary, which says why not in words).

@@ -76,7 +76,8 @@ class _SafeResources(Treeprocessor):
 
 class _SafeResourcesExtension(Extension):
     def extendMarkdown(self, md: markdown.Markdown) -> None:  # markdown's API name
-        md.treeprocessors.register(_SafeResources(md), "roofline_safe_resources", -1)  # after inline parsing and unescaping
+        # after inline parsing and unescaping
+        md.treeprocessors.register(_SafeResources(md), "roofline_safe_resources", -1)
 
 
 _md = markdown.Markdown(extensions=["fenced_code", "tables", "sane_lists", _EscapeHtml(),

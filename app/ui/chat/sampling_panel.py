@@ -88,7 +88,8 @@ class SamplingPanel(QWidget):
         self.prompt_lookup = QCheckBox("Prompt lookup")
         self.prompt_lookup.setToolTip(
             "Speculative decoding without a draft model: drafts tokens by copying from the conversation and "
-            "checks them in one batch. Helps when the reply repeats its input (editing code); can be slower otherwise: the dashboard shows the acceptance rate.")
+            "checks them in one batch. Helps when the reply repeats its input (editing code); can be slower "
+            "otherwise: the dashboard shows the acceptance rate.")
         form.addRow(self.prompt_lookup)
         reset = QPushButton("Reset to defaults")
         reset.clicked.connect(lambda: self.set_values(SamplingDefaults()))

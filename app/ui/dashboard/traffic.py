@@ -1,4 +1,5 @@
-"""The dashboard's server box: what a running `roofline serve` is doing, from its /metrics (app.core.metrics.serve_traffic).
+"""The dashboard's server box: what a running `roofline serve` is doing, from its /metrics
+(app.core.metrics.serve_traffic).
 
 Four cards — requests in flight (running + waiting for a slot), aggregate decode tok/s of all requests, the
 time to first token of the requests that finished lately, KV cells held by all sequences — and the aggregate

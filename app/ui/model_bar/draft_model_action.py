@@ -1,5 +1,5 @@
-"""The window's "Draft model…" action: pick a draft model for the loaded model (app.ui.model_bar.draft_model_picker) and reload
-with it, or turn drafting off again.
+"""The window's "Draft model…" action: pick a draft model for the loaded model
+(app.ui.model_bar.draft_model_picker) and reload with it, or turn drafting off again.
 
 The choice belongs to the model it was made for (the picker only offers models whose vocabulary matches that
 one; a draft of another family would be refused at load): another model loads without it, and loading that

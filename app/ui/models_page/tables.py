@@ -108,7 +108,8 @@ class SearchModel(_Table):
 
 
 class VariantModel(_Table):
-    HEADERS: ClassVar[list[str]] = ["Quant", "Size", "Fit", "Max context", "Prefill tok/s", "Decode tok/s", "Quality (KLD)", "Note"]
+    HEADERS: ClassVar[list[str]] = ["Quant", "Size", "Fit", "Max context", "Prefill tok/s", "Decode tok/s",
+                                    "Quality (KLD)", "Note"]
     BADGE_COLUMN = 2
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:

@@ -1,7 +1,8 @@
 """Settings dialog: models directory, threads, context, GPU layers, KV cache type, flash attention,
-batch sizes, the disk budget of saved chat caches, default sampling. Under the context and GPU-layers fields: what the choice costs in memory for
-the current model and the largest that fits (`settings_memory`). Returns a new Settings; the caller saves it and reloads the model if
-engine settings changed."""
+batch sizes, the disk budget of saved chat caches, default sampling. Under the context and GPU-layers
+fields: what the choice costs in memory for the current model and the largest that fits
+(`settings_memory`). Returns a new Settings; the caller saves it and reloads the model if engine settings
+changed."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """A page that builds its real widget the first time it is shown.
 
 The Models and Lab pages scan disks, read headers and start workers; building them only when the user
-opens them keeps start-up fast and keeps their background work out of the chat's way. The page scrolls when the window is smaller than it: a
-page's minimum size must not become the window's (the Lab kept the window 644 px high).
+opens them keeps start-up fast and keeps their background work out of the chat's way. The page scrolls
+when the window is smaller than it: a page's minimum size must not become the window's (the Lab kept the
+window 644 px high).
 """
 
 from __future__ import annotations

@@ -92,7 +92,8 @@ def hint(libraries: list[str]) -> str:
     line = (f"roofline: cannot open the window: Qt's xcb platform plugin needs {', '.join(libraries)}, "
             f"which {'is' if len(libraries) == 1 else 'are'} not installed.")
     if apt:
-        line += f" Install: sudo apt install {' '.join(apt)} (Debian/Ubuntu) or sudo dnf install {' '.join(dnf)} (Fedora)"
+        line += (f" Install: sudo apt install {' '.join(apt)} (Debian/Ubuntu) "
+                 f"or sudo dnf install {' '.join(dnf)} (Fedora)")
         line += f"; and the package providing {', '.join(unknown)}." if unknown else "."
     else:
         line += " Install the packages that provide them with your distribution's package manager."

@@ -105,7 +105,8 @@ def test_other_findings_name_the_best_setting() -> None:
     ub = [_m(Step(512, 0, 0, (("n_batch", 512), ("n_ubatch", u))), ms) for u, ms in ((64, 2000), (256, 1000))]
     assert "n_ubatch = 256 (512 tok/s)" in analyse("ubatch", ub).finding
     depth = [_m(Step(0, 32, d), ms) for d, ms in ((0, 1000), (1024, 1250))]
-    assert "32.0 tok/s with 0 tokens" in analyse("depth", depth).finding and "(-20 %)" in analyse("depth", depth).finding
+    assert ("32.0 tok/s with 0 tokens" in analyse("depth", depth).finding
+            and "(-20 %)" in analyse("depth", depth).finding)
 
 
 class _Fake:

@@ -116,7 +116,8 @@ def test_filled_weights_are_random_blocks_under_a_small_scale(tmp_path: Path, qu
             d = blocks[:, -2:] if kind == "Q6_K" else blocks[:, :2]
             assert np.all(d.copy().view(np.float16) == np.float16(0.002)), t.name
     assert seen >= {"F32", {"Q8_0": "Q8_0", "Q4_K_M": "Q4_K", "F16": "F16"}[quant]}
-    assert inspect_gguf(path).tensor_bytes == inspect_gguf(write_zoo_model(tiny, quant, tmp_path / "z.gguf")).tensor_bytes
+    assert (inspect_gguf(path).tensor_bytes
+            == inspect_gguf(write_zoo_model(tiny, quant, tmp_path / "z.gguf")).tensor_bytes)
 
 
 def test_file_size_tracks_the_quantization(tmp_path: Path) -> None:

@@ -92,7 +92,8 @@ def test_killed_process_keeps_streamed_text_and_recovers(tmp_path):
             w.append(f"t{{i}} ")
         os.kill(os.getpid(), signal.SIGKILL)
     """)
-    proc = subprocess.run([sys.executable, "-c", script], check=False, cwd=str(__import__("pathlib").Path(__file__).parents[3]))
+    proc = subprocess.run([sys.executable, "-c", script], check=False,
+                          cwd=str(__import__("pathlib").Path(__file__).parents[3]))
     assert proc.returncode == -9
     store = ChatStore(db)
     (conv,) = store.list_conversations()

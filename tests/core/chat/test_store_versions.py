@@ -65,7 +65,8 @@ def test_a_damaged_version_row_is_left_out_not_fatal(tmp_path) -> None:
     a3 = store.add_message(cid, "assistant", "three").id
     with store.transaction() as db:
         db.execute("UPDATE message_versions SET messages = '{not json' WHERE first_id = ?", (a1,))
-        db.execute("UPDATE message_versions SET messages = '[{\"id\": 999, \"role\": \"user\"}]' WHERE first_id = ?", (a2,))
+        db.execute("UPDATE message_versions SET messages = '[{\"id\": 999, \"role\": \"user\"}]' WHERE first_id = ?",
+                   (a2,))
     assert chat_versions.places(store, cid) == {}
     assert not chat_versions.switch(store, cid, a3, 1)
     assert _texts(store, cid) == ["hi", "three"]

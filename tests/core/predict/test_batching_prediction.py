@@ -60,7 +60,8 @@ def test_each_stream_is_a_column_of_every_weight_and_row_at_the_rate_measured_fo
     r = DeviceRates("cpu", 1e9, 1.0, 0.002, 1e30, decode_rates={"*": 30e9}, prefill_rates={"*": 100e9},
                     batch_rates={"*": table})  # endless bandwidth and attention: the kernels alone
     elements, rows = _matrices(info)
-    for b, (rate, row) in [(2, table[2]), (3, table[2]), (4, table[4]), (9, table[4]), (16, table[16]), (64, table[16])]:
+    for b, (rate, row) in [(2, table[2]), (3, table[2]), (4, table[4]), (9, table[4]), (16, table[16]),
+                           (64, table[16])]:
         point = predict_batch(info, Rates(r), [b])[0]
         assert point.step_s == pytest.approx(0.002 + b * (elements + row * rows) / rate, rel=1e-6), b
         assert point.bound == "compute"
@@ -72,7 +73,8 @@ def test_each_stream_is_a_column_of_every_weight_and_row_at_the_rate_measured_fo
 
 
 def test_a_unified_cache_makes_every_token_attend_over_every_streams_cells(info) -> None:  # type: ignore[no-untyped-def]
-    assert [unified_span(1, 10), unified_span(4, 64), unified_span(16, 42), unified_span(2, 300)] == [256, 256, 768, 768]
+    assert ([unified_span(1, 10), unified_span(4, 64), unified_span(16, 42), unified_span(2, 300)]
+            == [256, 256, 768, 768])
     r = DeviceRates("cpu", 1e30, 1.0, 0.0, 50e9, decode_rates={"*": 1e30}, prefill_rates={"*": 1e30},
                     batch_rates={"*": {2: (1e30, 0.0)}})  # attention alone
     cfg = MemoryConfig(n_gpu_layers=0, n_ctx=8192)

@@ -49,7 +49,8 @@ def test_built_in_defaults_then_settings(tmp_path: Path) -> None:
 
 def test_each_layer_wins_over_the_one_before(tmp_path: Path) -> None:
     model = _model(tmp_path)
-    settings = _settings(tmp_path, {"n_ctx": 8192, "n_ubatch": 256, "sampling": {"temperature": 0.3, "top_k": 7}}).settings
+    settings = _settings(tmp_path, {"n_ctx": 8192, "n_ubatch": 256,
+                                    "sampling": {"temperature": 0.3, "top_k": 7}}).settings
     set_preset(settings, model, S.ModelPreset(n_ctx=2048, sampling=S.PresetSampling(temperature=0.1),
                                               system_prompt="Be brief.", context_overflow="rolling"))
     plan = plan_load(model, settings, tuned=lambda _: dict(TUNED))

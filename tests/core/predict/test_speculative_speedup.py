@@ -1,5 +1,6 @@
-"""Draft-model speed-up prediction (app.core.predict.speculative_speedup) on the zoo's real shapes: the standard expected-tokens
-formula, step times that agree with the speed model, and predictions that move the right way."""
+"""Draft-model speed-up prediction (app.core.predict.speculative_speedup) on the zoo's real shapes: the
+standard expected-tokens formula, step times that agree with the speed model, and predictions that move the
+right way."""
 
 from __future__ import annotations
 

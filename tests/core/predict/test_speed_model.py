@@ -296,7 +296,8 @@ def test_calibrate_and_apply_scale_every_rate() -> None:
     cal.decode_type_scales = {"Q4_K": 2.0}
     own = calibration.apply(base, cal)
     assert own.prefill_rates["Q4_K"] == pytest.approx(50e9 * cal.prefill_scale)
-    assert own.decode_rates["Q4_K"] == pytest.approx(8e9 * cal.decode_scale) and own.decode_rates["*"] == r.decode_rates["*"]
+    assert (own.decode_rates["Q4_K"] == pytest.approx(8e9 * cal.decode_scale)
+            and own.decode_rates["*"] == r.decode_rates["*"])
     assert own.batch_rates["Q4_K"][2][0] == pytest.approx(10e9 * cal.decode_scale)
     assert r.prefill_flops == pytest.approx(50e9 * cal.prefill_scale)
     # a step of a few streams is a decode step: its kernels scale with the decode fit, the row costs stay
@@ -339,7 +340,8 @@ def test_calibrate_command_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     # the given model, a zoo shape and the prompt-batch probes, written on the fly; each probe's type gets
     # its own prefill scale (its run does most of its compute in that type)
     assert len(cal["models"]) == 2 + len(KERNEL_PROBES)
-    assert set(KERNEL_PROBES) <= set(cal["prefill_type_scales"]) and set(KERNEL_PROBES) <= set(cal["decode_type_scales"])
+    assert (set(KERNEL_PROBES) <= set(cal["prefill_type_scales"])
+            and set(KERNEL_PROBES) <= set(cal["decode_type_scales"]))
     assert out["calibrated"]["label"] == "calibrated" and out["uncalibrated"]["label"] == "uncalibrated"
     stored = calibration.load(probe_hardware().machine_key, "cpu", cal["n_threads"])
     assert stored is not None and "tiny.gguf" in stored.models

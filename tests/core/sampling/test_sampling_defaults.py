@@ -25,7 +25,8 @@ def test_window_settings_and_engine_protocol() -> None:
 
 
 def test_command_line(tmp_path, monkeypatch) -> None:
-    """Flags left out come from the settings (app.core.predict.load_plan): with no settings file, the shared defaults."""
+    """Flags left out come from the settings (app.core.predict.load_plan): with no settings file, the shared
+    defaults."""
     monkeypatch.setenv("ROOFLINE_HOME", str(tmp_path))
     parser = argparse.ArgumentParser()
     chat.register(parser.add_subparsers())

@@ -1,4 +1,5 @@
-"""app.engine.llama.decoding on the real default model: the logits the sampler reads are llama.cpp's, token after token."""
+"""app.engine.llama.decoding on the real default model: the logits the sampler reads are llama.cpp's, token
+after token."""
 
 from __future__ import annotations
 

@@ -49,8 +49,10 @@ def test_server_timings_replace_the_clients_guess() -> None:
     b'data: {"timings": {"prompt_n": -1, "prompt_ms": 5}}', b'data: {"timings": {"prompt_n": 4}}',
     b'data: {"timings": {"prompt_n": 4, "prompt_ms": NaN}}', b'data: {"timings": {"prompt_n": true, "prompt_ms": 1}}',
     b'data: {"choices": []}', b"\xff\xfe",
-    b'data: {"timings": {"prompt_n": 1e300, "prompt_ms": 5}}', b'data: {"timings": {"prompt_n": 4, "prompt_ms": 1e400}}',
-    b'data: {"timings": {"prompt_n": 4.5, "prompt_ms": 5}}', b'data: {"timings": {"prompt_n": 40, "prompt_ms": 1e-300}}',
+    b'data: {"timings": {"prompt_n": 1e300, "prompt_ms": 5}}',
+    b'data: {"timings": {"prompt_n": 4, "prompt_ms": 1e400}}',
+    b'data: {"timings": {"prompt_n": 4.5, "prompt_ms": 5}}',
+    b'data: {"timings": {"prompt_n": 40, "prompt_ms": 1e-300}}',
     b'data: {"timings": {"prompt_n": [4], "prompt_ms": 5}}', b'data: {"timings": {"prompt_n": 4, "prompt_ms": "5"}}',
     b'data: {"timings": {"prompt_n": 4, "prompt_ms": ' + b"[" * 5000 + b"]" * 5000 + b"}}",
 ])

@@ -234,6 +234,7 @@ def test_the_reproduction_store_opens(tmp_path: Path, roofline_home: Path) -> No
     shot = tmp_path / "window.png"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ROOFLINE_DEFAULT_MODEL": str(tmp_path / "none.gguf")}
     result = subprocess.run([sys.executable, "-X", "faulthandler", "-m", "app.cli", "gui", "--quit-after", "3",
-                             "--screenshot", str(shot)], env=env, capture_output=True, text=True, timeout=120, check=False)
+                             "--screenshot", str(shot)], env=env, capture_output=True, text=True, timeout=120,
+                            check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert shot.is_file() and "Traceback" not in result.stderr

@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not s
 
 
 def _window(qtbot: Any, tmp_path: Path, settings: S.Settings | None = None) -> MainWindow:
-    win = MainWindow(store=ChatStore(tmp_path / "chats.sqlite3"), settings_result=S.LoadResult(settings or S.Settings()),
-                     engine=fake_engine())
+    win = MainWindow(store=ChatStore(tmp_path / "chats.sqlite3"),
+                     settings_result=S.LoadResult(settings or S.Settings()), engine=fake_engine())
     qtbot.addWidget(win)
     win.measure_bandwidth_on_load = False
     return win

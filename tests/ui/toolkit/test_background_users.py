@@ -1,6 +1,6 @@
-"""The window's background work goes through app.ui.toolkit.background, and a result that comes back too late is dropped:
-the default model prepared after the window closed loads nothing, and a remote connection that fails after its
-engine object was deleted reports nothing (instead of calling into a deleted object)."""
+"""The window's background work goes through app.ui.toolkit.background, and a result that comes back too late is
+dropped: the default model prepared after the window closed loads nothing, and a remote connection that fails
+after its engine object was deleted reports nothing (instead of calling into a deleted object)."""
 
 from __future__ import annotations
 
