@@ -3,7 +3,8 @@ would flip a near-tie: the bookkeeping of which KV cells a batch wrote, on a mod
 
 The fake model gives every step one clear winner, except at chosen steps where the runner-up is 0.01 behind;
 any cell written by a batch (or written on top of one) adds 0.02 to the runner-up there, as llama.cpp's batch
-kernels round differently from its one-token kernels. The real-model counterpart is tests/engine/llama/test_draft_model.py.
+kernels round differently from its one-token kernels. The real-model counterpart is
+tests/engine/llama/test_draft_model.py.
 """
 
 from __future__ import annotations
