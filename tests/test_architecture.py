@@ -1,4 +1,4 @@
-"""The boundaries hold (import-linter contracts in pyproject.toml) and the code type-checks (mypy)."""
+"""The boundaries hold (import-linter contracts in pyproject.toml), the code type-checks (mypy), ruff passes."""
 
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ def test_import_contracts_are_kept() -> None:
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "0 broken" in res.stdout
+
+
+def test_ruff_is_clean() -> None:
+    """The rule sets pyproject's [tool.ruff.lint] selects, over the app, the tests, the scripts and packaging."""
+    res = subprocess.run([str(BIN / "ruff"), "check", "--no-cache", "app", "tests", "scripts", "packaging"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_mypy_is_clean() -> None:
