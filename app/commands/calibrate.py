@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 CALIBRATION_ZOO = (("llama-3.2-1b", "Q6_K"), ("llama-3.2-1b", "Q4_K_M"))
 # Kernel probes: a short model of the same width (`zoo.kernel_probe`, 4 layers) in each of two more common
 # types, decoded and given a prompt batch: each machine's kernels differ by type far more than one factor
-# says (Q8_0 prefill ran 0.58x Q4_K's on an Intel Xeon, 0.77x on an AMD EPYC with AVX-512; Q8_0 decode 1.7x
-# faster than Q4_K-calibrated rates on an EPYC without it), so these types get scales of their own. The
-# probes get random weights (`zoo.fill_weights`, ~0.5 s, ~500 MB in the temporary directory): zeros decode
-# Q8_0 faster than real weights.
+# says (Q8_0 prefill ran 0.58x Q4_K's on one CPU, 0.77x on another; Q8_0 decode 1.7x faster than
+# Q4_K-calibrated rates on a third: docs/bench/2026-12-01-estimates-runs.md), so these types get scales of
+# their own. The probes get random weights (`zoo.fill_weights`, ~0.5 s, ~500 MB in the temporary directory):
+# zeros decode Q8_0 faster than real weights.
 KERNEL_PROBES = ("Q8_0", "Q4_0")
 
 

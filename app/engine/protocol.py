@@ -35,7 +35,7 @@ class LoadConfig:
     seed: int = -1
     chat_template: str | None = None  # override; None = GGUF's own or one chosen from the architecture
     # read the weights into memory (llama.cpp's --no-mmap): decode 12 % faster on one thread, 5 % on two on the
-    # default model, and a repacked Q4 tensor is held once, not also mapped (docs/reliability.md, 2026-12-01)
+    # default model, and a repacked Q4 tensor is held once (docs/bench/2026-12-01-reliability-findings.md)
     use_mmap: bool = False
     draft_model: str | None = None  # a small model with the same vocabulary for speculative decoding
     draft_max: int = 8  # most tokens it drafts per step

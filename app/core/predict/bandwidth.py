@@ -45,7 +45,8 @@ class BandwidthResult:
     busy: bool = False  # other work competed for the cores: numbers are low, measure again next time
     read_gbs_1t: float = 0.0  # the read probe with one thread
     # the GEMM probe on one core: numpy's all-core figure scales less than llama.cpp's kernels do (1.64x vs
-    # ~2x from one to two threads on the development VM), so kernel rates scale from the one-core figure
+    # ~2x from one to two threads: docs/bench/2026-12-01-estimates-runs.md, runs E and F), so kernel rates
+    # scale from the one-core figure
     gemm_gflops_1t: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:

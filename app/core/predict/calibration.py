@@ -227,7 +227,8 @@ def apply(rates: DeviceRates, cal: Calibration) -> DeviceRates:
                        for t, v in rates.prefill_rates.items()},
         # a step of a few streams is a decode step (llama_decode of one token per sequence): it scales with
         # the decode fit. The prefill scale comes from 256-token batches, whose kernels run differently: with
-        # it, two threads' 16-stream steps on Llama-3.2-1B were predicted 1.28x too fast (2026-12-01)
+        # it, two threads' 16-stream steps on Llama-3.2-1B were predicted 1.28x too fast
+        # (roofline sweep batch, docs/bench/2026-12-01-serve-runs.md)
         batch_rates={t: {w: (v * cal.decode_scale * cal.decode_type_scales.get(t, 1.0), row)
                          for w, (v, row) in tab.items()}
                      for t, tab in rates.batch_rates.items()},

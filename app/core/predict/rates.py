@@ -32,16 +32,10 @@ from typing import Any
 from app.core.predict.threads import default_threads
 
 # Published efficiencies (reference.md): decode reaches 0.85-0.95 of a GPU's theoretical bandwidth; t0 of
-# 3-6 ms on GPUs. CPU figures come from runs of llama.cpp alone on one isolated CPU of the 2-vCPU AMD EPYC
-# development VM (one thread, docs/estimates.md), where the kernels and the memory can be told apart: models
-# whose weights stream at ~24 GB/s (Q8_0, Q6_K) are bound by memory at 0.75 of the one-thread numpy read
-# probe (~31 GB/s), the 4-bit kernels are slower than their bytes arrive (a 7B Q4_K_M streams at ~18 GB/s).
-# With two threads the kernels run twice as fast while the memory saturates, so the same 7B becomes
-# memory-bound (6-7.5 tok/s measured on 2 quiet threads, ~0.8 x a 35 GB/s probe; 7.8 tok/s and a calibrated
-# 0.96 x a 31 GB/s probe on 2026-12-01): with two threads the memory is kept busier than one thread that also
-# computes can keep it, so the efficiency is 0.9 there, 0.75 with one. Synchronising the threads
-# after every graph node costs ~0.3 ms a layer with two threads; one thread only dispatches the nodes
-# (~55 us a layer, measured on 2- vs 18-layer models). `roofline calibrate` refits them on the user's machine.
+# 3-6 ms on GPUs. CPU: one thread that also computes streams weights at 0.75 of the numpy read probe; two or
+# more keep the memory busier (0.9: a 7B Q4_K_M is memory-bound on two threads, calibrated at 0.96 in run E).
+# Thread barriers cost ~0.3 ms a layer with 2+ threads; one thread only dispatches the nodes (~55 us a layer).
+# From scripts/bench_zoo, docs/bench/2026-12-01-estimates-runs.md; `roofline calibrate` refits them.
 ETA_CPU, T0_CPU, T_LAYER_CPU = 0.9, 0.0005, 0.0003
 ETA_CPU_1T = 0.75  # one thread both computes and streams
 T_LAYER_1T = 0.000055  # one thread: no barrier to wait at, only dispatching ~25 graph nodes a layer
@@ -50,7 +44,8 @@ CPU_FLOPS_PER_CORE = 30e9  # float32 GEMM fallback when no probe ran
 # Decode kernel throughput in weights per second per GEMM FLOP/s of the float32 probe (type → factor), one
 # thread: Q4_K ≈ 34 G weights/s and Q4_0 ≈ 27 on a 104 GFLOP/s probe (both slower than their bytes arrive);
 # Q6_K is memory-bound at one thread already. Q8_0 (14.6 G weights/s) and Q5_0 (~13) are from real weights:
-# zoo files (zero weights) decode 1.3-1.4x faster in those two types, not in Q4_0/Q4_K/Q6_K.
+# zoo files (zero weights) decode 1.3-1.4x faster in those two types, not in Q4_0/Q4_K/Q6_K. From
+# scripts/bench_zoo and scripts/bench_predict, docs/bench/2026-12-01-estimates-runs.md.
 DECODE_PER_GEMM: dict[str, float] = {
     "Q4_0": 0.26, "Q4_K": 0.33, "Q5_0": 0.125, "Q5_1": 0.125, "Q5_K": 0.25, "Q6_K": 0.30, "Q8_0": 0.14,
     "F16": 0.17, "BF16": 0.14, "F32": 0.11, "IQ4_NL": 0.34, "Q2_K": 0.28, "Q3_K": 0.25,
@@ -71,10 +66,11 @@ PREFILL_DEFAULT = 0.9
 # loop for Q6_K at 8), so the rate climbs unevenly to the prefill rate. Each output row and column also costs
 # a fixed amount (a reduction and a store, tinyBLAS's tile set-up): large for tinyBLAS at a few columns
 # (~1100 weights' worth for Q8_0), which a narrow model, whose rows are short, pays over fewer weights.
-# Measured 2026-12-01 on raw llama.cpp (llama-cpp-python 0.3.36, AVX-512 VNNI, 101 GFLOP/s probe, one run):
-# a B-token batch of every row's logits, depth 32, on two shapes in one type each (Llama-3.2-1B, 2048 wide,
-# and a 768-wide 16-layer model with its 128k vocabulary), the two unknowns solved from the two shapes (a
-# negative row cost: none, the rate from both). A width between two measured ones runs at the lower one's.
+# From scripts/bench_batch_kernels on raw llama.cpp (AVX-512 VNNI, 101 GFLOP/s probe, one thread, one run;
+# docs/bench/2026-12-01-batch-kernels-1thread-isolated.txt): a B-token batch of every row's logits, depth 32,
+# on two shapes in one type each (Llama-3.2-1B, 2048 wide, and a 768-wide 16-layer model with its 128k
+# vocabulary), the two unknowns solved from the two shapes (a negative row cost: none, the rate from both).
+# A width between two measured ones runs at the lower one's.
 BATCH_PER_GEMM: dict[str, dict[int, tuple[float, float]]] = {
     "Q4_0": {2: (0.343, 0), 3: (0.346, 0), 4: (0.494, 280), 6: (0.44, 200), 8: (0.497, 240),
              12: (0.503, 260), 16: (0.689, 180), 32: (0.7, 210), 128: (0.664, 100)},
@@ -97,17 +93,17 @@ BATCH_PER_GEMM: dict[str, dict[int, tuple[float, float]]] = {
 }
 # llama.cpp's quantized kernels multiply the weights' integer quants by int8 activations: with AVX512_VNNI or
 # AVX_VNNI one instruction does the 4-way multiply-add that plain AVX2 needs three for (maddubs, madd, add),
-# while the float32 GEMM probe runs alike on both. The factors above were measured with VNNI (the AVX-512
-# EPYC); on an x86 CPU without it the integer kernels run slower against the probe, by type: these are the
-# per-type calibrated scales of an AMD EPYC with AVX2 only (one thread, zoo run K, 2026-12-01; run J agreed
-# for Q4_K), Q6_K decode (memory-bound there) and other types at the Q4_K figure.
+# while the float32 GEMM probe runs alike on both. The factors above were measured with VNNI; without it the
+# integer kernels run slower against the probe, by type: the per-type calibrated scales of an AVX2-only CPU
+# (scripts/bench_zoo, docs/bench/2026-12-01-bench_zoo-1thread-isolated-epyc-K.txt), Q6_K decode (memory-bound
+# there) and other types at the Q4_K figure.
 NO_VNNI_DECODE = {"Q4_K": 0.62, "Q4_0": 0.75, "Q8_0": 0.88}
 NO_VNNI_PREFILL = {"Q4_K": 0.62, "Q6_K": 0.48, "Q8_0": 0.70, "Q4_0": 0.78}
 NO_VNNI_DEFAULT = 0.62
 FLOAT_TYPES = frozenset({"F16", "BF16", "F32"})  # no int8 dot product: the probe's own kind of kernel
 # The element-wise work around each prefill matmul (norms, rope, activations, copies) grows with the width
 # alone, so a width-n model reaches n / (n + PREFILL_WIDTH) of the kernels' rate (640-wide Gemma 3 270M:
-# ~140 GFLOP/s, a 1024-wide model ~176, a 3584-wide 7B ~250 on the development VM).
+# ~140 GFLOP/s, a 1024-wide model ~176, a 3584-wide 7B ~250 on one AVX-512 core).
 PREFILL_WIDTH = 740.0
 # A MoE prompt batch multiplies each expert by only the tokens routed to it (llama.cpp's mul_mat_id: rows
 # gathered per expert, ~n_tokens x used / experts of them, e.g. 64 of 512 for OLMoE): these small products

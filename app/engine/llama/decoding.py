@@ -32,8 +32,8 @@ def logits_row(llm: Any, idx: int = -1) -> np.ndarray:
 
     llama.cpp writes each token's logits to the same place, so the view of an address is made once and
     reused (prompt lookup reads a few rows of a batch: a few addresses): numpy's `as_array` builds a ctypes
-    array type each call (~0.02 ms a token on the test VM). A view is just (address, length): a reused one
-    reads exactly what a fresh one would."""
+    array type each call (~0.02 ms a token: docs/bench/2026-11-29-gui-streaming.md). A view is just
+    (address, length): a reused one reads exactly what a fresh one would."""
     ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, idx)
     address = ctypes.cast(ptr, ctypes.c_void_p).value
     if not address:

@@ -33,9 +33,8 @@ REFERENCE_STEPS = 3  # plain steps first when no plain rate is known: the speed-
 TIE_MARGIN = 2.0  # logits: 1.5x the most a batch changed the gap between the top candidate and any of the next
 # nine (1.31 on the default model: 8 prompts x 60 tokens, batches of 2-8 on batch-written cells; measured by
 # scripts/bench_batch_rounding, docs/bench/2026-12-01-batch-rounding-epyc-avx2.txt). A choice can only flip
-# where that gap changes by more than the gap itself. The earlier margin, twice the most one logit moved (3.0),
-# made 80 % of the default model's steps ties (a base model's top two are often close): a same-model draft
-# then had none of 14 drafts accepted in 80 tokens (tests/engine/llama/test_draft_model.py).
+# where that gap changes by more than the gap itself. A wider margin (3.0) makes most of a base model's steps
+# ties (80 % of the default model's), and a draft then gets none accepted (tests/engine/llama/test_draft_model.py).
 
 
 def find_draft(history: list[int] | np.ndarray, max_ngram: int = MAX_NGRAM, max_draft: int = MAX_DRAFT,

@@ -36,7 +36,7 @@ STOPPED, STARTING, IDLE, LOADING, GENERATING, BENCHING, DEAD = (
 # the eye, and half the repaints of 60. Every repaint on a 2-core laptop is time taken from decoding.
 TOKEN_BATCH_MS = ROOMY.text_ms
 # The window's engine runs at nice +5: the window gets a core first when it needs one, at no measurable cost
-# to decode (2-core VM, 2026-11-29: event-loop p99 stall 4.6 -> 2.4 ms; docs/gui.md).
+# to decode (event-loop p99 stall 4.6 -> 2.4 ms on 2 cores; scripts/bench_gui, docs/bench/2026-11-29-gui-streaming.md).
 ENGINE_NICE = 5
 
 

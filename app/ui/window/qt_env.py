@@ -3,9 +3,9 @@
 Qt's raster painter splits large fills (antialiased polygons, image conversions) across a pool of helper
 threads, one per CPU, and waits for them. Beside llama.cpp, which keeps every core busy while a reply
 streams, that is the wrong trade: the helpers must preempt a llama.cpp thread to run (holding up its other
-threads at the next barrier), and the GUI thread sleeps on a latch meanwhile. Measured on the 2-core VM with
-`scripts/bench_gui`: a dashboard axis repaint took 4.4 ms with the pool and 1.5 ms without it, and the window's
-share of decode speed rose ~1 % (three alternating runs, 0.971-0.980 -> 0.981-0.993× the engine alone).
+threads at the next barrier), and the GUI thread sleeps on a latch meanwhile. Measured with `scripts/bench_gui`
+on 2 cores (docs/bench/2026-11-29-gui-streaming.md): a dashboard axis repaint took 4.4 ms with the pool and 1.5 ms
+without it, and the window's share of decode speed rose ~1 % (0.971-0.980 -> 0.981-0.993× the engine alone).
 QT_NO_GUI_THREADPOOL is Qt's own switch for this (read once, when the pool is first needed);
 ROOFLINE_QT_THREADPOOL=1 keeps Qt's default.
 """

@@ -46,7 +46,7 @@ def lower_priority(value: str | None) -> None:
     On a machine with few cores llama.cpp's threads occupy every core; at equal priority the window waits
     its turn behind them. A little lower priority lets the window, and the rest of the desktop, run first
     when they need to; they need little, so decode speed is unchanged (on 2 cores: event-loop p99 stall
-    4.6 -> 2.4 ms; scripts/bench_gui, docs/gui.md)."""
+    4.6 -> 2.4 ms; scripts/bench_gui, docs/bench/2026-11-29-gui-streaming.md)."""
     try:
         n = int(value or 0)
     except ValueError:
