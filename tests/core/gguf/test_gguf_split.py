@@ -35,5 +35,6 @@ def test_one_merge_split_and_one_tensor_sorter() -> None:
     defined = [f"{p.relative_to(APP)}:{n.name}" for p in APP.rglob("*.py")
                for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
                if isinstance(n, ast.FunctionDef) and n.name in ("merge_split", "place_bytes")]
-    assert sorted(defined) == ["core/gguf_split.py:merge_split", "core/gguf_split.py:place_bytes"]
-    assert "blk\\." not in (APP / "core" / "gguf_info.py").read_text() + (APP / "core" / "remote_gguf.py").read_text()
+    assert sorted(defined) == ["core/gguf/split.py:merge_split", "core/gguf/split.py:place_bytes"]
+    gguf = APP / "core" / "gguf"
+    assert "blk\\." not in (gguf / "info.py").read_text() + (gguf / "remote_header.py").read_text()
