@@ -7,10 +7,14 @@ allocate without producing output, so checks that only look at what it yields co
   included), every call (macros too) and every filter counts one step. Past `MAX_STEPS`, or past the wall-clock
   deadline (checked every few steps), the render stops with `SecurityError`.
 - Sizes: every operation that makes a string or list from others is checked *before* it runs — `~`, `+`, `*`,
-  `**`, `%`-formatting, `str.format` widths, `replace`, `join`, padding methods, the `replace`/`join`/`format`/
-  `center`/`indent`/`slice`/`batch`/`sum` filters, filters that print a whole list, and `{{ value }}` itself —
-  and the characters all of them produce in one render are added up against `MAX_CHARS`. `lipsum` (a text
-  generator no chat template needs) is removed.
+  `**`, `%`-formatting (its widths and the values its keys pick), `str.format` (field by field, as the formatter
+  reaches it), `replace`, `join`, `translate`, `expandtabs` and padding methods, the `replace`/`join`/`format`/
+  `center`/`indent`/`slice`/`batch`/`sum` filters, every filter that can grow its input (`tojson` with an indent,
+  `wordwrap`, `urlize`, `escape` ...), and `{{ value }}` itself — from an estimate of the result read off the
+  inputs (app/core/chat/template_sizes.py), never by building it first; and the characters all of them produce in one
+  render are added up against `MAX_CHARS`. `lipsum` (a text generator no chat template needs) is removed.
+- Compiling: the template's size, tokens, nodes and compile time are bounded before and while it is parsed
+  (app/core/chat/template_compile.py).
 
 What real templates need beyond plain Jinja, as `transformers` and llama.cpp give it to them: the loop controls
 `{% break %}` / `{% continue %}` (jinja2.ext.loopcontrols; a loop left early simply takes fewer steps) and
@@ -23,16 +27,19 @@ engine process that renders templates runs under address-space and CPU limits (a
 from __future__ import annotations
 
 import datetime
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from functools import wraps
+from functools import update_wrapper, wraps
 from typing import Any
 
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.lexer import TokenStream
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
+
+from app.core.chat import template_compile, template_sizes
+from app.core.chat.template_sizes import field_size, filter_size, percent_size
 
 MAX_STEPS = 1_000_000  # a real template takes a few dozen steps a message
 MAX_CHARS = 16_000_000  # characters produced by all checked operations in one render
@@ -41,10 +48,6 @@ MAX_REPEAT = 100_000  # 'x' * n, [..] * n, str.center(n), format widths
 MAX_INT_BITS = 4096  # integers past ~1200 decimal digits are not chat formatting
 _SMALL = 1024  # results up to this size are not accounted for (the step budget bounds how many there are)
 _CLOCK_EVERY = 64  # steps between wall-clock checks (time.monotonic is cheap but not free)
-_WIDTH_METHODS = {"center", "ljust", "rjust", "zfill", "expandtabs"}
-_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?[a-zA-Z%]")
-_BIG_FORMAT_NUMBER = re.compile(r"\{[^{}]*?:[^{}]*?\d{6,}")  # '{:>999999}' and the like
-_NESTED_FORMAT = re.compile(r"\{[^{}]*\{")  # '{:{}}': a width taken from the arguments
 MAX_DATE_FORMAT = 256  # a date format in a chat template is a few directives; each expands to < 64 characters
 
 
@@ -80,35 +83,37 @@ def tick() -> None:
     b.steps_left -= 1
     if b.steps_left < 0:
         raise SecurityError("the template ran too many steps")
-    if b.steps_left % _CLOCK_EVERY == 0 and time.monotonic() > b.deadline:
+    if b.steps_left % _CLOCK_EVERY == 0:
+        check_clock()
+
+
+def check_clock() -> None:
+    """The render's wall clock, also checked from inside long scans and before big allocations."""
+    b = _budget()
+    if b is not None and time.monotonic() > b.deadline:
         raise SecurityError(f"the template ran longer than {b.seconds:g} s")
+
+
+def expect(n: int, what: str) -> None:
+    """Refuse an operation about to produce at most `n` characters (or items) when they would not fit; what it
+    really makes is accounted for afterwards."""
+    b = _budget()
+    if n > MAX_PIECE or (b is not None and n > b.chars_left):
+        raise SecurityError(f"{what} would make a value of {n:,} characters" if n > MAX_PIECE
+                            else "the template produced too much text")
+    if n > _SMALL:
+        check_clock()
 
 
 def produce(n: int, what: str) -> None:
     """Account for an operation about to produce `n` characters (or items)."""
-    if n > MAX_PIECE:
-        raise SecurityError(f"{what} would make a value of {n:,} characters")
-    b = _budget()
-    if b is not None:
+    expect(n, what)
+    if (b := _budget()) is not None:
         b.chars_left -= n
-        if b.chars_left < 0:
-            raise SecurityError("the template produced too much text")
 
 
-def _size(value: Any, depth: int = 0) -> int:
-    """About how many characters `value` turns into when printed; lists count what they hold, since
-    `[big] * 100000` holds one string but prints it 100 000 times. Stops counting past MAX_PIECE."""
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, (list, tuple, dict)) and depth < 16:
-        items = value.items() if isinstance(value, dict) else value
-        total = len(value)
-        for item in items:
-            total += _size(item, depth + 1)
-            if total > MAX_PIECE:
-                break
-        return total
-    return len(str(value)) if isinstance(value, (int, float)) else 1
+def _size(value: Any) -> int:
+    return template_sizes.printed_size(value, MAX_PIECE, check_clock)
 
 
 def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
@@ -122,37 +127,61 @@ def _bounded_concat(parts: list[Any]) -> str:
     return "".join(str(p) for p in parts)
 
 
-def _check_percent(fmt: str, args: Any) -> None:
-    values = args if isinstance(args, tuple) else (args,)
-    if isinstance(args, dict):
-        values = tuple(args.values())
-    for width, precision in _PERCENT_SPEC.findall(fmt):
-        for n in (width, precision):
-            if n == "*" and any(isinstance(v, int) and abs(v) > MAX_REPEAT for v in values):
-                raise SecurityError("a %-format width is too large")
-            if n.isdigit() and int(n) > MAX_REPEAT:
-                raise SecurityError("a %-format width is too large")
-    produce(len(fmt) + sum(_size(v) for v in values), "'%'")
+def _check_percent(fmt: str | bytes, args: Any) -> None:
+    text = fmt.decode("latin-1") if isinstance(fmt, bytes) else fmt
+    n = percent_size(text, args, MAX_PIECE, check_clock)
+    produce(5 * n if hasattr(fmt, "__html__") else n, "'%'")  # Markup escapes what it formats: '&' -> '&amp;'
 
 
-def _check_format(fmt: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    if _BIG_FORMAT_NUMBER.search(fmt):
-        raise SecurityError("a format width is too large")
-    values = (*args, *kwargs.values())
-    if _NESTED_FORMAT.search(fmt) and any(isinstance(v, int) and abs(v) > MAX_REPEAT for v in values):
-        raise SecurityError("a format width is too large")
-    produce(len(fmt) + sum(_size(v) for v in values), "str.format")
+class _FieldsChecked(SandboxedFormatter):
+    """`str.format` as Jinja's sandbox runs it, each field checked before it is formatted and the whole call
+    held to MAX_PIECE: a width ('{0:99999}'), a width taken from the arguments ('{:{}}') or a value repeated
+    ('{0}{0}...') is refused before the text is built."""
+
+    made = 0
+
+    def _expect(self, n: int) -> None:
+        tick()  # a field is a step, and the clock is checked inside one long format call
+        n *= 5 if isinstance(self, SandboxedEscapeFormatter) else 1  # Markup escapes each field: '&' -> '&amp;'
+        produce(n, "str.format")
+        self.made += n
+        if self.made > MAX_PIECE:
+            raise SecurityError(f"str.format would make a value of over {MAX_PIECE:,} characters")
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        if conversion in ("r", "a"):
+            self._expect(template_sizes.repr_size(value, MAX_PIECE, check_clock))
+        return super().convert_field(value, conversion)
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        self._expect(field_size(value, format_spec, MAX_PIECE))
+        return super().format_field(value, format_spec)
 
 
-def _check_replace(s: str, old: Any, new: Any, count: Any = -1) -> None:
-    old, new = str(old), str(new)
+class _EscapeFieldsChecked(_FieldsChecked, SandboxedEscapeFormatter):
+    """The same for `Markup.format`, which escapes every field."""
+
+
+def _format(fmt: str, args: tuple[Any, ...], kwargs: Any, env: Any) -> str:
+    markup = hasattr(fmt, "__html__")  # markupsafe's Markup (from `|safe`), whose format escapes each field
+    escape = getattr(type(fmt), "escape", None)
+    formatter = _EscapeFieldsChecked(env, escape=escape) if markup and escape else _FieldsChecked(env)
+    floor = template_sizes.format_floor(fmt, check_clock)  # its literal text and widths: '{0:99999}' * 11111
+    expect(floor * (5 if markup else 1), "str.format")
+    return type(fmt)(formatter.vformat(fmt, args, kwargs))
+
+
+def _check_replace(s: Any, old: Any, new: Any, count: Any = -1) -> None:
+    old, new = (str(old), str(new)) if isinstance(s, str) else (old, new)
+    if not isinstance(old, (str, bytes)) or not isinstance(new, (str, bytes)):
+        return  # Python refuses them
     hits = s.count(old) if old else len(s) + 1
     if isinstance(count, int) and count >= 0:
         hits = min(hits, count)
     produce(len(s) + hits * max(0, len(new) - len(old)), "replace")
 
 
-def _check_join(sep: str, items: list[Any]) -> None:
+def _check_join(sep: str | bytes, items: list[Any]) -> None:
     produce(sum(_size(i) for i in items) + len(sep) * max(0, len(items) - 1), "join")
 
 
@@ -169,6 +198,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox with the step, time and size budgets described above."""
 
     intercepted_binops = frozenset(["*", "**", "+", "%"])
+    code_generator_class = template_compile.BudgetedCodeGenerator
 
     def __init__(self, **kwargs: Any):
         extensions = [*kwargs.pop("extensions", ()), "jinja2.ext.loopcontrols"]
@@ -180,17 +210,29 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         self.filters["_steps"] = _counted
         self.filters["_concat"] = _bounded_concat
 
+    def compile(self, source: Any, *args: Any, **kwargs: Any) -> Any:
+        with template_compile.compile_budget(source):  # refuses an oversized source before parsing
+            return super().compile(source, *args, **kwargs)
+
+    def _tokenize(self, source: str, name: str | None, filename: str | None = None, state: str | None = None
+                  ) -> TokenStream:
+        stream = super()._tokenize(source, name, filename, state)
+        budget = template_compile.current()
+        return stream if budget is None else TokenStream(template_compile.counted_tokens(stream, budget), name,
+                                                         filename)
+
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
-        tree = super()._parse(source, name, filename)
-        # Loops count a step per item; `a ~ b` goes through a size check. Done on the tree so the compiled
-        # code of every template, whatever its shape, carries the checks.
-        for loop in tree.find_all(nodes.For):
-            loop.iter = nodes.Filter(loop.iter, "_steps", [], [], None, None, lineno=loop.lineno)
-        for concat in list(tree.find_all(nodes.Concat)):
-            parts = nodes.List(list(concat.nodes), lineno=concat.lineno)
-            replacement = nodes.Filter(parts, "_concat", [], [], None, None, lineno=concat.lineno)
-            _replace_node(tree, concat, replacement)
-        return tree
+        with template_compile.compile_budget(source) as budget:
+            tree = super()._parse(source, name, filename)
+            # Loops count a step per item (the `_steps` filter); `a ~ b` goes through a size check (`_concat`).
+            # Done on the tree so the compiled code of every template, whatever its shape, carries the checks.
+            template_compile.rewrite(tree, budget)
+            return tree
+
+    def _compile(self, source: str, filename: str) -> Any:
+        if (budget := template_compile.current()) is not None:
+            budget.check_clock()  # Python's compile() cannot be stopped halfway: the node budget bounds it
+        return super()._compile(source, filename)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         # Hot path (every `+` of a template goes through here): loops and calls already count the steps, so a
@@ -204,7 +246,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
                 produce(_size(left) + _size(right), "'+'")
         elif operator == "*":
             for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
+                if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int):
                     if n * max(1, len(seq)) > MAX_REPEAT:
                         raise SecurityError("repetition too large")
                     produce(n * _size(seq), "'*'")
@@ -214,7 +256,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         elif operator == "**" and isinstance(right, int) and isinstance(left, int):
             if abs(right) > 64 or abs(left).bit_length() * abs(right) > MAX_INT_BITS:
                 raise SecurityError("exponent too large")
-        elif operator == "%" and isinstance(left, str):
+        elif operator == "%" and isinstance(left, (str, bytes)):
             _check_percent(left, right)
         return self.binop_table[operator](left, right)
 
@@ -222,40 +264,43 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         tick()
         name = getattr(__obj, "__name__", "")
         owner = getattr(__obj, "__self__", None)
-        if isinstance(owner, str):
-            if name in _WIDTH_METHODS and any(isinstance(a, int) and a > MAX_REPEAT for a in (*args, *kwargs.values())):
-                raise SecurityError("padding width too large")
+        if isinstance(owner, (str, bytes)):
+            values = (*args, *kwargs.values())
             if name == "replace" and len(args) >= 2:
                 _check_replace(owner, *args[:3])
             elif name == "join" and args:
                 items = list(_counted(args[0]))
                 _check_join(owner, items)
                 args = (items, *args[1:])
-            elif name == "format":
-                _check_format(owner, args, kwargs)
-            elif name == "format_map":
-                _check_format(owner, (), args[0] if args and isinstance(args[0], dict) else {})
+            elif name in ("format", "format_map") and (checked := __self.wrap_str_format(__obj)) is not None:
+                return checked(*args, **kwargs)  # Jinja < 3.1.5 hands `call` the method itself
+            elif name == "expandtabs":
+                produce(template_sizes.expandtabs_size(owner, *values[:1]), "expandtabs")
+            elif name in ("center", "ljust", "rjust", "zfill") and values and isinstance(values[0], int):
+                produce(max(len(owner), values[0]), name)
+            elif name == "translate" and isinstance(owner, str) and values:
+                produce(template_sizes.translate_size(owner, values[0]), "translate")
         result = super().call(__context, __obj, *args, **kwargs)
         if isinstance(result, str) and len(result) > _SMALL:
             produce(len(result), name or "a call")
         return result
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        # Jinja >= 3.1.5 hands templates a wrapper for `str.format` when the attribute is read, so `call` no
-        # longer sees the bound method: check the widths here too.
-        wrapped: Callable[..., str] | None = super().wrap_str_format(value)
-        if wrapped is None:
+        # Jinja >= 3.1.5 hands templates a wrapper for `str.format` when the attribute is read (so `call` never
+        # sees the bound method); this one runs the formatter that checks every field before it is made.
+        if getattr(value, "__name__", None) not in ("format", "format_map") or not isinstance(
+                getattr(value, "__self__", None), str):
             return None
-        fmt, is_map = str(value.__self__), value.__name__ == "format_map"
+        fmt, is_map = value.__self__, value.__name__ == "format_map"
 
         def checked(*args: Any, **kwargs: Any) -> str:
             if is_map:
-                _check_format(fmt, (), args[0] if args and isinstance(args[0], dict) else {})
-            else:
-                _check_format(fmt, args, kwargs)
-            return wrapped(*args, **kwargs)
+                if kwargs or len(args) != 1:
+                    raise TypeError("format_map() takes exactly one argument")
+                return _format(fmt, (), args[0], self)
+            return _format(fmt, args, kwargs, self)
 
-        return checked
+        return update_wrapper(checked, value)
 
     def call_filter(self, name: str, value: Any, args: Any = None, kwargs: Any = None, context: Any = None,
                     eval_ctx: Any = None) -> Any:
@@ -266,20 +311,6 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return result
 
 
-def _replace_node(tree: nodes.Node, old: nodes.Node, new: nodes.Node) -> None:
-    for parent in tree.find_all(nodes.Node):
-        for field in parent.fields:
-            value = getattr(parent, field, None)
-            if value is old:
-                setattr(parent, field, new)
-                return
-            if isinstance(value, list):
-                for i, item in enumerate(value):
-                    if item is old:
-                        value[i] = new
-                        return
-
-
 def _finalize(value: Any) -> Any:
     """Every `{{ value }}` passes here before it becomes text: a list is checked for what it would print."""
     if isinstance(value, (list, tuple, dict)):
@@ -287,20 +318,18 @@ def _finalize(value: Any) -> Any:
     return value
 
 
-# Filters that turn their whole input into one string: a list going in is checked for what it would print.
-_STRINGIFY = {"string", "tojson", "pprint", "e", "escape", "forceescape", "urlencode", "xmlattr", "upper", "lower",
-              "title", "capitalize", "trim", "truncate", "wordwrap", "wordcount", "striptags", "urlize", "center",
-              "indent", "safe"}
-
-
 def _filter_with_steps(f: Callable[..., Any], name: str = "") -> Callable[..., Any]:
     value_at = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0  # after a context/environment
+    sized, keeps_strings = name in template_sizes.SIZED_FILTERS, name in template_sizes.KEEPS_STRINGS
 
     @wraps(f)  # keeps Jinja's pass_context / pass_environment marks
     def stepped(*args: Any, **kwargs: Any) -> Any:
         tick()
-        if name in _STRINGIFY and len(args) > value_at and isinstance(args[value_at], (list, tuple, dict)):
-            produce(_size(args[value_at]), f"the {name} filter")
+        if sized and len(args) > value_at and not (keeps_strings and isinstance(args[value_at], str)):
+            # what the filter can make of its input, before it runs
+            n = filter_size(name, args[value_at], args[value_at + 1:], kwargs, MAX_PIECE, check_clock)
+            if n is not None and n > _SMALL:
+                expect(n, f"the {name} filter")
         result = f(*args, **kwargs)
         if isinstance(result, str) and len(result) > _SMALL:
             produce(len(result), f"the {f.__name__} filter")
@@ -360,7 +389,7 @@ def _bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
             produce(_size(start) + sum(_size(i) for i in items), "sum")
         return sum_(environment, items, attribute, start)
 
-    return {"center": _filter_with_steps(center), "indent": _filter_with_steps(indent),
+    return {"center": _filter_with_steps(center, "center"), "indent": _filter_with_steps(indent),
             "replace": _filter_with_steps(bounded_replace), "join": _filter_with_steps(bounded_join),
             "format": _filter_with_steps(bounded_format), "slice": _filter_with_steps(bounded_slice),
             "batch": _filter_with_steps(bounded_batch),

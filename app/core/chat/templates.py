@@ -20,6 +20,7 @@ from typing import Any
 
 from jinja2.exceptions import SecurityError, TemplateError
 
+from app.core.chat.template_compile import TemplateTooBig
 from app.core.chat.template_sandbox import BoundedSandbox, end_budget, start_budget
 
 Message = dict[str, str]
@@ -187,9 +188,9 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
             raise ChatTemplateError(f"bad message: {m!r}")
     if template.jinja is None:
         return BUILTIN[template.name](messages, bos_token)
-    start_budget(MAX_RENDER_SECONDS)  # counted inside the sandbox: loops, calls and filters, not just output
     try:
-        compiled = _compile(template.jinja)
+        compiled = _compile(template.jinja)  # under its own budget: size, tokens, nodes and time
+        start_budget(MAX_RENDER_SECONDS)  # counted inside the sandbox: loops, calls and filters, not just output
         if any(m["role"] == "system" for m in messages) and not keeps_system_messages(template.jinja):
             messages = fold_system_into_first_user(messages)
         chunks: list[str] = []
@@ -209,12 +210,15 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
         return "".join(chunks)
     except ChatTemplateError:
         raise
+    except TemplateTooBig as exc:
+        raise ChatTemplateError(f"the chat template was refused: {exc}") from exc
     except SecurityError as exc:
         raise ChatTemplateError(f"the chat template tried something unsafe and was stopped: {exc}") from exc
     except MemoryError:  # past the sandbox's checks, stopped by the engine's address-space limit
         raise ChatTemplateError("the chat template ran out of memory and was stopped") from None
-    except (TemplateError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-        # OverflowError: the sandbox's range() limit; RecursionError: a macro that calls itself.
+    except (TemplateError, TypeError, ValueError, OverflowError, RecursionError, SyntaxError) as exc:
+        # OverflowError: the sandbox's range() limit; RecursionError: a macro that calls itself; SyntaxError:
+        # Python's compiler refusing the generated code (more than 20 nested loops).
         raise ChatTemplateError(f"the chat template could not be rendered: {exc}") from exc
     finally:
         end_budget()

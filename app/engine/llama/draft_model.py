@@ -23,6 +23,7 @@ from app.core.gguf.vocabulary import Vocabulary, draft_problem, read_vocabulary,
 from app.core.sampling.chain import Sampler
 from app.engine.llama.decoding import logits_row, reuse_prefix
 from app.engine.llama.prompt_lookup import PromptLookup
+from app.engine.llama.worker.llama_templates import templates_left_to_the_app
 
 
 class DraftModel:
@@ -35,8 +36,9 @@ class DraftModel:
 
     @classmethod
     def load(cls, path: str, n_ctx: int, n_threads: int, n_threads_batch: int, max_draft: int) -> DraftModel:
-        llm = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads_batch,
-                              n_gpu_layers=0, verbose=False)
+        with templates_left_to_the_app():  # a draft's chat templates are never rendered at all
+            llm = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads_batch,
+                                  n_gpu_layers=0, verbose=False)
         return cls(llm, max_draft)
 
     def close(self) -> None:

@@ -135,9 +135,12 @@ def verify(path: Path) -> None:
     """Load the result and generate a few tokens: a file that does not run is not a result."""
     import llama_cpp
 
+    from app.engine.llama.worker.llama_templates import templates_left_to_the_app
+
     t0 = time.monotonic()
     try:
-        llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, n_batch=32, n_threads=2, verbose=False, seed=1)
+        with templates_left_to_the_app():  # the source's chat templates, carried over: not compiled to verify
+            llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, n_batch=32, n_threads=2, verbose=False, seed=1)
         out = llm.create_completion("The", max_tokens=4, temperature=0.0)
         n_tokens = int(out["usage"]["completion_tokens"])  # type: ignore[index]
         llm.close()

@@ -14,6 +14,7 @@ One module per job:
     saved_kv.py a chat's KV cache written to disk after a reply and loaded back instead of a prefill
     bench.py    llama-bench style pp/tg measurement
     logs.py     llama.cpp's log lines (buffer sizes, the tail shown on errors), resident memory
+    llama_templates.py  every `Llama()` built without llama-cpp-python compiling the GGUF's chat templates
 
 This package's `__init__` imports nothing, so importing `stream` does not load llama.cpp.
 """

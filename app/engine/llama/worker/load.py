@@ -17,6 +17,7 @@ from app.core.predict.threads import default_threads
 from app.engine import protocol as P
 from app.engine.llama.draft_model import open_draft
 from app.engine.llama.live import warm_up
+from app.engine.llama.worker.llama_templates import templates_left_to_the_app
 from app.engine.llama.worker.logs import rss
 from app.engine.llama.worker.stream import send
 
@@ -126,22 +127,23 @@ def construct(engine: Engine, cfg: P.LoadConfig) -> Any:
         flash: Any = cfg.flash_attn
         if cfg.type_v != "f16" and flash is None:
             flash = True  # a quantized V cache needs flash attention in llama.cpp
-        llm = llama_cpp.Llama(
-            model_path=cfg.model_path,
-            n_ctx=cfg.n_ctx,
-            n_threads=cfg.n_threads or default_threads(),
-            n_threads_batch=cfg.n_threads_batch or cfg.n_threads or default_threads(batch=True),
-            n_gpu_layers=cfg.n_gpu_layers,
-            n_batch=cfg.n_batch,
-            n_ubatch=cfg.n_ubatch,
-            type_k=KV_TYPES[cfg.type_k],
-            type_v=KV_TYPES[cfg.type_v],
-            flash_attn=bool(flash),
-            swa_full=cfg.swa_full,
-            seed=cfg.seed if cfg.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
-            use_mmap=cfg.use_mmap or not fits_in_memory(cfg.model_path),
-            verbose=False,
-        )
+        with templates_left_to_the_app():  # llama-cpp-python would compile them, unbounded, as it loads
+            llm = llama_cpp.Llama(
+                model_path=cfg.model_path,
+                n_ctx=cfg.n_ctx,
+                n_threads=cfg.n_threads or default_threads(),
+                n_threads_batch=cfg.n_threads_batch or cfg.n_threads or default_threads(batch=True),
+                n_gpu_layers=cfg.n_gpu_layers,
+                n_batch=cfg.n_batch,
+                n_ubatch=cfg.n_ubatch,
+                type_k=KV_TYPES[cfg.type_k],
+                type_v=KV_TYPES[cfg.type_v],
+                flash_attn=bool(flash),
+                swa_full=cfg.swa_full,
+                seed=cfg.seed if cfg.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED,
+                use_mmap=cfg.use_mmap or not fits_in_memory(cfg.model_path),
+                verbose=False,
+            )
     finally:
         bindings.llama_model_default_params = original
     engine._flash_used = bool(flash)
