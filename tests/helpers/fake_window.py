@@ -13,15 +13,23 @@ from app.core.chat.store import ChatStore
 from app.core.config.settings import LoadResult, Settings
 
 
-@pytest.fixture
-def window(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
+def make_window(qtbot: Any, *, store: ChatStore | None = None, settings: Settings | None = None,
+                engine: Any = None) -> Any:
+    """A MainWindow on the fake engine (or `engine`), closed with the test by qtbot, measuring no bandwidth:
+    the one way the window tests build a window."""
     from app.ui.window.main_window import MainWindow
     from fake_engine import fake_engine
 
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
+    win = MainWindow(store=store, settings_result=LoadResult(settings or Settings()), engine=engine or fake_engine())
     qtbot.addWidget(win)
     win.measure_bandwidth_on_load = False
+    return win
+
+
+@pytest.fixture
+def window(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    win = make_window(qtbot, store=store)
     win.show()
     qtbot.waitExposed(win)
     yield win

@@ -18,18 +18,14 @@ from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.ui.model_bar.draft_model_picker import DraftPickerDialog
 from app.ui.window.main_window import MainWindow
-from fake_engine import fake_engine
+from fake_window import make_window
 from synth_gguf import write_synthetic_gguf
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 
 
 def _window(qtbot: Any, tmp_path: Path, settings: S.Settings | None = None) -> MainWindow:
-    win = MainWindow(store=ChatStore(tmp_path / "chats.sqlite3"),
-                     settings_result=S.LoadResult(settings or S.Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
-    return win
+    return make_window(qtbot, store=ChatStore(tmp_path / "chats.sqlite3"), settings=settings)
 
 
 def _loads(win: MainWindow) -> list[P.LoadConfig]:

@@ -14,7 +14,8 @@ from app.core.config import settings as S
 from app.core.models.presets import preset_for, preset_key, set_preset
 from app.engine import protocol as P
 from app.ui.window.main_window import MainWindow
-from fake_engine import fake_engine, loaded_event
+from fake_engine import loaded_event
+from fake_window import make_window
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -26,11 +27,7 @@ def _model(tmp_path: Path, name: str) -> Path:
 
 
 def _window(qtbot, tmp_path: Path, settings: S.Settings) -> MainWindow:  # type: ignore[no-untyped-def]
-    win = MainWindow(store=ChatStore(tmp_path / "chats.sqlite3"), settings_result=S.LoadResult(settings),
-                     engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
-    return win
+    return make_window(qtbot, store=ChatStore(tmp_path / "chats.sqlite3"), settings=settings)
 
 
 def _last(win: MainWindow, kind: type) -> object:

@@ -11,23 +11,20 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app.core.config.settings import LoadResult, Settings
 from app.core.metrics.serve_traffic import parse_metrics, traffic
 from app.ui.serve.control import ServeControl
 from app.ui.window.main_window import MainWindow
-from fake_engine import fake_engine
+from fake_window import make_window
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
-FAKE = [sys.executable, str(Path(__file__).with_name("fake_serve.py"))]
+FAKE = [sys.executable, str(Path(__file__).resolve().parents[2] / "helpers" / "fake_serve.py")]
 
 
 def _window(qtbot, monkeypatch: pytest.MonkeyPatch, **env: str) -> MainWindow:  # type: ignore[no-untyped-def]
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    win = MainWindow(settings_result=LoadResult(Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
+    win = make_window(qtbot)
     control = win.serve_switch.control
     control._command = FAKE
     control.port = 0  # a free port: tests never take 8080

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import shiboken6
 
-from app.core.config.settings import LoadResult, Settings
 from app.engine import protocol as P
 from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.window.main_window import MainWindow
 from fake_engine import FakeClient, fake_engine
+from fake_window import make_window
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -41,10 +41,7 @@ def _loads(engine: EngineQt) -> list[str]:
 
 
 def _window(qtbot, engine: EngineQt) -> MainWindow:  # type: ignore[no-untyped-def]
-    win = MainWindow(settings_result=LoadResult(Settings()), engine=engine)
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
-    return win
+    return make_window(qtbot, engine=engine)
 
 
 def test_the_default_model_prepared_in_the_background_is_loaded(qtbot, roofline_home: Path, monkeypatch) -> None:

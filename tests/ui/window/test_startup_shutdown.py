@@ -19,15 +19,13 @@ from app.engine import protocol as P
 from app.ui.engine_link import engine_qt as E
 from app.ui.window.main_window import MainWindow
 from fake_engine import fake_engine
+from fake_window import make_window
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
 
 def _window(qtbot, store: ChatStore | None = None, engine=None) -> MainWindow:  # type: ignore[no-untyped-def]
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=engine or fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
-    return win
+    return make_window(qtbot, store=store, engine=engine)
 
 
 def _two_chats(db: Path) -> tuple[int, int]:
