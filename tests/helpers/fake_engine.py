@@ -47,3 +47,16 @@ def fake_engine(**loaded: Any) -> EngineQt:
     engine.start()
     engine._dispatch(loaded_event(**loaded))
     return engine
+
+
+def gemma_loaded(**kw: Any) -> P.Loaded:
+    """The Loaded event of the default model's shape (Gemma 3 270M, 4096-token context), `kw` overriding."""
+    base: dict[str, Any] = {
+        "model_path": "/m/x-Q4_K_M.gguf", "load_ms": 500.0, "n_ctx": 4096, "n_ctx_train": 32768,
+        "n_vocab": 262144, "n_params": 268_000_000, "model_size": 250_000_000, "architecture": "gemma3",
+        "model_desc": "gemma3 270M", "chat_template_name": "gemma", "chat_template_source": "architecture",
+        "n_gpu_layers": 0, "type_k": "f16", "type_v": "f16", "flash_attn": None, "swa_full": True,
+        "buffers_mib": {}, "kv_bytes_allocated": 72 << 20, "kv_cells_allocated": 4096, "n_threads": 2,
+        "n_threads_batch": 2, "rss_bytes": 400 << 20, "metadata": {"gemma3.attention.sliding_window": "512"}}
+    base.update(kw)
+    return P.Loaded(**base)

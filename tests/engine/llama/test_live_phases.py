@@ -10,18 +10,7 @@ from typing import Any
 import pytest
 
 from app.engine import protocol as P
-
-
-def _loaded(**kw: Any) -> P.Loaded:
-    base: dict[str, Any] = {
-        "model_path": "/m/x-Q4_K_M.gguf", "load_ms": 500.0, "n_ctx": 4096, "n_ctx_train": 32768,
-        "n_vocab": 262144, "n_params": 268_000_000, "model_size": 250_000_000, "architecture": "gemma3",
-        "model_desc": "gemma3 270M", "chat_template_name": "gemma", "chat_template_source": "architecture",
-        "n_gpu_layers": 0, "type_k": "f16", "type_v": "f16", "flash_attn": None, "swa_full": True,
-        "buffers_mib": {}, "kv_bytes_allocated": 72 << 20, "kv_cells_allocated": 4096, "n_threads": 2,
-        "n_threads_batch": 2, "rss_bytes": 400 << 20, "metadata": {}}
-    base.update(kw)
-    return P.Loaded(**base)
+from fake_engine import gemma_loaded
 
 
 def test_prefilled_round_trips_and_the_live_kv_arithmetic() -> None:
@@ -32,7 +21,7 @@ def test_prefilled_round_trips_and_the_live_kv_arithmetic() -> None:
     assert P.decode(P.encode(ev)) == ev and ev.prefill_tps == pytest.approx(500.0)
     (pv, pd), (tv, td) = prefill_texts(ev)
     assert (pv, pd, tv, td) == ("500 tok/s", "40 tok in 80 ms", "120", "40 new · 80 reused")
-    loaded = _loaded()
+    loaded = gemma_loaded(metadata={})
     assert live_kv(ev, 1, loaded).cells_used == 120  # the first token came out of the prefill
     kv = live_kv(ev, 11, loaded)  # ten decode steps each stored their predecessor
     assert (kv.cells_used, kv.bytes_used, kv.headroom) == (130, 130 * 18432, 4096 - 130)
@@ -50,7 +39,7 @@ def test_dashboard_shows_prefill_at_the_first_token_and_grows_the_kv_card(qtbot:
     engine = EngineQt()
     dash = Dashboard(engine)
     qtbot.addWidget(dash)
-    dash.set_loaded(_loaded())
+    dash.set_loaded(gemma_loaded(metadata={}))
     dash.start_reply()
     assert dash.card_prefill.value.text() == "…"
     engine.prefilled.emit(P.Prefilled("r", 120, 40, 80.0, 95.0, 120, 120 * 18432, 18432.0))

@@ -231,10 +231,9 @@ def test_without_a_keyring_backend_the_key_is_not_stored(monkeypatch: pytest.Mon
 
 @pytest.mark.model
 def test_grid_sweep_runs_against_the_remote_with_client_side_timings(server: str) -> None:
-    from test_lab_sweeps import read_llama_bench_json
-
     from app.core.bench.sweeps import plan, run_sweep
     from app.engine.sweep_backend import RemoteSweepBackend
+    from llama_bench_json import read_llama_bench_json
 
     with RemoteClient(server, api_key=KEY) as client:
         client.connect()

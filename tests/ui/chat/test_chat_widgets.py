@@ -20,6 +20,7 @@ from app.ui.chat.conversation_list import ConversationIdRole, ConversationListMo
 from app.ui.chat.markdown_render import markdown_to_html, plain_to_html
 from app.ui.chat.message_view import InputBox
 from app.ui.dashboard import roofline_math as roofline_model
+from fake_engine import gemma_loaded
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui]
@@ -187,20 +188,6 @@ def test_roofline_points_sit_where_physics_says():
     assert roofline_model.build([], n_params, model_bytes, None).roof(1.0) is None
 
 
-def _loaded(**kw) -> object:
-    from app.engine import protocol as P
-
-    base: dict[str, object] = {
-        "model_path": "/m/x-Q4_K_M.gguf", "load_ms": 500.0, "n_ctx": 4096, "n_ctx_train": 32768,
-        "n_vocab": 262144, "n_params": 268_000_000, "model_size": 250_000_000, "architecture": "gemma3",
-        "model_desc": "gemma3 270M", "chat_template_name": "gemma", "chat_template_source": "architecture",
-        "n_gpu_layers": 0, "type_k": "f16", "type_v": "f16", "flash_attn": None, "swa_full": True,
-        "buffers_mib": {}, "kv_bytes_allocated": 72 << 20, "kv_cells_allocated": 4096, "n_threads": 2,
-        "n_threads_batch": 2, "rss_bytes": 400 << 20, "metadata": {"gemma3.attention.sliding_window": "512"}}
-    base.update(kw)
-    return P.Loaded(**base)  # type: ignore[arg-type]
-
-
 def test_dashboard_shows_history_memory_and_roofline(qtbot):
     from app.engine import protocol as P
     from app.ui.dashboard import Dashboard
@@ -210,7 +197,7 @@ def test_dashboard_shows_history_memory_and_roofline(qtbot):
     engine = EngineQt()
     dash = Dashboard(engine)
     qtbot.addWidget(dash)
-    loaded = _loaded()
+    loaded = gemma_loaded()
     assert quant_of(loaded) == "Q4_K_M"  # type: ignore[arg-type]
     dash.set_loaded(loaded)  # type: ignore[arg-type]
     history = [PhaseMetrics(prompt_tokens=p, reused_tokens=r, prefill_tokens=p - r, prefill_ms=(p - r) * 3.0,

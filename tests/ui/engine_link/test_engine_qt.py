@@ -73,9 +73,8 @@ def test_the_windows_engine_is_started_below_normal_priority(qtbot):
 def test_pacing_follows_whether_llama_cpp_leaves_a_core_free(qtbot, monkeypatch):
     """Where llama.cpp's threads take every CPU the window updates half as often (its drawing would be
     taken from decoding); with a core to spare, or a remote server, it streams at full rate."""
-    from test_ui_widgets import _loaded
-
     from app.core.chat.pacing import ROOMY, SHARED, view_pacing
+    from fake_engine import gemma_loaded as _loaded
 
     assert view_pacing(2, 2) == SHARED and view_pacing(4, 2) == SHARED
     assert view_pacing(2, 4) == ROOMY and view_pacing(None, 2) == ROOMY and view_pacing(2, None) == ROOMY
