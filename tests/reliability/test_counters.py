@@ -10,7 +10,7 @@ import pytest
 
 from reliability_plugin import LossTally
 
-TESTS = Path(__file__).resolve().parents[1]
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
 PLANTED = '''
 from app.core.chat.store import ChatStore
@@ -32,7 +32,7 @@ def test_a_store_that_dropped_one_message(tmp_path):
 
 
 def test_a_planted_loss_is_counted_reported_and_fails(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n"
+    pytester.makeconftest(f"import sys\nsys.path.insert(0, {str(HELPERS)!r})\n"
                           "pytest_plugins = ['reliability_plugin']\n")
     pytester.makepyfile(test_planted=PLANTED)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
