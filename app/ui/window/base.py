@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QComboBox, QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QMainWindow, QProgressBar, QPushButton, QSplitter, QTabWidget
 
 from app.core.chat.store import ChatStore
 from app.core.config import settings as settings_mod
@@ -40,7 +40,7 @@ class WindowBase(QMainWindow):
     session: ChatSession
     # central pages
     pages: QTabWidget
-    chat_page: QWidget
+    chat_page: QSplitter  # [sidebar, chat]
     models_page: LazyPage
     lab_page: LazyPage
     # the chat page

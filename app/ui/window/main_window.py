@@ -73,6 +73,24 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
                  engine: EngineQt | None = None):
         super().__init__()
         self.setWindowTitle("Roofline")
+        notes = self._open_settings_and_store(store, settings_result)
+        self._init_session(engine)
+        self._build_pages()
+        self._build_chat_page()
+        self._build_lazy_pages()
+        self._build_dashboard()
+        self._build_toolbar()
+        self._build_status_bar()
+        self._wire_chat()
+        self._wire_engine()
+        self._follow_system_theme()
+        self._wire_chat_flow()  # drafts, replies in the background, reloads asked for by Settings
+        self._start(notes)
+
+    # ------------------------------------------------------------------ building the window
+    def _open_settings_and_store(self, store: ChatStore | None,
+                                 settings_result: settings_mod.LoadResult | None) -> list[str]:
+        """Load the settings and open the chat store (tidied after a crash). Returns their warnings, if any."""
         result = settings_result or settings_mod.load_settings()
         self.settings = result.settings
         opened = OpenedStore(store) if store is not None else open_chat_store()
@@ -82,6 +100,10 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         chat_trash.empty(self.store, older_than_days=chat_trash.KEEP_DAYS)
         self._opening = OpeningGuard(self.store.path, self)
         self._plain_conversations: set[int] = set()  # shown as plain text (one crashed the last start)
+        return [w for w in (opened.warning, result.warning) if w]
+
+    def _init_session(self, engine: EngineQt | None) -> None:
+        """The engine, the chat session over it and the window's own state."""
         self.engine = engine or EngineQt(self)
         self.session = ChatSession(self.store, self.engine, self)
         self._editing: int | None = None
@@ -92,12 +114,26 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         # Measure memory bandwidth once per machine after a load (2 s of all cores; tests switch it off).
         self.measure_bandwidth_on_load = True
 
-        # ---- central pages
+    def _build_pages(self) -> None:
+        """The central tab widget; its tab bar shows once there is more than one page."""
         self.pages = QTabWidget()
         self.pages.setDocumentMode(True)
         self.pages.setTabBarAutoHide(True)
         self.setCentralWidget(self.pages)
 
+    def _build_chat_page(self) -> None:
+        """The Chat page: the sidebar on the left, the chat column beside it."""
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self._build_sidebar())
+        split.addWidget(self._build_chat_column())
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setSizes([260, 700])
+        self.chat_page = split
+        self.add_page("Chat", split)
+
+    def _build_sidebar(self) -> QSplitter:
+        """The conversation list above the sampling panel."""
         self.conversations = ConversationPanel(self.store)
         self.sampling_panel = SamplingPanel()
         self.sampling_panel.set_values(self.settings.sampling)
@@ -112,7 +148,10 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         left.addWidget(sampling_scroll)
         left.setStretchFactor(0, 1)
         left.setStretchFactor(1, 1)
+        return left
 
+    def _build_chat_column(self) -> QWidget:
+        """The banner, the messages, the edit note, the input and the row of buttons."""
         chat = QWidget()
         cl = QVBoxLayout(chat)
         cl.setContentsMargins(0, 6, 6, 6)
@@ -131,6 +170,11 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.input.submitted.connect(self.submit)
         self.input.escaped.connect(self.escape)
         cl.addWidget(self.input)
+        cl.addLayout(self._build_buttons())
+        return chat
+
+    def _build_buttons(self) -> QHBoxLayout:
+        """Send, Stop, Regenerate and Continue, then the hint."""
         buttons = QHBoxLayout()
         self.send_button = QPushButton("Send")
         self.send_button.setDefault(True)
@@ -153,31 +197,25 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.hint_label.setMinimumWidth(1)  # a long hint is cut (its tooltip has it), never the buttons
         self.hint_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         buttons.addWidget(self.hint_label)
-        cl.addLayout(buttons)
+        return buttons
 
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(left)
-        split.addWidget(chat)
-        split.setStretchFactor(0, 0)
-        split.setStretchFactor(1, 1)
-        split.setSizes([260, 700])
-        self.chat_page = split
-        self.add_page("Chat", split)
-
-        # ---- Models and Lab pages, built when first opened
+    def _build_lazy_pages(self) -> None:
+        """The Models and Lab pages, built when first opened."""
         self.models_page = LazyPage(self._make_models_page)
         self.add_page("Models", self.models_page)
         self.lab_page = LazyPage(self._make_lab_page)
         self.add_page("Lab", self.lab_page)
 
-        # ---- dashboard dock
+    def _build_dashboard(self) -> None:
+        """The performance dashboard, docked right, and its memory-bandwidth feed."""
         self.dock = DashboardDock(self.engine, self)
         self.dashboard = self.dock.dashboard
         self.dashboard.n_ubatch = self.settings.n_ubatch
         self.bandwidth = BandwidthFeed(self.dashboard, self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
 
-        # ---- toolbar: model selector
+    def _build_toolbar(self) -> None:
+        """The model toolbar: the model selector, Eject and Reload, the model line, then the actions."""
         tb = QToolBar("Model")
         tb.setObjectName("model_toolbar")
         tb.setMovable(False)
@@ -194,6 +232,16 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         spacer = QWidget()
         spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         tb.addWidget(spacer)
+        self._add_toolbar_actions(tb)
+        self.addToolBar(tb)
+        self.serve_switch = ServeSwitch(self, tb)  # `roofline serve` on the loaded model, from the toolbar
+        self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
+        # a narrowed window: the chat keeps its room first, the toolbar its buttons
+        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)
+        self.statusBar().addPermanentWidget(self.speed_label)
+
+    def _add_toolbar_actions(self, tb: QToolBar) -> None:
+        """Dashboard, Settings, Preset… and Draft model… at the toolbar's right end."""
         self.dashboard_action = self.dock.toggleViewAction()
         self.dashboard_action.setText("Dashboard")
         tb.addAction(self.dashboard_action)
@@ -204,14 +252,9 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.draft_control = DraftModelControl(self)  # speculative decoding with a small model of the same family
         self.draft_action = tb.addAction("Draft model…", self.draft_control.open_dialog)
         self.draft_action.setToolTip("Speculative decoding: a small model with the same vocabulary drafts tokens")
-        self.addToolBar(tb)
-        self.serve_switch = ServeSwitch(self, tb)  # `roofline serve` on the loaded model, from the toolbar
-        self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
-        # a narrowed window: the chat keeps its room first, the toolbar its buttons
-        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)
-        self.statusBar().addPermanentWidget(self.speed_label)
 
-        # ---- status bar
+    def _build_status_bar(self) -> None:
+        """The engine's state, the load progress and the memory line (after the speed, which came first)."""
         self.state_label = QLabel("engine: stopped")
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
@@ -223,7 +266,9 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.statusBar().addWidget(self.progress)
         self.statusBar().addPermanentWidget(self.mem_label)
 
-        # ---- wiring
+    # ------------------------------------------------------------------ wiring
+    def _wire_chat(self) -> None:
+        """The conversation list and the session to the window's chat (and the parts that follow them)."""
         self.conversations.open_requested.connect(self.open_conversation)
         self.conversations.new_requested.connect(self.new_chat)
         self.conversations.deleted.connect(self._conversation_deleted)
@@ -238,23 +283,29 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.sampling_panel.system_prompt_changed.connect(self.session.set_system_prompt)
         self.versions = VersionsControl(self)  # ‹1/3› on regenerated and edited turns
         self.exports = ExportControl(self)  # the chat list's Export…; a File menu can call export_current()
+
+    def _wire_engine(self) -> None:
+        """The engine's events (and the dashboard's live KV switch) to the window."""
         self.engine.state_changed.connect(self._engine_state)
         self.engine.progress.connect(self._progress)
         self.engine.loaded.connect(self._loaded)
         self.engine.error.connect(self._engine_error)
         self.engine.stats.connect(self._stats)
+        self.dashboard.live_kv_changed.connect(self._live_kv)
+
+    def _follow_system_theme(self) -> None:
+        """Apply the system's light or dark scheme now and whenever it changes."""
         QGuiApplication.styleHints().colorSchemeChanged.connect(lambda _s: self.restyle())
         app = QGuiApplication.instance()
         if isinstance(app, QGuiApplication):
             theme.apply_system_scheme(app)
 
-        self.dashboard.live_kv_changed.connect(self._live_kv)
-        self._wire_chat_flow()  # drafts, replies in the background, reloads asked for by Settings
+    def _start(self, notes: list[str]) -> None:
+        """Restore the window, list the models, reopen the newest chat and say what went wrong, if anything."""
         make_plain(self.model_info, self.state_label, self.hint_label)
         self._restore_window()
         self._populate_models()
-        notes = [w for w in (opened.warning, result.warning) if w]
-        notes += self._open_first_conversation()
+        notes = notes + self._open_first_conversation()
         self._update_buttons()
         if notes:
             self.banner.show_message(" ".join(notes))
