@@ -4,6 +4,9 @@ Requests are validated in app.server.openai_api, submitted through the Hub, and 
 or as server-sent events. The HTTP status is decided before the first byte: a stream starts only after the
 engine has accepted the prompt, so a prompt over the context is a 400, not an error inside a 200 stream.
 A client that goes away mid-stream has its request cancelled in the engine (its KV cells are freed).
+
+The handlers are module functions; what one server serves (its Hub, model name and API key) is a `Served`
+on the application's state, so `build_app` only puts routes, handlers and that state together.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import hmac
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -47,154 +51,209 @@ def _error(exc: api.ApiError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
+@dataclass(frozen=True)
+class Served:
+    """What the handlers need, kept on the application (`request.app.state.served`)."""
+
+    hub: Hub
+    model_id: str
+    api_key: str | None
+    created: int  # when the server started: the model's `created` in /v1/models
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        return (self.model_id,)
+
+
+def _served(request: Request) -> Served:
+    served: Served = request.app.state.served
+    return served
+
+
+def _authorized(request: Request) -> bool:
+    api_key = _served(request).api_key
+    if not api_key:
+        return True
+    header = request.headers.get("authorization", "")
+    token = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
+    return hmac.compare_digest(token.encode(), api_key.encode())
+
+
+def _unauthorized() -> JSONResponse:
+    return _error(api.ApiError(401, "Invalid or missing API key: send 'Authorization: Bearer <key>'.",
+                               type_="authentication_error", code="invalid_api_key"))
+
+
+async def models(request: Request) -> Response:
+    if not _authorized(request):
+        return _unauthorized()
+    served = _served(request)
+    hub = served.hub
+    loaded = hub.loaded
+    meta: dict[str, Any] = {}
+    if loaded is not None:
+        meta = {"n_ctx": loaded.n_ctx, "n_ctx_train": loaded.n_ctx_train, "n_params": loaded.n_params,
+                "size": loaded.model_size, "n_vocab": loaded.n_vocab, "parallel": hub.parallel}
+    return JSONResponse({"object": "list", "data": [
+        {"id": served.model_id, "object": "model", "created": served.created, "owned_by": "roofline",
+         "meta": meta}]})
+
+
+async def health(request: Request) -> Response:
+    hub = _served(request).hub
+    if not hub.ready:
+        return JSONResponse({"status": "unavailable", "error": hub.restart_error or "engine restarting"},
+                            status_code=503)
+    stats = hub.stats
+    return JSONResponse({"status": "ok", "slots_idle": hub.parallel - (stats.running if stats else 0),
+                         "slots_processing": stats.running if stats else 0})
+
+
+async def metrics(request: Request) -> Response:
+    if not _authorized(request):
+        return _unauthorized()
+    return PlainTextResponse(_served(request).hub.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+async def chat_completions(request: Request) -> Response:
+    return await _complete(request, chat=True)
+
+
+async def completions(request: Request) -> Response:
+    return await _complete(request, chat=False)
+
+
+async def _complete(request: Request, chat: bool) -> Response:
+    if not _authorized(request):
+        return _unauthorized()
+    served = _served(request)
+    hub = served.hub
+    try:
+        body = api.parse_json(await _read_body(request))
+        parsed = api.parse_request(body, chat, hub.new_request_id(), served.model_names)
+    except api.ApiError as exc:
+        return _error(exc)
+    try:
+        _accepted, queue = await hub.open(parsed.generate)
+    except Unavailable as exc:
+        return _error(api.ApiError(503, str(exc), type_="server_error", code="unavailable"))
+    except TimeoutError:
+        return _error(api.ApiError(503, "The engine did not answer in time.", type_="server_error"))
+    except EngineError as exc:
+        return _error(_refused(exc, chat))
+    cid = api.new_id(chat)
+    if parsed.stream:
+        return StreamingResponse(_stream(served, parsed, cid, queue), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return await _collect(request, served, parsed, cid, queue)
+
+
+def _refused(exc: EngineError, chat: bool) -> api.ApiError:
+    """The engine's refusal of a request as the HTTP error: 400 for a bad request (a prompt over the
+    context among them), 500 for anything else."""
+    if exc.error.kind == "bad_request":
+        return api.ApiError(400, exc.error.message, param="messages" if chat else "prompt",
+                            code="context_length_exceeded" if "context" in exc.error.message else None)
+    return api.ApiError(500, exc.error.message, type_="server_error")
+
+
+async def _collect(request: Request, served: Served, parsed: api.ParsedRequest, cid: str,
+                   queue: asyncio.Queue[Any]) -> Response:
+    rid = parsed.generate.request_id
+    finished = False
+    try:
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+            except TimeoutError:
+                if await request.is_disconnected():
+                    return Response(status_code=499)
+                continue
+            if isinstance(event, P.Done):
+                finished = True
+                return JSONResponse(api.completion_body(parsed, cid, served.model_id, event.text,
+                                                        event.finish_reason, event.metrics))
+            if isinstance(event, P.Error):
+                finished = True
+                return _error(api.ApiError(500, event.message, type_="server_error"))
+    finally:
+        served.hub.release(rid, finished)
+
+
+async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
+                  queue: asyncio.Queue[Any]) -> AsyncIterator[bytes]:
+    rid = parsed.generate.request_id
+    model_id = served.model_id
+    created_at = int(time.time())
+    finished = False
+    try:
+        if parsed.chat:
+            yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, "", role=True))
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+            except TimeoutError:
+                yield b": waiting\n\n"
+                continue
+            if isinstance(event, P.Token):
+                yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, event.text))
+            elif isinstance(event, P.Done):
+                finished = True
+                for chunk in _last_chunks(parsed, cid, model_id, created_at, event):
+                    yield chunk
+                return
+            elif isinstance(event, P.Error):
+                finished = True
+                yield api.sse(api.ApiError(500, event.message, type_="server_error").body())
+                yield api.sse("[DONE]")
+                return
+    finally:
+        served.hub.release(rid, finished)
+
+
+def _last_chunks(parsed: api.ParsedRequest, cid: str, model_id: str, created_at: int,
+                 event: P.Done) -> list[bytes]:
+    """A finished stream's last events: the finish reason with the timings, the usage if asked for, [DONE]."""
+    last = api.chunk_body(parsed, cid, model_id, created_at, None if parsed.chat else "", finish=event.finish_reason)
+    last["timings"] = api.timings(event.metrics)
+    chunks = [api.sse(last)]
+    if parsed.include_usage:
+        usage = api.chunk_body(parsed, cid, model_id, created_at, None)
+        usage["choices"] = []
+        usage["usage"] = api.usage(event.metrics)
+        chunks.append(api.sse(usage))
+    chunks.append(api.sse("[DONE]"))
+    return chunks
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return _error(api.ApiError(404, f"No route {request.method} {request.url.path}.", code="not_found"))
+
+
+async def bad_method(request: Request, exc: Exception) -> Response:
+    return _error(api.ApiError(405, f"{request.method} is not allowed on {request.url.path}."))
+
+
+@asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    app.state.served.hub.attach(asyncio.get_running_loop())
+    yield
+
+
+ROUTES = [
+    Route("/v1/models", models, methods=["GET"]),
+    Route("/models", models, methods=["GET"]),
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route("/chat/completions", chat_completions, methods=["POST"]),
+    Route("/v1/completions", completions, methods=["POST"]),
+    Route("/completions", completions, methods=["POST"]),
+    Route("/health", health, methods=["GET"]),
+    Route("/metrics", metrics, methods=["GET"]),
+]
+
+
 def build_app(hub: Hub, model_id: str, api_key: str | None = None) -> Starlette:
-    model_names = (model_id,)
-    created = int(time.time())
-
-    def authorized(request: Request) -> bool:
-        if not api_key:
-            return True
-        header = request.headers.get("authorization", "")
-        token = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
-        return hmac.compare_digest(token.encode(), api_key.encode())
-
-    def unauthorized() -> JSONResponse:
-        return _error(api.ApiError(401, "Invalid or missing API key: send 'Authorization: Bearer <key>'.",
-                                   type_="authentication_error", code="invalid_api_key"))
-
-    async def models(request: Request) -> Response:
-        if not authorized(request):
-            return unauthorized()
-        loaded = hub.loaded
-        meta: dict[str, Any] = {}
-        if loaded is not None:
-            meta = {"n_ctx": loaded.n_ctx, "n_ctx_train": loaded.n_ctx_train, "n_params": loaded.n_params,
-                    "size": loaded.model_size, "n_vocab": loaded.n_vocab, "parallel": hub.parallel}
-        return JSONResponse({"object": "list", "data": [
-            {"id": model_id, "object": "model", "created": created, "owned_by": "roofline", "meta": meta}]})
-
-    async def health(request: Request) -> Response:
-        if not hub.ready:
-            return JSONResponse({"status": "unavailable", "error": hub.restart_error or "engine restarting"},
-                                status_code=503)
-        stats = hub.stats
-        return JSONResponse({"status": "ok", "slots_idle": hub.parallel - (stats.running if stats else 0),
-                             "slots_processing": stats.running if stats else 0})
-
-    async def metrics(request: Request) -> Response:
-        if not authorized(request):
-            return unauthorized()
-        return PlainTextResponse(hub.metrics.render(), media_type="text/plain; version=0.0.4")
-
-    async def chat_completions(request: Request) -> Response:
-        return await _complete(request, chat=True)
-
-    async def completions(request: Request) -> Response:
-        return await _complete(request, chat=False)
-
-    async def _complete(request: Request, chat: bool) -> Response:
-        if not authorized(request):
-            return unauthorized()
-        try:
-            body = api.parse_json(await _read_body(request))
-            parsed = api.parse_request(body, chat, hub.new_request_id(), model_names)
-        except api.ApiError as exc:
-            return _error(exc)
-        try:
-            _accepted, queue = await hub.open(parsed.generate)
-        except Unavailable as exc:
-            return _error(api.ApiError(503, str(exc), type_="server_error", code="unavailable"))
-        except TimeoutError:
-            return _error(api.ApiError(503, "The engine did not answer in time.", type_="server_error"))
-        except EngineError as exc:
-            if exc.error.kind == "bad_request":
-                return _error(api.ApiError(400, exc.error.message, param="messages" if chat else "prompt",
-                                           code="context_length_exceeded"
-                                           if "context" in exc.error.message else None))
-            return _error(api.ApiError(500, exc.error.message, type_="server_error"))
-        cid = api.new_id(chat)
-        if parsed.stream:
-            return StreamingResponse(_stream(parsed, cid, queue), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return await _collect(request, parsed, cid, queue)
-
-    async def _collect(request: Request, parsed: api.ParsedRequest, cid: str,
-                       queue: asyncio.Queue[Any]) -> Response:
-        rid = parsed.generate.request_id
-        finished = False
-        try:
-            while True:
-                try:
-                    event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-                except TimeoutError:
-                    if await request.is_disconnected():
-                        return Response(status_code=499)
-                    continue
-                if isinstance(event, P.Done):
-                    finished = True
-                    return JSONResponse(api.completion_body(parsed, cid, model_id, event.text,
-                                                            event.finish_reason, event.metrics))
-                if isinstance(event, P.Error):
-                    finished = True
-                    return _error(api.ApiError(500, event.message, type_="server_error"))
-        finally:
-            hub.release(rid, finished)
-
-    async def _stream(parsed: api.ParsedRequest, cid: str, queue: asyncio.Queue[Any]) -> AsyncIterator[bytes]:
-        rid = parsed.generate.request_id
-        created_at = int(time.time())
-        finished = False
-        try:
-            if parsed.chat:
-                yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, "", role=True))
-            while True:
-                try:
-                    event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-                except TimeoutError:
-                    yield b": waiting\n\n"
-                    continue
-                if isinstance(event, P.Token):
-                    yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, event.text))
-                elif isinstance(event, P.Done):
-                    finished = True
-                    last = api.chunk_body(parsed, cid, model_id, created_at, None if parsed.chat else "",
-                                          finish=event.finish_reason)
-                    last["timings"] = api.timings(event.metrics)
-                    yield api.sse(last)
-                    if parsed.include_usage:
-                        usage = api.chunk_body(parsed, cid, model_id, created_at, None)
-                        usage["choices"] = []
-                        usage["usage"] = api.usage(event.metrics)
-                        yield api.sse(usage)
-                    yield api.sse("[DONE]")
-                    return
-                elif isinstance(event, P.Error):
-                    finished = True
-                    yield api.sse(api.ApiError(500, event.message, type_="server_error").body())
-                    yield api.sse("[DONE]")
-                    return
-        finally:
-            hub.release(rid, finished)
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(api.ApiError(404, f"No route {request.method} {request.url.path}.", code="not_found"))
-
-    async def bad_method(request: Request, exc: Exception) -> Response:
-        return _error(api.ApiError(405, f"{request.method} is not allowed on {request.url.path}."))
-
-    @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        hub.attach(asyncio.get_running_loop())
-        yield
-
-    routes = [
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/models", models, methods=["GET"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/completions", completions, methods=["POST"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-    ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: bad_method})
+    """The application serving `hub`'s model as `model_id` (behind `api_key` when there is one)."""
+    app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers={404: not_found, 405: bad_method})
+    app.state.served = Served(hub, model_id, api_key, created=int(time.time()))
+    return app
