@@ -9,7 +9,8 @@ import codecs
 import dataclasses
 import random
 import time
-from dataclasses import dataclass
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import llama_cpp
@@ -18,7 +19,7 @@ from app.core.chat.templates import render
 from app.core.metrics.phase import PhaseMetrics
 from app.core.sampling.chain import Sampler, SamplerParams
 from app.engine import protocol as P
-from app.engine.llama.context_overflow import context_limit, fit_prompt
+from app.engine.llama.context_overflow import ContextOverflow, context_limit, fit_prompt
 from app.engine.llama.decoding import plain_tokens
 from app.engine.llama.draft_model import DraftModelLookup
 from app.engine.llama.live import prefilled_event
@@ -83,135 +84,208 @@ def prompt_tokens(engine: Engine, req: P.Generate) -> tuple[list[int], int]:
         dropped += 1
 
 
+@dataclass
+class _Run:
+    """What the steps of one generation share."""
+
+    req: P.Generate
+    tokens: list[int]  # the prompt, as fitted to the context
+    t_request: float
+    restored: saved_kv.Restore
+    metrics: PhaseMetrics
+    reply: ReasoningStream
+    perf0: Perf  # llama.cpp's counters before the prefill
+    token_out: TokenOut
+    perf_first: Perf | None = None  # ... and at the first token
+    times: list[float] = field(default_factory=list)  # when each token came
+    generated: int = 0
+    finish: str = "length"
+    held: str = ""  # text held back while it could still be the start of a stop string
+
+
 def run_generation(engine: Engine, req: P.Generate) -> None:
+    """One request: its prompt, the decode loop streaming the reply, then Done with the phase metrics."""
     if engine.llm is None:
         send(P.Error(req.request_id, "bad_request", "No model is loaded."))
         return
     t_request = time.monotonic()
-    llm = engine.llm
-    s = req.sampling
     tokens, dropped = engine._prompt_tokens(req)
-    tokens, overflow = fit_prompt(llm, req, tokens, engine.template)
-    max_tokens = overflow.max_tokens(s.max_tokens, len(tokens))
+    tokens, overflow = fit_prompt(engine.llm, req, tokens, engine.template)
+    max_tokens = overflow.max_tokens(req.sampling.max_tokens, len(tokens))
     restored = saved_kv.restore(engine, req, tokens)  # the chat's saved KV, when it holds more than the cache
+    sampler = _sampler(engine.llm, req.sampling)
+    run = _start(engine, req, tokens, t_request, restored)
+    gen, lookup = _token_source(engine, req, tokens, overflow, sampler)
+    try:
+        _decode(engine, run, gen, max_tokens)
+    finally:
+        gen.close()
+        run.token_out.flush()  # whatever was streamed reaches the app, even if an error follows
+    _end_stream(run)
+    _phase_metrics(engine, run, lookup)
+    data = _done_data(engine, run, dropped, overflow, lookup)
+    _remember_rates(engine, run.metrics, lookup)
+    send(P.Done(req.request_id, run.reply.answer, run.finish, data, reasoning=run.reply.reasoning))
+    saved_kv.save(engine, req, shifted=bool(data.get("context_shifts")))  # after Done: the reply is not kept waiting
+
+
+def _sampler(llm: Any, s: P.Sampling) -> Sampler:
+    """The request's sampler, on its seed or a random one."""
     seed = s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1)
-    sampler = Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
-                                    repeat_penalty=s.repeat_penalty), llm.n_vocab(), seed)
-    vocab = llm._model.vocab
+    return Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
+                                 repeat_penalty=s.repeat_penalty), llm.n_vocab(), seed)
+
+
+def _start(engine: Engine, req: P.Generate, tokens: list[int], t_request: float,
+           restored: saved_kv.Restore) -> _Run:
+    """The generation's state before its prefill, llama.cpp's counters read from zero."""
+    llm = engine.llm
     metrics = PhaseMetrics(prompt_tokens=len(tokens), load_ms=engine.loaded.load_ms if engine.loaded else 0.0)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     split = req.messages is not None and req.split_reasoning
     reply = ReasoningStream(req.request_id, t_request, split, split and prompt_opens_thinking(llm, tokens))
-    held = ""  # text held back while it could still be the start of a stop string
-    stop_len = max((len(x) for x in s.stop), default=0)
-    finish = "length"
-    times: list[float] = []
     # Counters accumulate across calls; start each generation from zero (and still take deltas).
     llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
     perf0 = engine._perf()
-    perf_first: Perf | None = None
-    generated = 0
     token_out = TokenOut(burst_interval_s(req.stream_interval_ms))
-    lookup: PromptLookup | None = None
+    return _Run(req, tokens, t_request, restored, metrics, reply, perf0, token_out)
+
+
+def _token_source(engine: Engine, req: P.Generate, tokens: list[int], overflow: ContextOverflow,
+                  sampler: Sampler) -> tuple[Generator[int, None, None], PromptLookup | None]:
+    """The tokens of the reply: with a rolling context, prompt lookup or a draft model, or plain decoding.
+    Returns them with the lookup, if one drafts them."""
+    llm = engine.llm
     if overflow.rolling:  # before prompt lookup, which cannot shift the cache
-        gen = overflow.tokens(llm, tokens, sampler)
-    elif req.prompt_lookup or engine.draft is not None:
+        return overflow.tokens(llm, tokens, sampler), None
+    if req.prompt_lookup or engine.draft is not None:
         lookup = PromptLookup(llm, sampler, plain_ms_hint=engine._plain_ms_per_token) if engine.draft is None \
             else DraftModelLookup(llm, sampler, engine.draft, plain_ms_hint=engine._plain_ms_per_token)
-        gen = lookup.generate(tokens)
-    else:
-        gen = plain_tokens(llm, tokens, sampler)
-    try:
-        for token in gen:
-            now = time.monotonic()
-            generated += 1
-            if perf_first is None:
-                perf_first = engine._perf()
-                metrics.ttft_ms = (now - t_request) * 1000.0
-                pre = prefilled_event(engine, req.request_id, len(tokens), perf0, perf_first, metrics.ttft_ms)
-                restored.estimate(engine._prefill_ms_per_token, len(tokens), pre.prefill_tokens, pre.prefill_ms)
-                send(dataclasses.replace(pre, restored_tokens=restored.tokens, restore_ms=restored.ms,
-                                         restore_prefill_ms=restored.prefill_estimate_ms,
-                                         restore_note=restored.note))
-            if llama_cpp.llama_vocab_is_eog(vocab, token) and not s.ignore_eos:
-                finish = "stop"
-                break
-            piece = decoder.decode(engine._piece(token))
-            times.append(now)
-            if piece:
-                held += piece
-                hit = _find_stop(held, s.stop)
-                if hit is not None:
-                    held = held[:hit]
-                    finish = "stop"
-                cut = len(held) if finish == "stop" else max(0, len(held) - (stop_len - 1 if stop_len else 0))
-                out, held = held[:cut], held[cut:]
-                event = reply.emit(out, now, generated) if out else None
-                if event is not None:
-                    token_out.add(event)
-                if finish == "stop":
-                    break
-            if generated >= max_tokens:
-                finish = "length" if generated >= s.max_tokens else "context_full"
-                break
-            if engine.poll_interrupt(req.request_id):
-                finish = "cancelled"
-                break
-    finally:
-        gen.close()
-        token_out.flush()  # whatever was streamed reaches the app, even if an error follows
-    for event in (reply.emit(held, time.monotonic(), generated) if held and finish != "stop" else None,
-                  reply.finish(time.monotonic())):
+        return lookup.generate(tokens), lookup
+    return plain_tokens(llm, tokens, sampler), None
+
+
+def _decode(engine: Engine, run: _Run, gen: Iterator[int], max_tokens: int) -> None:
+    """The decode loop: each token timed and its text streamed, until the end of generation, a stop string,
+    the length limit or a cancel (`run.finish` says which)."""
+    s = run.req.sampling
+    vocab = engine.llm._model.vocab
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    stop_len = max((len(x) for x in s.stop), default=0)
+    for token in gen:
+        now = time.monotonic()
+        run.generated += 1
+        if run.perf_first is None:
+            _first_token(engine, run, now)
+        if llama_cpp.llama_vocab_is_eog(vocab, token) and not s.ignore_eos:
+            run.finish = "stop"
+            return
+        piece = decoder.decode(engine._piece(token))
+        run.times.append(now)
+        if piece and _stream_piece(run, piece, now, stop_len):
+            return
+        if run.generated >= max_tokens:
+            run.finish = "length" if run.generated >= s.max_tokens else "context_full"
+            return
+        if engine.poll_interrupt(run.req.request_id):
+            run.finish = "cancelled"
+            return
+
+
+def _first_token(engine: Engine, run: _Run, now: float) -> None:
+    """At the first token: the time to it, and the Prefilled event (with what the saved KV spared)."""
+    run.perf_first = engine._perf()
+    run.metrics.ttft_ms = (now - run.t_request) * 1000.0
+    n_prompt = len(run.tokens)
+    pre = prefilled_event(engine, run.req.request_id, n_prompt, run.perf0, run.perf_first, run.metrics.ttft_ms)
+    restored = run.restored
+    restored.estimate(engine._prefill_ms_per_token, n_prompt, pre.prefill_tokens, pre.prefill_ms)
+    send(dataclasses.replace(pre, restored_tokens=restored.tokens, restore_ms=restored.ms,
+                             restore_prefill_ms=restored.prefill_estimate_ms, restore_note=restored.note))
+
+
+def _stream_piece(run: _Run, piece: str, now: float, stop_len: int) -> bool:
+    """Stream a token's text but what could still begin a stop string (held back). True at a stop string,
+    whose text is dropped with what follows it."""
+    run.held += piece
+    hit = _find_stop(run.held, run.req.sampling.stop)
+    if hit is not None:
+        run.held = run.held[:hit]
+        run.finish = "stop"
+    cut = len(run.held) if run.finish == "stop" else max(0, len(run.held) - (stop_len - 1 if stop_len else 0))
+    out, run.held = run.held[:cut], run.held[cut:]
+    event = run.reply.emit(out, now, run.generated) if out else None
+    if event is not None:
+        run.token_out.add(event)
+    return run.finish == "stop"
+
+
+def _end_stream(run: _Run) -> None:
+    """The text still held back (unless a stop string ended the reply) and the reply's end, sent."""
+    held = run.reply.emit(run.held, time.monotonic(), run.generated) if run.held and run.finish != "stop" else None
+    for event in (held, run.reply.finish(time.monotonic())):
         if event is not None:
-            token_out.add(event)
-    token_out.flush()
+            run.token_out.add(event)
+    run.token_out.flush()
+
+
+def _phase_metrics(engine: Engine, run: _Run, lookup: PromptLookup | None) -> None:
+    """The reply's metrics from llama.cpp's counters and the token times, the cache and memory after it."""
     t_end = time.monotonic()
-    perf1 = engine._perf()
-    first = perf_first or perf1
+    perf0, perf1 = run.perf0, engine._perf()
+    first = run.perf_first or perf1
+    m = run.metrics
     # Phases split at the first token: everything evaluated before it was prompt (even a lone
     # last prompt token that llama.cpp counts as a "generation" call), everything after is decode.
-    metrics.prefill_tokens = (first.n_p_eval - perf0.n_p_eval) + (first.n_eval - perf0.n_eval)
-    metrics.prefill_ms = (first.t_p_eval_ms - perf0.t_p_eval_ms) + (first.t_eval_ms - perf0.t_eval_ms)
-    metrics.reused_tokens = max(0, len(tokens) - metrics.prefill_tokens)
-    metrics.decode_tokens = perf1.n_eval - first.n_eval
-    metrics.decode_ms = perf1.t_eval_ms - first.t_eval_ms
+    m.prefill_tokens = (first.n_p_eval - perf0.n_p_eval) + (first.n_eval - perf0.n_eval)
+    m.prefill_ms = (first.t_p_eval_ms - perf0.t_p_eval_ms) + (first.t_eval_ms - perf0.t_eval_ms)
+    m.reused_tokens = max(0, len(run.tokens) - m.prefill_tokens)
+    m.decode_tokens = perf1.n_eval - first.n_eval
+    m.decode_ms = perf1.t_eval_ms - first.t_eval_ms
     if lookup is not None:
         # Draft batches count as prompt batches in llama.cpp: decode is every call after the first
         # token, and its rate is tokens produced per second of those calls (the effective speed).
-        metrics.decode_tokens = max(0, generated - 1)
-        metrics.decode_ms += perf1.t_p_eval_ms - first.t_p_eval_ms
-        metrics.draft_tokens = lookup.drafted
-        metrics.draft_accepted = lookup.accepted
-        metrics.drafter = lookup.drafter
-    metrics.generated_tokens = generated
-    metrics.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:], strict=False)]
-    metrics.decode_wall_ms = (times[-1] - times[0]) * 1000.0 if len(times) > 1 else 0.0
-    metrics.total_ms = (t_end - t_request) * 1000.0
+        m.decode_tokens = max(0, run.generated - 1)
+        m.decode_ms += perf1.t_p_eval_ms - first.t_p_eval_ms
+        m.draft_tokens = lookup.drafted
+        m.draft_accepted = lookup.accepted
+        m.drafter = lookup.drafter
+    m.generated_tokens = run.generated
+    times = run.times
+    m.itl_ms = [(b - a) * 1000.0 for a, b in zip(times, times[1:], strict=False)]
+    m.decode_wall_ms = (times[-1] - times[0]) * 1000.0 if len(times) > 1 else 0.0
+    m.total_ms = (t_end - run.t_request) * 1000.0
     st = engine.stats()
-    metrics.kv_cells_used = st.kv_cells_used
-    metrics.kv_cells_allocated = st.kv_cells_allocated
-    metrics.kv_bytes_used = st.kv_bytes_used
-    metrics.kv_bytes_allocated = st.kv_bytes_allocated
-    metrics.rss_bytes = st.rss_bytes
-    data = metrics.to_dict()
+    m.kv_cells_used, m.kv_cells_allocated = st.kv_cells_used, st.kv_cells_allocated
+    m.kv_bytes_used, m.kv_bytes_allocated = st.kv_bytes_used, st.kv_bytes_allocated
+    m.rss_bytes = st.rss_bytes
+
+
+def _done_data(engine: Engine, run: _Run, dropped: int, overflow: ContextOverflow,
+               lookup: PromptLookup | None) -> dict[str, Any]:
+    """The metrics that Done carries: the phases, then what the prompt, reasoning, overflow, lookup and saved
+    KV did."""
+    data = run.metrics.to_dict()
     data["messages_dropped"] = dropped
-    data["chat_template"] = engine.template.name if engine.template and req.messages is not None else "none"
-    data["token_times"] = times
-    data.update(reply.metrics())
+    data["chat_template"] = engine.template.name if engine.template and run.req.messages is not None else "none"
+    data["token_times"] = run.times
+    data.update(run.reply.metrics())
     data.update(overflow.metrics())
     if lookup is not None:
         data["lookup_batch_steps"] = lookup.batch_steps
         data["lookup_plain_steps"] = lookup.plain_steps
         data["lookup_speedup"] = lookup.speedup(engine._plain_ms_per_token)
         data["lookup_pauses"] = lookup.pauses  # times drafting stopped because it was losing
-    elif metrics.decode_tokens > 0:
-        engine._plain_ms_per_token = metrics.decode_ms / metrics.decode_tokens  # reference for lookup runs
+    data.update(run.restored.metrics())
+    return data
+
+
+def _remember_rates(engine: Engine, metrics: PhaseMetrics, lookup: PromptLookup | None) -> None:
+    """This reply's plain decode rate (the reference of lookup runs) and its prefill rate (saved KV's estimates),
+    where it measured them."""
+    if lookup is None and metrics.decode_tokens > 0:
+        engine._plain_ms_per_token = metrics.decode_ms / metrics.decode_tokens
     if metrics.prefill_tokens >= saved_kv.MIN_RATE_TOKENS and metrics.prefill_ms > 0:
         engine._prefill_ms_per_token = metrics.prefill_ms / metrics.prefill_tokens
-    data.update(restored.metrics())
-    send(P.Done(req.request_id, reply.answer, finish, data, reasoning=reply.reasoning))
-    saved_kv.save(engine, req, shifted=bool(data.get("context_shifts")))  # after Done: the reply is not kept waiting
-
 
 
 def _find_stop(text: str, stops: list[str]) -> int | None:
