@@ -45,6 +45,28 @@ class Dashboard(QWidget):
     def __init__(self, engine: EngineQt, parent: QWidget | None = None):
         super().__init__(parent)
         self.engine = engine
+        self._init_state()
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.setSpacing(8)
+        self.server_traffic = ServerTrafficPanel()  # shown only while the window serves the model
+        lay.addWidget(self.server_traffic)
+        lay.addWidget(self._build_cards())
+        self._build_speed_plots()
+        self._build_latency_plots()
+        self._add_plot_boxes(lay)
+        lay.addWidget(self._build_memory())
+        lay.addWidget(self._build_roofline())
+        lay.addStretch(1)
+        self._build_timers(engine)
+        self._wire_engine(engine)
+        self.restyle()
+        self.poll()
+        self._update_roofline()
+
+    # ------------------------------------------------------------------ building
+    def _init_state(self) -> None:
+        """What the dashboard knows of the model, the machine and the replies, before any event."""
         self.loaded: P.Loaded | None = None
         self.history: list[PhaseMetrics] = []
         self.bandwidth: float | None = None
@@ -59,14 +81,8 @@ class Dashboard(QWidget):
         self._itl_ranges: tuple[float, float] | None = None  # (x, y) upper limits now shown
         self._last_stats: P.Stats | None = None
 
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(6, 6, 6, 6)
-        lay.setSpacing(8)
-
-        self.server_traffic = ServerTrafficPanel()  # shown only while the window serves the model
-        lay.addWidget(self.server_traffic)
-
-        # --- per message cards
+    def _build_cards(self) -> CardGrid:
+        """The per-message cards."""
         self.card_ttft = Card("TTFT", None, "Time to first token (wall clock): what the user waits for")
         self.card_prefill = Card("Prefill", theme.PREFILL,
                                  "Prompt processing rate: compute-bound, sets the time to first token")
@@ -78,9 +94,10 @@ class Dashboard(QWidget):
         self.cards = [self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt,
                       self.card_kv]
         self.card_grid = CardGrid(self.cards)
-        lay.addWidget(self.card_grid)
+        return self.card_grid
 
-        # --- time series: prefill and decode never blended, each on its own plot
+    def _build_speed_plots(self) -> None:
+        """Prefill and decode speed per reply: never blended, each on its own plot."""
         self.plot_prefill = make_plot("Prefill tok/s per reply", "tok/s", "reply #")
         self.plot_decode = make_plot("Decode tok/s per reply", "tok/s", "reply #")
         self.curve_prefill = self.plot_prefill.plot([], [], pen=pg.mkPen(theme.PREFILL, width=2), symbol="o",
@@ -89,6 +106,9 @@ class Dashboard(QWidget):
                                                   symbolBrush=theme.DECODE, symbolPen=None, symbolSize=7)
         for plot in (self.plot_prefill, self.plot_decode):
             plot.getAxis("bottom").setTickSpacing(1, 1)  # replies are whole numbers
+
+    def _build_latency_plots(self) -> None:
+        """TTFT against prompt length, and the current reply's inter-token latency with its percentile lines."""
         self.plot_ttft = make_plot("TTFT vs prompt length", "TTFT (ms)", "prompt tokens")
         self.scatter_ttft = pg.ScatterPlotItem(size=8, brush=pg.mkBrush(theme.PREFILL), pen=None)
         self.plot_ttft.addItem(self.scatter_ttft)
@@ -102,6 +122,9 @@ class Dashboard(QWidget):
             line.setVisible(False)
             self.plot_itl.addItem(line)
             self.itl_lines.append(line)
+
+    def _add_plot_boxes(self, lay: QVBoxLayout) -> None:
+        """The plots' empty-state texts, and the plots in their two boxes."""
         self.empty_labels = {w: empty_label(w, "no replies yet") for w in
                              (self.plot_prefill, self.plot_decode, self.plot_ttft)}
         self.empty_labels[self.plot_itl] = empty_label(self.plot_itl, "tokens appear here while a reply streams")
@@ -114,20 +137,25 @@ class Dashboard(QWidget):
                 bl.addWidget(w)
             lay.addWidget(box)
 
-        # --- memory and roofline boxes; their widgets are named here too (the tests and the window read them)
+    def _build_memory(self) -> MemoryPanel:
+        """The memory box; its widgets are named here too (the tests and the window read them)."""
         self.memory = MemoryPanel()
         self.kv_bar, self.kv_label, self.swa_label = self.memory.kv_bar, self.memory.kv_label, self.memory.swa_label
         self.engine_label, self.vram_label = self.memory.engine_label, self.memory.vram_label
         self.ram_bar, self.ram_label = self.memory.ram_bar, self.memory.ram_label
-        lay.addWidget(self.memory)
+        return self.memory
+
+    def _build_roofline(self) -> RooflinePanel:
+        """The roofline box, its widgets named here too."""
         self.roofline = RooflinePanel()
         r = self.roofline
         self.plot_roof, self.roof_curve, self.roof_empty = r.plot_roof, r.roof_curve, r.roof_empty
         self.roof_prefill, self.roof_decode = r.roof_prefill, r.roof_decode
         self.roof_label, self.roof_legend, self.roof_explain = r.roof_label, r.roof_legend, r.roof_explain
-        lay.addWidget(self.roofline)
-        lay.addStretch(1)
+        return self.roofline
 
+    def _build_timers(self, engine: EngineQt) -> None:
+        """The live cards' pacing, the staged per-reply plots and the once-a-second poll (started)."""
         self._live_timer = QTimer(self)
         self._live_timer.setSingleShot(True)
         self._live_timer.setInterval(engine.pacing.cards_ms)
@@ -140,15 +168,15 @@ class Dashboard(QWidget):
         self._poll.setInterval(1000)
         self._poll.timeout.connect(self.poll)
         self._poll.start()
+
+    def _wire_engine(self, engine: EngineQt) -> None:
+        """The engine's events to the dashboard, and the cards' extra lines."""
         engine.stats.connect(self.on_stats)
         engine.loaded.connect(self.set_loaded)
         engine.prefilled.connect(self.on_prefilled)
         attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
         attach_context_line(engine, self.card_prompt)  # and when the context filled, how many tokens went
         attach_speedup_line(engine, self.card_decode)  # and what drafting gained or lost
-        self.restyle()
-        self.poll()
-        self._update_roofline()
 
     # ------------------------------------------------------------------ inputs
     def set_loaded(self, loaded: P.Loaded) -> None:
