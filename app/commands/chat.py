@@ -14,7 +14,9 @@ from app.core.files.untrusted import clean_line, clean_text
 from app.core.gguf.kv_types import KV_TYPES
 
 if TYPE_CHECKING:
+    from app.core.metrics.phase import PhaseMetrics
     from app.core.predict.load_plan import LoadPlan
+    from app.engine import protocol as P
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,9 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The prompt and the plan, the engine (local or --remote), the streamed reply, then the summary or JSON."""
     from app.commands._prompt import PromptError, from_argument, read_prompt
     from app.core.metrics.phase import PhaseMetrics
-    from app.engine import protocol as P
     from app.engine.client import EngineError
 
     try:
@@ -74,76 +76,121 @@ def run(args: argparse.Namespace) -> int:
     system = from_argument(args.system, "the system prompt") if args.system else None
     model = None if args.remote else resolve_model(args.model)
     plan = plan_from_args(args, model, system)
-    system = plan.values["system_prompt"]
-    messages = None
-    if not args.raw:
-        messages = ([{"role": "system", "content": system}] if system else []) + \
-            [{"role": "user", "content": prompt}]
-    sampling = P.Sampling(**plan.sampling_kwargs())
-    engine: Any  # EngineClient or RemoteClient: the same interface where it matters here
-    if model is None:
-        from app.engine.remote.backend import RemoteClient  # written for the remote-backend feature
-
-        engine = RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.remote_model)
-        cfg = None
-    else:
-        from app.commands._preflight import check_context_fits
-        from app.engine.client import EngineClient
-
-        load = plan.load_kwargs()
-        refused = check_context_fits(model, load["n_ctx"], load["type_k"], load["type_v"], load["n_gpu_layers"])
+    messages, sampling = _request_parts(args, plan, prompt)
+    if model is not None:
+        refused = _context_refused(model, plan)
         if refused:
             return fail(refused)
-        engine = EngineClient()
-        cfg = P.LoadConfig(model_path=str(model), **load,
-                           draft_model=str(resolve_model(args.draft_model)) if args.draft_model else None,
-                           draft_max=args.draft_max)
-    quiet = args.json
-    if not quiet:
+    engine, cfg = _engine(args, model, plan)
+    if not args.json:
         for line in plan.summary_lines():
             print(clean_text(line), file=sys.stderr)
     try:
-        with engine:
-            loaded = engine.load(cfg) if cfg is not None else engine.connect()
-            if not quiet:
-                if args.raw:
-                    template = "none (--raw: plain text continuation)"
-                else:
-                    from app.core.chat.templates import ChatTemplate
-
-                    template = ChatTemplate(loaded.chat_template_name, loaded.chat_template_source).describe()
-                print(clean_text(f"model: {loaded.model_desc}  ({loaded.model_path})"), file=sys.stderr)
-                if cfg is not None:  # what the engine allocated, not what was asked for
-                    print(f"context: {loaded.n_ctx} tokens, KV {loaded.type_k}/{loaded.type_v}", file=sys.stderr)
-                print(f"chat template: {template}", file=sys.stderr)
-                print(file=sys.stderr)
-            req = P.Generate(request_id=engine.new_request_id("c"), messages=messages,
-                             prompt=prompt if args.raw else None, sampling=sampling,
-                             prompt_lookup=args.prompt_lookup, context_overflow=plan.values["context_overflow"],
-                             n_keep=args.keep)
-            done = None
-            shown = ThinkingPrinter()
-            for event in engine.generate(req):
-                if isinstance(event, P.Token) and not quiet:
-                    shown.token(event)
-                elif isinstance(event, P.Done):
-                    done = event
-            if not quiet:
-                shown.end()
+        loaded, done = _generate(args, engine, cfg, plan, prompt, messages, sampling)
     except EngineError as exc:
         print(f"\nroofline: {clean_text(exc)}", file=sys.stderr)
         return 1
     if done is None:
         return fail("the engine ended the reply without a result")
     metrics = PhaseMetrics.from_dict(done.metrics)
-    if quiet:
-        out = {"text": done.text, "reasoning": done.reasoning, "finish_reason": done.finish_reason,
-               "metrics": done.metrics}
-        if cfg is not None:
-            out["load"] = {"n_ctx": loaded.n_ctx, "type_k": loaded.type_k, "n_threads": loaded.n_threads,
-                           "n_gpu_layers": loaded.n_gpu_layers, "sources": plan.sources, "notes": plan.notes}
-        print_json(out)
-        return 0
+    if args.json:
+        _print_json(done, loaded, cfg, plan)
+    else:
+        _print_summary(args, done, metrics, plan)
+    return 0
+
+
+def _request_parts(args: argparse.Namespace, plan: LoadPlan,
+                   prompt: str) -> tuple[list[dict[str, str]] | None, P.Sampling]:
+    """The chat messages (None with --raw) and the Sampling of the request."""
+    from app.engine import protocol as P
+
+    system = plan.values["system_prompt"]
+    messages = None
+    if not args.raw:
+        messages = ([{"role": "system", "content": system}] if system else []) + \
+            [{"role": "user", "content": prompt}]
+    return messages, P.Sampling(**plan.sampling_kwargs())
+
+
+def _context_refused(model: Path, plan: LoadPlan) -> str | None:
+    """Why the planned context does not fit in memory, if it does not."""
+    from app.commands._preflight import check_context_fits
+
+    load = plan.load_kwargs()
+    return check_context_fits(model, load["n_ctx"], load["type_k"], load["type_v"], load["n_gpu_layers"])
+
+
+def _engine(args: argparse.Namespace, model: Path | None, plan: LoadPlan) -> tuple[Any, P.LoadConfig | None]:
+    """The engine (a local EngineClient, or a RemoteClient with --remote: the same interface where it matters
+    here) and the LoadConfig for a local one (None for a remote server, which has its model loaded)."""
+    if model is None:
+        from app.engine.remote.backend import RemoteClient  # written for the remote-backend feature
+
+        return RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.remote_model), None
+    from app.engine import protocol as P
+    from app.engine.client import EngineClient
+
+    engine = EngineClient()
+    cfg = P.LoadConfig(model_path=str(model), **plan.load_kwargs(),
+                       draft_model=str(resolve_model(args.draft_model)) if args.draft_model else None,
+                       draft_max=args.draft_max)
+    return engine, cfg
+
+
+def _generate(args: argparse.Namespace, engine: Any, cfg: P.LoadConfig | None, plan: LoadPlan, prompt: str,
+              messages: list[dict[str, str]] | None, sampling: P.Sampling) -> tuple[P.Loaded, P.Done | None]:
+    """Load (or connect), then stream the reply. Returns what was loaded and the Done event (None if none came)."""
+    from app.engine import protocol as P
+
+    quiet = args.json
+    with engine:
+        loaded = engine.load(cfg) if cfg is not None else engine.connect()
+        if not quiet:
+            _print_header(args, loaded, cfg)
+        req = P.Generate(request_id=engine.new_request_id("c"), messages=messages,
+                         prompt=prompt if args.raw else None, sampling=sampling,
+                         prompt_lookup=args.prompt_lookup, context_overflow=plan.values["context_overflow"],
+                         n_keep=args.keep)
+        done = None
+        shown = ThinkingPrinter()
+        for event in engine.generate(req):
+            if isinstance(event, P.Token) and not quiet:
+                shown.token(event)
+            elif isinstance(event, P.Done):
+                done = event
+        if not quiet:
+            shown.end()
+    return loaded, done
+
+
+def _print_header(args: argparse.Namespace, loaded: P.Loaded, cfg: P.LoadConfig | None) -> None:
+    """Before the reply, on stderr: the model, the context the engine allocated and the chat template."""
+    if args.raw:
+        template = "none (--raw: plain text continuation)"
+    else:
+        from app.core.chat.templates import ChatTemplate
+
+        template = ChatTemplate(loaded.chat_template_name, loaded.chat_template_source).describe()
+    print(clean_text(f"model: {loaded.model_desc}  ({loaded.model_path})"), file=sys.stderr)
+    if cfg is not None:  # what the engine allocated, not what was asked for
+        print(f"context: {loaded.n_ctx} tokens, KV {loaded.type_k}/{loaded.type_v}", file=sys.stderr)
+    print(f"chat template: {template}", file=sys.stderr)
+    print(file=sys.stderr)
+
+
+def _print_json(done: P.Done, loaded: P.Loaded, cfg: P.LoadConfig | None, plan: LoadPlan) -> None:
+    """--json: the reply and its metrics (and, for a local engine, what was loaded and why)."""
+    out = {"text": done.text, "reasoning": done.reasoning, "finish_reason": done.finish_reason,
+           "metrics": done.metrics}
+    if cfg is not None:
+        out["load"] = {"n_ctx": loaded.n_ctx, "type_k": loaded.type_k, "n_threads": loaded.n_threads,
+                       "n_gpu_layers": loaded.n_gpu_layers, "sources": plan.sources, "notes": plan.notes}
+    print_json(out)
+
+
+def _print_summary(args: argparse.Namespace, done: P.Done, metrics: PhaseMetrics, plan: LoadPlan) -> None:
+    """After the reply: how it finished, its phases, what drafting gained, the thinking and the context."""
     print("\n")
     print(f"-- finished: {done.finish_reason}; {metrics.source}")
     for line in metrics.summary_lines():  # the engine's metrics name the drafter that ran
@@ -157,16 +204,20 @@ def run(args: argparse.Namespace) -> int:
                               plan.values["n_ctx"], plan.values["type_k"], plan.values["n_gpu_layers"]):
         print(line)
     if done.metrics.get("reasoning_tokens") or done.reasoning:
-        ttfa = done.metrics.get("ttft_answer_ms")
-        print(f"thinking: {done.metrics.get('reasoning_tokens', 0)} tok in "
-              f"{done.metrics.get('reasoning_ms', 0.0):.1f} ms; first answer token "
-              + ("never (the reply ended while thinking)" if ttfa is None else f"at {ttfa:.1f} ms (wall clock)"))
+        print(_thinking_line(done.metrics))
     for line in overflow_lines(done.finish_reason, done.metrics):
         print(line)
     dropped = done.metrics.get("messages_dropped", 0)
     if dropped:
         print(f"note    : {dropped} oldest message(s) left out to fit the context")
-    return 0
+
+
+def _thinking_line(metrics: dict[str, Any]) -> str:
+    """A reasoning model's thinking: its tokens and time, and when the answer began."""
+    ttfa = metrics.get("ttft_answer_ms")
+    return (f"thinking: {metrics.get('reasoning_tokens', 0)} tok in {metrics.get('reasoning_ms', 0.0):.1f} ms; "
+            "first answer token "
+            + ("never (the reply ended while thinking)" if ttfa is None else f"at {ttfa:.1f} ms (wall clock)"))
 
 
 def plan_from_args(args: argparse.Namespace, model: Path | None, system: str | None) -> LoadPlan:
