@@ -177,6 +177,20 @@ def test_reading_the_header_cap_leaves_a_damaged_settings_file_alone() -> None:
 
 # ---------------------------------------------------------------------------------------------- names that deceive
 
+def _refused_plan(hub_server: HubServer, tmp_path: Path, repo: str, name: str, reason: str) -> str:
+    """A repo listing one hostile file name: planning its download is refused for `reason` before any byte
+    is served. The refusal's message."""
+    src = write_synthetic_gguf(tmp_path / "src.gguf", n_layers=1)
+    hub_server.state.add_repo(repo, {name: src})
+    rv = hub.list_variants(repo)
+    (variant,) = rv.variants
+    with pytest.raises(downloads.UnsafeFilename, match=reason) as err:
+        downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
+    assert hub_server.state.served(name) == 0
+    record("hostile inputs refused")
+    return str(err.value)
+
+
 DEVICE_NAMES = ["CON.Q8_0.gguf", "nul.Q8_0.gguf", "Aux.Q8_0.tar.gguf", "sub/COM1 .Q8_0.gguf", "lpt9.Q8_0.gguf",
                 "prn/m-Q8_0.gguf", "COM\u00b9.Q8_0.gguf", "conout$.Q8_0.gguf"]
 
@@ -184,16 +198,9 @@ DEVICE_NAMES = ["CON.Q8_0.gguf", "nul.Q8_0.gguf", "Aux.Q8_0.tar.gguf", "sub/COM1
 @pytest.mark.parametrize("name", DEVICE_NAMES)
 def test_a_hub_file_named_after_a_windows_device_is_refused(name: str, hub_server: HubServer,
                                                              tmp_path: Path) -> None:
-    src = write_synthetic_gguf(tmp_path / "src.gguf", n_layers=1)
-    hub_server.state.add_repo("acme/Dev-GGUF", {name: src})
-    rv = hub.list_variants("acme/Dev-GGUF")
-    (variant,) = rv.variants
-    with pytest.raises(downloads.UnsafeFilename, match="is the Windows device") as err:
-        downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
-    assert "\n" not in str(err.value)
-    assert hub_server.state.served(name) == 0
+    message = _refused_plan(hub_server, tmp_path, "acme/Dev-GGUF", name, "is the Windows device")
+    assert "\n" not in message
     assert not paths.models_dir().exists() or list(paths.models_dir().rglob("*")) == []
-    record("hostile inputs refused")
 
 
 @pytest.mark.parametrize("name", ["CONSOLE.Q8_0.gguf", "COM10.Q8_0.gguf", "icon-Q8_0.gguf", "LPT-Q8_0.gguf",
@@ -217,15 +224,8 @@ def test_one_function_names_the_windows_devices() -> None:
                                   "m\U000e0041-Q8_0.gguf"])
 def test_a_hub_file_name_with_a_hidden_character_is_refused(name: str, hub_server: HubServer,
                                                             tmp_path: Path) -> None:
-    src = write_synthetic_gguf(tmp_path / "src.gguf", n_layers=1)
-    hub_server.state.add_repo("acme/Bidi-GGUF", {name: src})
-    rv = hub.list_variants("acme/Bidi-GGUF")
-    (variant,) = rv.variants
-    with pytest.raises(downloads.UnsafeFilename, match="refusing unsafe file name") as err:
-        downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
-    assert "<U+" in str(err.value) and not any(c in str(err.value) for c in "\u202e\u200b\u2066\U000e0041")
-    assert hub_server.state.served(name) == 0
-    record("hostile inputs refused")
+    message = _refused_plan(hub_server, tmp_path, "acme/Bidi-GGUF", name, "refusing unsafe file name")
+    assert "<U+" in message and not any(c in message for c in "\u202e\u200b\u2066\U000e0041")
 
 
 def test_search_leaves_out_repo_ids_that_read_as_another(hub_server: HubServer, tmp_path: Path) -> None:
