@@ -34,18 +34,25 @@ if [ "$PORTABLE" = "1" ]; then
 else
 # shellcheck source=scripts/_llama_flags.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_llama_flags.sh"
-build_id="$(printf '%s|%s|%s|%s' "$LLAMA_VERSION" "$cmake_args" "$("$VPY" -c 'import sys;print(sys.version_info[:2])')" "$(uname -m)" | sha256sum | cut -c1-16)"
+PATCH="$ROOT/packaging/patch_llama_sdist.py"
+build_id="$(printf '%s|%s|%s|%s|%s' "$LLAMA_VERSION" "$cmake_args" "$("$VPY" -c 'import sys;print(sys.version_info[:2])')" \
+  "$(uname -m)" "$(sha256sum < "$PATCH")" | sha256sum | cut -c1-16)"
 WHEEL_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/roofline-build/llama-cpp-python-$build_id"
 STAMP="$VENV/.llama-build-id"
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$build_id" ]; then
   if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
     echo "roofline: building llama-cpp-python $LLAMA_VERSION from source (first time only; takes several minutes)"
     echo "roofline: CMAKE_ARGS=$cmake_args"
-    mkdir -p "$WHEEL_DIR.tmp"
+    [[ "$cmake_args" == *GGML_VULKAN=on* ]] && echo "roofline: with the Vulkan backend (its shaders add 10-20 min)"
+    # From the source, patched (packaging/patch_llama_sdist.py says what and why), like the portable wheel.
+    work="$WHEEL_DIR.src"
+    rm -rf "$work" "$WHEEL_DIR.tmp" && mkdir -p "$work" "$WHEEL_DIR.tmp"
+    "$VPY" -m pip download -q --no-deps --no-binary :all: -d "$work" "llama-cpp-python==$LLAMA_VERSION"
+    tar -xzf "$work"/llama_cpp_python-"$LLAMA_VERSION".tar.gz -C "$work"
+    "$VPY" "$PATCH" "$work/llama_cpp_python-$LLAMA_VERSION"
     CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc 2>/dev/null || echo 2)" \
-      "$VPY" -m pip wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
-      -w "$WHEEL_DIR.tmp" "llama-cpp-python==$LLAMA_VERSION"
-    rm -rf "$WHEEL_DIR" && mv "$WHEEL_DIR.tmp" "$WHEEL_DIR"
+      "$VPY" -m pip wheel -q --no-deps --no-cache-dir -w "$WHEEL_DIR.tmp" "$work/llama_cpp_python-$LLAMA_VERSION"
+    rm -rf "$WHEEL_DIR" && mv "$WHEEL_DIR.tmp" "$WHEEL_DIR" && rm -rf "$work"
   fi
   "$VPY" -m pip install -q --no-deps --force-reinstall "$WHEEL_DIR"/llama_cpp_python-*.whl
   NEED_VERIFY=1
@@ -74,6 +81,10 @@ if [ "${NEED_VERIFY:-0}" = "1" ]; then
   fi
   if [[ "$cmake_args" == *GGML_CUDA=on* ]] && ! "$VPY" -c 'import llama_cpp,sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)'; then
     echo "roofline: asked for a CUDA build of llama.cpp but the installed one cannot offload" >&2
+    exit 1
+  fi
+  if [[ "$cmake_args" == *GGML_VULKAN=on* ]] && ! "$VPY" -c 'import llama_cpp,sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)'; then
+    echo "roofline: asked for a Vulkan build of llama.cpp but the installed one cannot offload" >&2
     exit 1
   fi
   if [ "$PORTABLE" = "1" ]; then

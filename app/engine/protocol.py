@@ -145,6 +145,7 @@ class Ready:
     system_info: str
     gpu_offload: bool
     cpu_backend: str = ""  # the ggml CPU variant in use and its library, e.g. "haswell (libggml-cpu-haswell.so)"
+    devices: list[dict[str, Any]] = field(default_factory=list)  # hardware.LlamaDevice fields, llama.cpp's order
 
 
 @dataclass

@@ -70,12 +70,23 @@ _GGML_CMAKE = """        ggml_add_cpu_backend_variant(alderlake          SSE42 A
 _TOP_CMAKE = """    # Enable building of the common library
     set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)
 """
+# The Vulkan backend's instance creation as llama-cpp-python 0.3.36 vendors it (the lines the patch guards).
+_VULKAN_INSTANCE = """    VkBool32 enable_best_practice = layer_settings;
+    std::vector<vk::LayerSettingEXT> settings = {
+        {"VK_LAYER_KHRONOS_validation", "validate_best_practices", vk::LayerSettingTypeEXT::eBool32, 1,
+         &enable_best_practice},
+    };
+    vk::LayerSettingsCreateInfoEXT layer_setting_info(settings);
+    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions, &layer_setting_info);
+"""  # noqa: E501
 
 
 def _fake_sdist(root: Path) -> Path:
     (root / "vendor/llama.cpp/ggml/src").mkdir(parents=True)
     (root / "vendor/llama.cpp/ggml/src/CMakeLists.txt").write_text(_GGML_CMAKE)
     (root / "CMakeLists.txt").write_text(_TOP_CMAKE)
+    (root / "vendor/llama.cpp/ggml/src/ggml-vulkan").mkdir()
+    (root / patch_llama_sdist.VULKAN_SOURCE).write_text(_VULKAN_INSTANCE)
     return root
 
 
@@ -89,6 +100,19 @@ def test_the_patch_puts_the_amx_variant_behind_a_flag(tmp_path: Path) -> None:
     assert 'option(LLAMA_BUILD_COMMON "Build llama.cpp common library" ON)' in (src / "CMakeLists.txt").read_text()
     patch_llama_sdist.patch(src)  # a second run changes nothing
     assert (src / "vendor/llama.cpp/ggml/src/CMakeLists.txt").read_text() == ggml
+
+
+def test_the_patch_lets_old_vulkan_headers_build_the_instance_without_layer_settings(tmp_path: Path) -> None:
+    src = _fake_sdist(tmp_path / "src")
+    patch_llama_sdist.patch(src)
+    lines = (src / patch_llama_sdist.VULKAN_SOURCE).read_text().splitlines()
+    # Headers older than 1.3.261 (VK_EXT_layer_settings) see none of the layer-settings lines, only an instance
+    # created without them; newer headers see the original lines unchanged.
+    start, other, end = lines.index("#if VK_HEADER_VERSION >= 261"), lines.index("#else"), lines.index("#endif")
+    assert "\n".join(lines[start + 1:other]) + "\n" == _VULKAN_INSTANCE
+    assert lines[other + 1:end] == [
+        "    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions);"]
+    assert not any("LayerSetting" in line for line in lines[:start] + lines[other:])
 
 
 def test_the_patch_refuses_a_source_it_does_not_know(tmp_path: Path) -> None:

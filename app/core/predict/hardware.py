@@ -76,6 +76,23 @@ class GPUInfo:
 
 
 @dataclass
+class LlamaDevice:
+    """A device as the installed llama.cpp reports it (the engine asks ggml; see app/engine/llama/devices.py)."""
+
+    name: str  # llama.cpp's device name: "CPU", "CUDA0", "Vulkan0", "Metal"
+    description: str  # the driver's name for it: "NVIDIA GeForce RTX 4090", "llvmpipe (LLVM 15.0.6, 256 bits)"
+    type: str  # cpu | gpu | igpu | accel
+    backend: str  # the ggml backend it belongs to: "CPU", "CUDA", "Vulkan", "Metal"
+    memory_total: int  # bytes, as the backend reports them
+    memory_free: int
+
+    @property
+    def offloads(self) -> bool:
+        """A device llama.cpp offloads layers to (a GPU, dedicated or integrated)."""
+        return self.type in ("gpu", "igpu")
+
+
+@dataclass
 class HardwareInfo:
     cpu: CPUInfo
     ram_total: int | None

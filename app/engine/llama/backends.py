@@ -43,7 +43,7 @@ class CpuBackend:
         return f"{self.variant}{where}"
 
 
-def _ggml() -> Any:
+def ggml_library() -> Any:
     """llama_cpp's CDLL for libllama: dlsym through it also finds libggml's symbols (a dependency it loaded)."""
     lib = llama_cpp.llama_cpp._lib
     lib.ggml_backend_reg_count.argtypes = []
@@ -67,7 +67,7 @@ def library_dir() -> Path:
 def load_backends(lib_dir: Path | None = None) -> int:
     """Register ggml's dynamically loadable backends from `lib_dir` (default: llama_cpp's library folder) unless
     backends are already registered. Returns how many backends are registered afterwards."""
-    lib = _ggml()
+    lib = ggml_library()
     if lib.ggml_backend_reg_count() == 0:
         lib.ggml_backend_load_all_from_path(os.fsencode(lib_dir or library_dir()))
     return int(lib.ggml_backend_reg_count())
@@ -124,7 +124,7 @@ def _features(lib: Any, reg: int) -> str:
 
 def cpu_backend() -> CpuBackend:
     """Which library holds the registered CPU backend, and its variant name. Call after `load_backends()`."""
-    lib = _ggml()
+    lib = ggml_library()
     for i in range(int(lib.ggml_backend_reg_count())):
         reg = lib.ggml_backend_reg_get(i)
         if (lib.ggml_backend_reg_name(reg) or b"").decode(errors="replace") != "CPU":

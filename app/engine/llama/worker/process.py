@@ -11,12 +11,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import llama_cpp
 
 from app.engine import protocol as P
 from app.engine.llama.backends import cpu_backend, load_backends
+from app.engine.llama.devices import list_devices
 from app.engine.llama.worker.engine import Engine
 from app.engine.llama.worker.stream import send, setup_streams
 
@@ -70,7 +72,8 @@ def announce_ready() -> None:
     load_backends()
     send(P.Ready(pid=os.getpid(), llama_cpp_version=llama_cpp.__version__, cpu_backend=cpu_backend().describe(),
                  system_info=llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
-                 gpu_offload=bool(llama_cpp.llama_supports_gpu_offload())))
+                 gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
+                 devices=[asdict(d) for d in list_devices()]))
 
 
 def main() -> int:
