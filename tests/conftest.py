@@ -80,11 +80,19 @@ def recorded_memory() -> tuple[int | None, int | None]:
     return hardware.probe_memory()
 
 
+@pytest.fixture(scope="session")
+def recorded_llama_devices() -> list[object] | None:
+    """The devices the installed llama.cpp sees (free memory included), asked once per run."""
+    from app.engine import device_query
+
+    return device_query.query_devices()
+
+
 @pytest.fixture(autouse=True)
 def recorded_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bandwidth and compute probes return the recorded figures, the machine never reads as busy, and
-    free memory is the figure read at the start of the run. Tests of the probes themselves are marked
-    `live_probe` and get the real ones."""
+    free memory (of RAM, and of the devices llama.cpp sees) is the figure read at the start of the run. Tests of
+    the probes themselves are marked `live_probe` and get the real ones."""
     if request.node.get_closest_marker("live_probe"):
         return
     from app.core.predict import bandwidth, hardware
@@ -102,6 +110,10 @@ def recorded_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(bandwidth, "measure_gemm", recorded_gemm)
     monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)
     monkeypatch.setattr(hardware, "probe_memory", lambda: memory)
+    from app.engine import device_query
+
+    devices = request.getfixturevalue("recorded_llama_devices")
+    monkeypatch.setattr(device_query, "query_devices", lambda timeout=0.0: devices)
 
 
 @pytest.fixture(scope="module")

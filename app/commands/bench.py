@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-b", "--batch-size", type=A.batch_size, default=2048)
     p.add_argument("-ub", "--ubatch-size", type=A.batch_size, default=512)
     p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=0)
+    p.add_argument("--n-cpu-moe", "-ncmoe", type=A.int_range(0), default=0, metavar="N",
+                   help="MoE models: keep the expert weights of the first N blocks in RAM, the rest on the GPU")
     p.add_argument("-ctk", "--cache-type-k", default=DEFAULT_KV_TYPE, choices=KV_TYPES)
     p.add_argument("-ctv", "--cache-type-v", default=DEFAULT_KV_TYPE, choices=KV_TYPES)
     p.add_argument("-fa", "--flash-attn", type=int, default=0, choices=[0, 1])
@@ -50,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if refused:
         return fail(refused)
     cfg = P.LoadConfig(model_path=str(model), n_ctx=n_ctx, n_threads=args.threads, n_batch=args.batch_size,
-                       n_ubatch=args.ubatch_size, n_gpu_layers=args.n_gpu_layers, type_k=args.cache_type_k,
+                       n_ubatch=args.ubatch_size, n_gpu_layers=args.n_gpu_layers, n_cpu_moe=args.n_cpu_moe,
+                       type_k=args.cache_type_k,
                        type_v=args.cache_type_v, flash_attn=bool(args.flash_attn))
     rows = []
     with EngineClient() as engine:

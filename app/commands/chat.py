@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-c", "--ctx", type=A.context_size, default=None, help="context size (tokens)")
     p.add_argument("-t", "--threads", type=A.threads, default=None)
     p.add_argument("-ngl", "--n-gpu-layers", type=A.gpu_layers, default=None)
+    p.add_argument("--n-cpu-moe", "-ncmoe", type=A.int_range(0), default=None, metavar="N",
+                   help="MoE models: keep the expert weights of the first N blocks in RAM, the rest on the GPU")
     p.add_argument("--kv-type", default=None, choices=KV_TYPES)
     p.add_argument("--context-overflow", default=None, choices=CONTEXT_OVERFLOW_POLICIES,
                    help="when the context is full: stop the reply (the default), cut the middle of a too-long "
@@ -226,7 +228,8 @@ def plan_from_args(args: argparse.Namespace, model: Path | None, system: str | N
     from app.core.predict.load_plan import plan_load
 
     loaded = load_settings(move_aside=False)  # a command never moves the user's file aside; the window does
-    flags = {"n_ctx": args.ctx, "n_gpu_layers": args.n_gpu_layers, "type_k": args.kv_type, "type_v": args.kv_type,
+    flags = {"n_ctx": args.ctx, "n_gpu_layers": args.n_gpu_layers, "n_cpu_moe": args.n_cpu_moe,
+             "type_k": args.kv_type, "type_v": args.kv_type,
              "n_threads": args.threads, "n_threads_batch": args.threads, "temperature": args.temp,
              "top_p": args.top_p, "top_k": args.top_k, "min_p": args.min_p, "repeat_penalty": args.repeat_penalty,
              "max_tokens": args.max_tokens, "seed": args.seed, "system_prompt": system,

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from app.commands._common import print_json
     from app.core.predict.bandwidth import get_bandwidth
-    from app.core.predict.hardware import probe_hardware
+    from app.core.predict.hardware import LlamaDevice, probe_hardware
 
     engine: dict[str, Any] = {}
     asker = None
@@ -36,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
     bw = get_bandwidth(hw.machine_key, remeasure=args.remeasure)
     if asker is not None:
         asker.join(ENGINE_TIMEOUT_S + 5)
+    if "devices" in engine:
+        hw.llama_devices = [LlamaDevice(**d) for d in engine["devices"]]
+        hw.gpu_offload = bool(engine["gpu_offload"])
     if args.json:
         data = hw.to_dict()
         data["bandwidth"] = bw.to_dict()
@@ -62,7 +65,7 @@ def ask_engine(timeout: float = ENGINE_TIMEOUT_S) -> dict[str, Any]:
     except (EngineError, OSError) as exc:
         return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
     return {"version": ready.llama_cpp_version, "cpu_backend": ready.cpu_backend or "unknown",
-            "gpu_offload": ready.gpu_offload}
+            "gpu_offload": ready.gpu_offload, "backends": ready.backends, "devices": ready.devices}
 
 
 def describe(hw: HardwareInfo, bw: BandwidthResult,
@@ -85,18 +88,31 @@ def describe(hw: HardwareInfo, bw: BandwidthResult,
     ]
     if bw.gemm_gflops:
         lines.append(("CPU compute", f"{bw.gemm_gflops:.0f} GFLOP/s float32 matrix multiply (prefill yardstick)"))
-    if not hw.gpus:
+    if not hw.gpus and not hw.offload_gpus:
         lines.append(("GPU", "none detected (decode runs from RAM)"))
-    for g in hw.gpus:
+    for g in hw.gpus if hw.llama_devices is None else hw.hidden_gpus:
         facts = [f"{size(g.memory_total)} {'unified' if g.unified_memory else 'VRAM'}"]
         if g.memory_free is not None:
             facts.append(f"{size(g.memory_free)} free")
         facts.append(f"{g.bandwidth_gbs:.0f} GB/s" if g.bandwidth_gbs else "bandwidth unknown")
         if g.compute_capability:
             facts.append(f"compute {g.compute_capability}")
-        lines.append((f"GPU {g.index}", f"{g.name}: " + ", ".join(facts)))
+        hidden = " — llama.cpp does not see it" if hw.llama_devices is not None else ""
+        lines.append((f"GPU {g.index}", f"{g.name}: " + ", ".join(facts) + hidden))
     offload = {True: "yes", False: "no (this llama.cpp build is CPU-only)", None: "unknown"}[hw.gpu_offload]
     lines.append(("GPU offload", offload))
+    if engine is not None and "backends" in engine:
+        lines.append(("llama.cpp backends", ", ".join(engine["backends"]) or "none registered"))
+    for d in hw.llama_devices or []:
+        if d.type == "cpu":
+            continue
+        match = next((g for g in hw.offload_gpus if g.device == d.name), None)
+        bw_text = f", {match.bandwidth_gbs:.0f} GB/s" if match is not None and match.bandwidth_gbs else ""
+        lines.append((f"device {d.name}", f"{d.description} ({d.type}): {size(d.memory_total)} total, "
+                      f"{size(d.memory_free)} free{bw_text}"))
+    if hw.llama_devices is not None and not hw.offload_gpus and "Vulkan" in (engine or {}).get("backends", []):
+        lines.append(("Vulkan", "no device visible (a CPU-type Vulkan device such as llvmpipe is used only when "
+                      "GGML_VK_VISIBLE_DEVICES names it)"))
     if engine is not None:
         if "error" in engine:
             lines.append(("llama.cpp CPU", f"unknown: the engine did not start ({engine['error']})"))

@@ -48,7 +48,10 @@ def run(args: argparse.Namespace) -> int:
     from app.core.predict.load_plan import planned_threads
 
     threads, batch = planned_threads(paths[0], n_threads=args.threads)  # the threads a load of it would use
-    machine = Machine.from_system(remeasure=args.remeasure, threads=threads, batch_threads=batch)
+    from app.engine.device_query import query_devices
+
+    machine = Machine.from_system(remeasure=args.remeasure, threads=threads, batch_threads=batch,
+                                  llama_devices=query_devices())
     rec = recommend(cands, machine, n_ctx=args.ctx, kv_type=args.kv_type)
     draft: dict[str, Any] | None = None
     if args.draft_model:
@@ -93,7 +96,8 @@ def draft_prediction(rec: Recommendation, paths: list[Any], draft_path: Any, mac
     except GGUFError as exc:
         return f"{draft_path}: {exc}"
     rates = machine.rates if rec.budget.gpu is not None else Rates(machine.rates.cpu, None)
-    cfg = MemoryConfig(n_ctx=pick.n_ctx, type_k=rec.kv_type, type_v=rec.kv_type, n_gpu_layers=pick.n_gpu_layers)
+    cfg = MemoryConfig(n_ctx=pick.n_ctx, type_k=rec.kv_type, type_v=rec.kv_type, n_gpu_layers=pick.n_gpu_layers,
+                       n_cpu_moe=pick.n_cpu_moe)
     return {
         "draft_model": str(draft_path), "draft_max": draft_max, "target": pick.name,
         "speedup": {f"{a:g}": predict_speedup(target, draft, rates, a, draft_max, cfg).speedup for a in ACCEPTANCES},
@@ -134,6 +138,9 @@ def print_report(rec: Recommendation) -> None:
     if pick is not None and pick.curve:
         points = ", ".join(f"{n}:{tps:.0f}" for n, tps in pick.curve[:: max(1, len(pick.curve) // 8)])
         print(f"what-if decode tok/s by n_gpu_layers: {points}")
+    if pick is not None and pick.n_cpu_moe:
+        print(f"run it with: -ngl {pick.n_gpu_layers} --n-cpu-moe {pick.n_cpu_moe} (experts of blocks "
+              f"0-{pick.n_cpu_moe - 1} in RAM)")
     for note in rec.budget.notes:
         print(f"note: {note}")
     label = {v.speed_label for v in rec.variants if v.speed_label}

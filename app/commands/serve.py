@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queue", type=int, default=64, help="requests that may wait for a slot before 503")
     p.add_argument("-t", "--threads", type=A.threads, default=None)
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
+    p.add_argument("--n-cpu-moe", "-ncmoe", type=A.int_range(0), default=0, metavar="N",
+                   help="MoE models: keep the expert weights of the first N blocks in RAM, the rest on the GPU")
     p.add_argument("--kv-type", default=DEFAULT_KV_TYPE, choices=KV_TYPES)
     p.add_argument("--api-key", default=None, help="required key (default: $ROOFLINE_API_KEY)")
     p.add_argument("--model-name", default=None, help="the model's id in the API (default: the file name)")
@@ -83,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
     config = P.LoadConfig(model_path=str(model), n_ctx=args.ctx, n_threads=args.threads,
-                          n_gpu_layers=args.n_gpu_layers, type_k=args.kv_type, type_v=args.kv_type,
+                          n_gpu_layers=args.n_gpu_layers, n_cpu_moe=args.n_cpu_moe, type_k=args.kv_type,
+                          type_v=args.kv_type,
                           n_batch=max(args.ubatch, 512), n_ubatch=args.ubatch)
     hub = Hub(config, args.parallel, args.queue)
     try:

@@ -26,6 +26,7 @@ class LoadConfig:
     n_threads: int | None = None  # None: llama.cpp's default (physical cores)
     n_threads_batch: int | None = None
     n_gpu_layers: int = 0  # -1: all layers
+    n_cpu_moe: int = 0  # MoE: the expert matrices of the first N blocks stay in CPU memory (--n-cpu-moe)
     n_batch: int = 512
     n_ubatch: int = 512
     type_k: str = "f16"  # f16 | q8_0 | q4_0
@@ -146,6 +147,7 @@ class Ready:
     gpu_offload: bool
     cpu_backend: str = ""  # the ggml CPU variant in use and its library, e.g. "haswell (libggml-cpu-haswell.so)"
     devices: list[dict[str, Any]] = field(default_factory=list)  # hardware.LlamaDevice fields, llama.cpp's order
+    backends: list[str] = field(default_factory=list)  # the build's ggml backends: "CPU", "Vulkan", "CUDA"
 
 
 @dataclass

@@ -62,6 +62,7 @@ class ModelPreset(BaseModel):
     model_name: str = ""  # the file name, shown in lists (the key also holds the size)
     n_ctx: int | None = Field(default=None, ge=256, le=1 << 21)
     n_gpu_layers: int | None = Field(default=None, ge=-1)
+    n_cpu_moe: int | None = Field(default=None, ge=0, le=4096)
     kv_cache_type: KvType | None = None
     threads: int | None = Field(default=None, ge=1)
     flash_attn: bool | None = None
@@ -102,6 +103,8 @@ class Settings(BaseSettings):
     threads: int | None = Field(default=None, ge=1)  # None: llama.cpp picks (physical cores); <= MAX_THREADS
     n_ctx: int = Field(default=DEFAULT_N_CTX, ge=256, le=1 << 21)
     n_gpu_layers: int | None = Field(default=None, ge=-1)  # None: auto (all layers when the build can offload)
+    # MoE models: the expert matrices of the first N blocks stay in RAM (llama.cpp's --n-cpu-moe); 0: none
+    n_cpu_moe: int = Field(default=0, ge=0, le=4096)
     kv_cache_type: KvType = DEFAULT_KV_TYPE
     flash_attn: bool | None = None  # None: llama.cpp decides
     n_batch: int = Field(default=512, ge=1, le=1 << 16)
@@ -114,6 +117,9 @@ class Settings(BaseSettings):
     context_overflow: OverflowPolicy = "stop"
     # Saved KV caches of chats (app.core.chat.saved_kv): the most their folder may hold; 0: none saved or restored
     saved_kv_budget_mib: int = Field(default=2048, ge=0, le=1 << 24)
+    # The most GPU memory Roofline plans a load for (GiB); None: what the device has free, less headroom. For a
+    # GPU shared with other work, and for tests that pretend a device is smaller (ROOFLINE_VRAM_BUDGET_GIB=2).
+    vram_budget_gib: float | None = Field(default=None, gt=0, le=1 << 20)
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     window: WindowState = Field(default_factory=WindowState)
     presets: dict[str, ModelPreset] = Field(default_factory=dict)  # key: app.core.models.presets.preset_key

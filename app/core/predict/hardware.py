@@ -72,7 +72,8 @@ class GPUInfo:
     compute_capability: str | None = None
     unified_memory: bool = False
     index: int = 0
-    source: str = ""  # where the facts came from (nvml, sysctl, sysfs)
+    source: str = ""  # where the facts came from (nvml, sysctl, sysfs, llama.cpp)
+    device: str = ""  # llama.cpp's name for it ("CUDA0", "Vulkan0") when llama.cpp reported it
 
 
 @dataclass
@@ -100,15 +101,47 @@ class HardwareInfo:
     gpus: list[GPUInfo]
     gpu_offload: bool | None  # can the installed llama.cpp offload? None: unknown
     os: str = ""
+    llama_devices: list[LlamaDevice] | None = None  # what the installed llama.cpp sees; None: not asked
 
     @property
     def machine_key(self) -> str:
         return machine_key(self.cpu, self.ram_total)
 
     @property
+    def offload_gpus(self) -> list[GPUInfo]:
+        """The GPUs a load can offload to. When llama.cpp was asked, exactly the devices it sees (a Vulkan-only
+        Intel GPU included, a GPU the build cannot use or an environment variable hides left out), each with the
+        driver's facts (bandwidth, compute capability) where a probed GPU has the same name; otherwise the GPUs
+        the drivers report."""
+        if self.llama_devices is None:
+            return self.gpus
+        out: list[GPUInfo] = []
+        for d in (d for d in self.llama_devices if d.offloads):
+            match = next((g for g in self.gpus if g.name and d.description
+                          and (g.name in d.description or d.description in g.name)), None)
+            out.append(GPUInfo(
+                vendor=match.vendor if match else d.backend.lower(), name=d.description or d.name,
+                memory_total=d.memory_total or (match.memory_total if match else None),
+                memory_free=d.memory_free if d.memory_total else (match.memory_free if match else None),
+                bandwidth_gbs=match.bandwidth_gbs if match else None,
+                compute_capability=match.compute_capability if match else None,
+                unified_memory=d.type == "igpu" or bool(match and match.unified_memory),
+                index=len(out), source="llama.cpp", device=d.name,
+            ))
+        return out
+
+    @property
     def best_gpu(self) -> GPUInfo | None:
-        usable = [g for g in self.gpus if g.memory_total]
+        usable = [g for g in self.offload_gpus if g.memory_total]
         return max(usable, key=lambda g: g.memory_total or 0) if usable else None
+
+    @property
+    def hidden_gpus(self) -> list[GPUInfo]:
+        """GPUs a driver reports that the installed llama.cpp does not see (none when llama.cpp was not asked)."""
+        if self.llama_devices is None:
+            return []
+        seen = [g.name for g in self.offload_gpus]
+        return [g for g in self.gpus if not any(g.name in s or s in g.name for s in seen)]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -124,6 +157,8 @@ class HardwareInfo:
             gpus=[GPUInfo(**g) for g in data.get("gpus", [])],
             gpu_offload=data.get("gpu_offload"),
             os=data.get("os", ""),
+            llama_devices=None if data.get("llama_devices") is None
+            else [LlamaDevice(**d) for d in data["llama_devices"]],
         )
 
 
@@ -364,9 +399,10 @@ def llama_cpp_gpu_backends(package_dir: Path | None = None) -> list[str] | None:
     return found
 
 
-def probe_hardware(gpu_offload: bool | None = None) -> HardwareInfo:
+def probe_hardware(gpu_offload: bool | None = None, llama_devices: list[LlamaDevice] | None = None) -> HardwareInfo:
     """Everything, from the real machine. `gpu_offload`: from the engine's Ready event when known, else
-    guessed from the llama.cpp libraries installed (a CUDA/Metal/Vulkan/ROCm backend present)."""
+    guessed from the llama.cpp libraries installed (a CUDA/Metal/Vulkan/ROCm backend present). `llama_devices`:
+    the devices the engine reported (app.engine.device_query), None when not asked."""
     total, available = probe_memory()
     if gpu_offload is None:
         backends = llama_cpp_gpu_backends()
@@ -374,5 +410,5 @@ def probe_hardware(gpu_offload: bool | None = None) -> HardwareInfo:
     gpus = probe_nvidia() + probe_apple() + (probe_amd() if platform.system() == "Linux" else [])
     return HardwareInfo(
         cpu=probe_cpu(), ram_total=total, ram_available=available, gpus=gpus, gpu_offload=gpu_offload,
-        os=f"{platform.system()} {platform.release()}".strip(),
+        os=f"{platform.system()} {platform.release()}".strip(), llama_devices=llama_devices,
     )

@@ -26,20 +26,22 @@ from app.core.models.presets import preset_for, preset_key
 DEFAULT, SETTINGS, PRESET, TUNE, FLAG = "default", "settings", "preset", "tune", "flag"
 
 # The engine's LoadConfig keyword arguments this module decides.
-LOAD_KEYS = ("n_ctx", "n_gpu_layers", "type_k", "type_v", "n_threads", "n_threads_batch", "n_batch", "n_ubatch",
-             "flash_attn", "chat_template")
+LOAD_KEYS = ("n_ctx", "n_gpu_layers", "n_cpu_moe", "type_k", "type_v", "n_threads", "n_threads_batch", "n_batch",
+             "n_ubatch", "flash_attn", "chat_template")
 SAMPLING_KEYS = tuple(SamplingDefaults.model_fields)  # temperature, top_p, top_k, min_p, repeat_penalty, ...
 GENERATION_KEYS = (*SAMPLING_KEYS, "system_prompt", "context_overflow")
 
 # Built-in default (what a fresh Settings says) -> settings value -> plan keys it feeds.
 _SETTINGS_FIELDS: dict[str, tuple[str, ...]] = {
-    "n_ctx": ("n_ctx",), "n_gpu_layers": ("n_gpu_layers",), "kv_cache_type": ("type_k", "type_v"),
+    "n_ctx": ("n_ctx",), "n_gpu_layers": ("n_gpu_layers",), "n_cpu_moe": ("n_cpu_moe",),
+    "kv_cache_type": ("type_k", "type_v"),
     "threads": ("n_threads", "n_threads_batch"), "flash_attn": ("flash_attn",), "n_batch": ("n_batch",),
     "n_ubatch": ("n_ubatch",), "context_overflow": ("context_overflow",),
 }
 # The preset's fields feeding the plan (sampling apart).
 _PRESET_FIELDS: dict[str, tuple[str, ...]] = {
-    "n_ctx": ("n_ctx",), "n_gpu_layers": ("n_gpu_layers",), "kv_cache_type": ("type_k", "type_v"),
+    "n_ctx": ("n_ctx",), "n_gpu_layers": ("n_gpu_layers",), "n_cpu_moe": ("n_cpu_moe",),
+    "kv_cache_type": ("type_k", "type_v"),
     "threads": ("n_threads", "n_threads_batch"), "flash_attn": ("flash_attn",), "system_prompt": ("system_prompt",),
     "chat_template": ("chat_template",), "context_overflow": ("context_overflow",),
 }
@@ -80,6 +82,7 @@ class LoadPlan:
         threads = "auto" if v["n_threads"] is None else f"{v['n_threads']}/{v['n_threads_batch']}"
         flash = {None: "auto", True: "on", False: "off"}[v["flash_attn"]]
         load = [self.shown("n_ctx", "ctx"), self.shown("type_k", "kv"), self.shown("n_gpu_layers", "gpu layers", gpu),
+                *([self.shown("n_cpu_moe", "experts in RAM for blocks <")] if v["n_cpu_moe"] else []),
                 self.shown("n_threads", "threads", threads), self.shown("n_ubatch", "ubatch"),
                 self.shown("n_batch", "batch"), self.shown("flash_attn", "flash attn", flash)]
         seed = "random" if v["seed"] is None or v["seed"] < 0 else v["seed"]

@@ -20,10 +20,13 @@ buffer-size log lines, see tests/core/predict/test_memory_estimate.py):
   dominates small models with big vocabularies), attention (without flash attention the KQ matrix
   n_ctx x n_ubatch x n_head f32 plus the masks) and the feed-forward activations.
 * output buffer: the logits kept for the caller, n_vocab x 4 bytes per sequence, on the CPU.
+* MoE expert placement (`n_cpu_moe`, llama.cpp's `--n-cpu-moe N`): the expert matrices of blocks 0..N-1 stay in
+  a plain CPU buffer (not repacked) while the rest of those blocks is offloaded; their KV stays with the block.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -63,6 +66,7 @@ class MemoryConfig:
     n_seq: int = 1
     cpu_repack: bool = True  # the CPU backend repacks some quant types (x86 with AVX2, ARM)
     use_mmap: bool = False  # the engine's default (protocol.LoadConfig): weights read into memory
+    n_cpu_moe: int = 0  # MoE: keep the expert matrices of the first N blocks in CPU memory
 
 
 @dataclass
@@ -106,6 +110,7 @@ class MemoryEstimate:
     layers_on_gpu: int  # repeating layers
     output_on_gpu: bool
     notes: list[str] = field(default_factory=list)
+    n_cpu_moe: int = 0  # blocks whose expert matrices stay in CPU memory
 
     @property
     def kv_bytes(self) -> int:
@@ -131,6 +136,18 @@ class MemoryEstimate:
         data["kv_bytes"] = self.kv_bytes
         data["total"] = self.total
         return data
+
+
+EXPERT_TENSOR = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")  # llama.cpp's LLM_FFN_EXPS_REGEX
+
+
+def is_expert_tensor(name: str) -> bool:
+    return EXPERT_TENSOR.search(name) is not None
+
+
+def expert_stays_on_cpu(name: str, layer: int, n_cpu_moe: int) -> bool:
+    """An expert matrix of one of the first `n_cpu_moe` blocks: kept in CPU memory whatever n_gpu_layers says."""
+    return layer < n_cpu_moe and is_expert_tensor(name)
 
 
 def gpu_layout(n_layers: int, n_gpu_layers: int, has_gpu: bool = True) -> tuple[list[bool], bool]:
@@ -206,16 +223,25 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
     # weights
     cpu.weights += info.token_embd_bytes + info.other_bytes
     repackable = {il: 0 for il in range(info.n_layers)}
+    kept_experts = {il: 0 for il in range(info.n_layers)}  # offloaded blocks' experts held on the CPU
     for t in info.tensors:
-        if t.ggml_type in REPACK_TYPES and t.name.startswith("blk."):
-            il = int(t.name.split(".")[1])
-            if il in repackable:
-                repackable[il] += t.n_bytes
+        if not t.name.startswith("blk."):
+            continue
+        il = int(t.name.split(".")[1])
+        if il not in repackable:
+            continue
+        if on_gpu[il] and expert_stays_on_cpu(t.name, il, cfg.n_cpu_moe):
+            kept_experts[il] += t.n_bytes
+        elif t.ggml_type in REPACK_TYPES:
+            repackable[il] += t.n_bytes
     for il in range(info.n_layers):
-        dev = gpu if on_gpu[il] else cpu
-        dev.weights += info.layer_bytes[il]
-        if not on_gpu[il] and cfg.cpu_repack:
-            cpu.repack += repackable[il]
+        if on_gpu[il]:
+            gpu.weights += info.layer_bytes[il] - kept_experts[il]
+            cpu.weights += kept_experts[il]
+        else:
+            cpu.weights += info.layer_bytes[il]
+            if cfg.cpu_repack:
+                cpu.repack += repackable[il]
     out_type = next((t.ggml_type for t in info.tensors if t.name == "output.weight"), None)
     if output_on_gpu:
         gpu.weights += info.output_bytes  # a tied output is duplicated onto the GPU
@@ -224,7 +250,7 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
         if cfg.cpu_repack and out_type in REPACK_TYPES:
             cpu.repack += info.output_bytes
     if cfg.use_mmap:
-        cpu.weights = mapped_span(info, on_gpu, output_on_gpu, cfg.cpu_repack)
+        cpu.weights = mapped_span(info, on_gpu, output_on_gpu, cfg.cpu_repack, cfg.n_cpu_moe)
     else:
         cpu.weights -= cpu.repack  # read into memory: a repacked tensor is only in the REPACK buffer
 
@@ -251,10 +277,11 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
     return MemoryEstimate(
         n_ctx=n_ctx, n_ctx_requested=requested, n_batch=n_batch, n_ubatch=n_ubatch, flash_attn=flash,
         caches=caches, cpu=cpu, gpu=gpu, layers_on_gpu=n_gpu, output_on_gpu=output_on_gpu, notes=notes,
+        n_cpu_moe=min(cfg.n_cpu_moe, info.n_layers) if info.is_moe else 0,
     )
 
 
-def mapped_span(info: GGUFInfo, on_gpu: list[bool], output_on_gpu: bool, cpu_repack: bool) -> int:
+def mapped_span(info: GGUFInfo, on_gpu: list[bool], output_on_gpu: bool, cpu_repack: bool, n_cpu_moe: int = 0) -> int:
     """Bytes of llama.cpp's CPU_Mapped model buffer: one mapping from the first to the last byte of the
     tensors that stay in the mapped file on the CPU (not offloaded, not moved to the REPACK buffer).
     Repacked or offloaded tensors between two mapped ones stay inside the span; at either end they fall out
@@ -263,7 +290,8 @@ def mapped_span(info: GGUFInfo, on_gpu: list[bool], output_on_gpu: bool, cpu_rep
     for t in info.tensors:
         il = int(t.name.split(".")[1]) if t.name.startswith("blk.") else None
         if il is not None and il < len(on_gpu):
-            if on_gpu[il] or (cpu_repack and t.ggml_type in REPACK_TYPES):
+            kept = on_gpu[il] and expert_stays_on_cpu(t.name, il, n_cpu_moe)
+            if (on_gpu[il] and not kept) or (not on_gpu[il] and cpu_repack and t.ggml_type in REPACK_TYPES):
                 continue
         elif t.name == "output.weight" and (output_on_gpu or (cpu_repack and t.ggml_type in REPACK_TYPES)):
             continue

@@ -20,7 +20,7 @@ from typing import Any
 
 from app.core.gguf.info import GGUFInfo
 from app.core.gguf.kv_types import KV_TYPES
-from app.core.predict.hardware import GiB, GPUInfo, HardwareInfo
+from app.core.predict.hardware import GiB, GPUInfo, HardwareInfo, LlamaDevice
 from app.core.predict.memory import CTX_PAD, MemoryConfig, MemoryEstimate, estimate_memory
 from app.core.predict.quality import QuantQuality, quality
 from app.core.predict.speed import Rates, SpeedPrediction, default_rates, offload_curve, predict
@@ -44,7 +44,9 @@ class Budget:
     notes: list[str] = field(default_factory=list)
 
 
-def memory_budget(hw: HardwareInfo) -> Budget:
+def memory_budget(hw: HardwareInfo, vram_limit: int | None = None) -> Budget:
+    """What a load may use of RAM and of the best GPU llama.cpp offloads to. `vram_limit` (bytes; the
+    `vram_budget_gib` setting) caps the GPU's share whatever the device has."""
     notes = []
     total = hw.ram_total or 8 * GiB
     available = hw.ram_available if hw.ram_available is not None else total
@@ -55,6 +57,9 @@ def memory_budget(hw: HardwareInfo) -> Budget:
     gpu = hw.best_gpu
     vram = 0
     unified = False
+    for hidden in hw.hidden_gpus:
+        notes.append(f"{hidden.name} found, but this llama.cpp does not see it (a build without its backend, or "
+                     "hidden by CUDA_VISIBLE_DEVICES / GGML_VK_VISIBLE_DEVICES)")
     if gpu is not None and hw.gpu_offload is False:
         notes.append(f"{gpu.name} found, but this llama.cpp build cannot offload to it (CPU-only build)")
         gpu = None
@@ -66,6 +71,9 @@ def memory_budget(hw: HardwareInfo) -> Budget:
         vram = max(0, min(free, gpu.memory_total - gpu_headroom) - overhead)
         notes.append(f"leaves {gpu_headroom / GiB:.1f} GB of GPU memory free and {overhead / 2**20:.0f} MB for "
                      "the GPU backend itself")
+        if vram_limit is not None and vram_limit < vram:
+            vram = vram_limit
+            notes.append(f"plans for at most {vram_limit / GiB:.2f} GiB of GPU memory (the vram_budget_gib setting)")
     return Budget(ram=ram, vram=vram, unified=unified, gpu=gpu if vram else None, notes=notes)
 
 
@@ -95,6 +103,7 @@ class VariantReport:
     speed: SpeedPrediction | None
     curve: list[tuple[int, float]] = field(default_factory=list)  # (n_gpu_layers, decode tok/s)
     recommended: bool = False
+    n_cpu_moe: int = 0  # a mixture of experts: blocks whose experts stay in RAM (llama.cpp's --n-cpu-moe)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -132,20 +141,30 @@ class Recommendation:
 class Machine:
     hw: HardwareInfo
     rates: Rates
+    vram_limit: int | None = None  # bytes: the vram_budget_gib setting
 
     @classmethod
     def from_system(cls, remeasure: bool = False, gpu_offload: bool | None = None, threads: int | None = None,
-                    batch_threads: int | None = None) -> Machine:
-        """This computer: probed hardware, cached (or fresh) bandwidth, the stored calibration for the threads
-        a load uses (None: llama.cpp's default) applied."""
+                    batch_threads: int | None = None, llama_devices: list[LlamaDevice] | None = None) -> Machine:
+        """This computer: probed hardware (with the devices llama.cpp sees, when the caller asked the engine),
+        cached (or fresh) bandwidth, the stored calibration for the threads a load uses (None: llama.cpp's
+        default) applied, and the settings' cap on GPU memory."""
         from app.core.predict.bandwidth import get_bandwidth
         from app.core.predict.calibration import calibrated_rates
         from app.core.predict.hardware import probe_hardware
 
-        hw = probe_hardware(gpu_offload=gpu_offload)
+        hw = probe_hardware(gpu_offload=gpu_offload, llama_devices=llama_devices)
         bw = get_bandwidth(hw.machine_key, remeasure=remeasure)
         rates = default_rates(hw, bw, threads=threads, batch_threads=batch_threads)
-        return cls(hw, calibrated_rates(rates, hw.machine_key, "cpu", "gpu"))
+        return cls(hw, calibrated_rates(rates, hw.machine_key, "cpu", "gpu"), vram_limit_from_settings())
+
+
+def vram_limit_from_settings() -> int | None:
+    """The `vram_budget_gib` setting (or ROOFLINE_VRAM_BUDGET_GIB) in bytes; None when not set."""
+    from app.core.config.settings import load_settings
+
+    gib = load_settings(move_aside=False).settings.vram_budget_gib
+    return int(gib * GiB) if gib is not None else None
 
 
 # ------------------------------------------------------------------------------------------ placement
@@ -157,18 +176,44 @@ def _fits(est: MemoryEstimate, budget: Budget) -> bool:
     return est.cpu.total <= budget.ram and est.gpu.total <= budget.vram
 
 
-def _config(info: GGUFInfo, n_ctx: int, kv_type: str, ngl: int) -> MemoryConfig:
+def _config(info: GGUFInfo, n_ctx: int, kv_type: str, ngl: int, n_cpu_moe: int = 0) -> MemoryConfig:
     # flash attention as the engine sets it: needed (and on) for a quantized V cache, else off
-    return MemoryConfig(n_ctx=n_ctx, type_k=kv_type, type_v=kv_type, n_gpu_layers=ngl)
+    return MemoryConfig(n_ctx=n_ctx, type_k=kv_type, type_v=kv_type, n_gpu_layers=ngl, n_cpu_moe=n_cpu_moe)
+
+
+def experts_in_ram(info: GGUFInfo, n_ctx: int, kv_type: str, budget: Budget) -> MemoryEstimate | None:
+    """A mixture of experts that does not fit the GPU whole: every layer offloaded but the expert matrices of
+    the fewest first blocks kept in RAM (llama.cpp's --n-cpu-moe), None when even all experts in RAM leave too
+    much for the GPU. Preferred over offloading fewer layers, as llama.cpp's own fitting does: attention and the
+    shared weights run on the GPU for every token, while a token reads only its chosen experts from RAM."""
+    if not info.is_moe:
+        return None
+
+    def est(n: int) -> MemoryEstimate:
+        return estimate_memory(info, _config(info, n_ctx, kv_type, -1, n))
+
+    if not _fits(est(info.n_layers), budget):
+        return None
+    lo, hi = 1, info.n_layers  # smallest n that fits; GPU memory falls as n grows
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _fits(est(mid), budget):
+            hi = mid
+        else:
+            lo = mid + 1
+    return est(lo)
 
 
 def place(info: GGUFInfo, n_ctx: int, kv_type: str, budget: Budget) -> tuple[str, int, MemoryEstimate]:
-    """(verdict, n_gpu_layers, estimate) for running `info` with `n_ctx` context."""
+    """(verdict, n_gpu_layers, estimate) for running `info` with `n_ctx` context; a partial placement of a
+    mixture of experts may keep experts in RAM instead (the estimate's `n_cpu_moe`)."""
     has_gpu = budget.gpu is not None and budget.vram > 0
     if has_gpu:
         full = estimate_memory(info, _config(info, n_ctx, kv_type, -1))
         if _fits(full, budget):
             return FULL, info.n_layers + 1, full
+        if not budget.unified and (moe := experts_in_ram(info, n_ctx, kv_type, budget)) is not None:
+            return PARTIAL, info.n_layers + 1, moe
         if not budget.unified:
             for ngl in range(info.n_layers, 0, -1):  # most layers on the GPU that still fit
                 est = estimate_memory(info, _config(info, n_ctx, kv_type, ngl))
@@ -182,13 +227,13 @@ def place(info: GGUFInfo, n_ctx: int, kv_type: str, budget: Budget) -> tuple[str
     return NONE, 0, cpu
 
 
-def max_context(info: GGUFInfo, kv_type: str, ngl: int, budget: Budget) -> int:
+def max_context(info: GGUFInfo, kv_type: str, ngl: int, budget: Budget, n_cpu_moe: int = 0) -> int:
     """Largest context (multiple of 256, up to the trained context) that fits with this placement."""
     limit = info.n_ctx_train or 131072
     has_gpu = budget.gpu is not None and budget.vram > 0 and ngl != 0
 
     def ok(n: int) -> bool:
-        est = estimate_memory(info, _config(info, n, kv_type, ngl), has_gpu=has_gpu)
+        est = estimate_memory(info, _config(info, n, kv_type, ngl, n_cpu_moe), has_gpu=has_gpu)
         return _fits(est, budget) if has_gpu else _fits(est, Budget(budget.ram, 0, False, None))
 
     lo, hi = 0, limit // CTX_PAD
@@ -219,15 +264,16 @@ def assess(cand: Candidate, machine: Machine, n_ctx: int, kv_type: str, budget: 
         )
     verdict, ngl, est = place(info, ctx, kv_type, budget)
     rates = machine.rates if budget.gpu is not None else Rates(machine.rates.cpu, None)
-    cfg = _config(info, ctx, kv_type, ngl)
+    cfg = _config(info, ctx, kv_type, ngl, est.n_cpu_moe)
     speed = predict(info, rates, cfg, depth=0, n_prompt=512, n_gen=128) if verdict != NONE else None
-    max_ctx = {t: (max_context(info, t, ngl, budget) if verdict != NONE else 0) for t in KV_TYPES}
+    max_ctx = {t: (max_context(info, t, ngl, budget, est.n_cpu_moe) if verdict != NONE else 0) for t in KV_TYPES}
     curve = offload_curve(info, rates, _config(info, ctx, kv_type, 0)) if rates.gpu is not None else []
     return VariantReport(
         name=cand.name or info.file_type or info.name,
         file_type=info.file_type,
         size=cand.size if cand.size is not None else (info.file_size or info.tensor_bytes),
         verdict=verdict, n_layers=info.n_layers, n_gpu_layers=ngl, n_ctx=ctx, max_ctx=max_ctx,
+        n_cpu_moe=est.n_cpu_moe,
         prefill_tps=speed.prefill_tps if speed else 0.0,
         decode_tps=speed.decode_tps if speed else 0.0,
         speed_label=speed.label if speed else "",
@@ -267,6 +313,10 @@ def explain(pick: VariantReport | None, budget: Budget, n_ctx: int) -> str:
         mem = budget.gpu.memory_total or 0
         where = f"your {mem / GiB:.0f} GB GPU" if not budget.unified else f"your Mac's {mem / GiB:.0f} GB GPU share"
         return f"{pick.name}: fits in {where} with {ctx} context; {speed}, {why}."
+    if pick.verdict == PARTIAL and budget.gpu is not None and pick.n_cpu_moe:
+        return (f"{pick.name}: every layer on your {(budget.gpu.memory_total or 0) / GiB:.0f} GB GPU but the "
+                f"experts of the first {pick.n_cpu_moe} of {pick.n_layers} blocks, which stay in RAM "
+                f"(--n-cpu-moe {pick.n_cpu_moe}), with {ctx} context; {speed}, {why} of the part in RAM.")
     if pick.verdict == PARTIAL and budget.gpu is not None:
         n = pick.memory.layers_on_gpu if pick.memory else pick.n_gpu_layers
         return (f"{pick.name}: {n} of {pick.n_layers} layers fit on your "
@@ -282,7 +332,7 @@ def recommend(candidates: list[Candidate] | list[GGUFInfo], machine: Machine, n_
         raise ValueError(f"kv_type must be one of {', '.join(KV_TYPES)}")
     cands = [c if isinstance(c, Candidate) else Candidate(c) for c in candidates]
     want = n_ctx or 8192
-    budget = memory_budget(machine.hw)
+    budget = memory_budget(machine.hw, machine.vram_limit)
     reports = [assess(c, machine, want, kv_type, budget) for c in cands]
     pick = choose(reports)
     if pick is not None:

@@ -26,7 +26,15 @@ from typing import Any
 
 from app.core.gguf.info import GGUFInfo
 from app.core.gguf.kv_types import LLAMA_KV_TYPES, ggml_name
-from app.core.predict.memory import CTX_PAD, MemoryConfig, gpu_layout, kv_caches, pad, row_bytes
+from app.core.predict.memory import (
+    CTX_PAD,
+    MemoryConfig,
+    expert_stays_on_cpu,
+    gpu_layout,
+    kv_caches,
+    pad,
+    row_bytes,
+)
 from app.core.predict.rates import (  # noqa: F401  (re-exported: the speed model's public names)
     ETA_CPU,
     ETA_GPU,
@@ -147,7 +155,7 @@ def weight_groups(info: GGUFInfo, cfg: MemoryConfig, has_gpu: bool = True) -> di
     for t in info.tensors:
         il = _layer_of(t.name)
         if il is not None and il < info.n_layers:
-            dev = "gpu" if on_gpu[il] else "cpu"
+            dev = "gpu" if on_gpu[il] and not expert_stays_on_cpu(t.name, il, cfg.n_cpu_moe) else "cpu"
         elif t.name == out_name:
             dev = "gpu" if output_on_gpu else "cpu"
         else:

@@ -47,6 +47,13 @@ def device_handle(name: str) -> int | None:
     return None
 
 
+def list_backends() -> list[str]:
+    """The registered ggml backends ("CPU", "Vulkan", "CUDA"): what this build has, devices visible or not."""
+    lib = ggml_library()
+    return [(lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i)) or b"").decode(errors="replace")
+            for i in range(int(lib.ggml_backend_reg_count()))]
+
+
 def list_devices() -> list[LlamaDevice]:
     """Every registered device, in llama.cpp's order (the order its offload uses)."""
     lib = _bind(ggml_library())
@@ -64,3 +71,19 @@ def list_devices() -> list[LlamaDevice]:
             memory_total=int(total.value), memory_free=int(free.value),
         ))
     return out
+
+
+def main() -> int:
+    """`python -m app.engine.llama.devices`: one JSON line, the devices (app.engine.device_query reads it)."""
+    import json
+    from dataclasses import asdict
+
+    from app.engine.llama.backends import load_backends
+
+    load_backends()
+    print(json.dumps([asdict(d) for d in list_devices()]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

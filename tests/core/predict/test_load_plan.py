@@ -133,3 +133,18 @@ def test_presets_that_are_not_an_object_move_the_file_aside_as_any_invalid_file(
     result = _settings(tmp_path, {"n_ctx": 8192, "presets": presets})
     assert result.backup is not None and result.backup.exists()
     assert result.settings.n_ctx == 4096 and result.warning
+
+
+def test_experts_kept_in_ram_come_from_settings_preset_or_flag(tmp_path: Path) -> None:
+    model = _model(tmp_path)
+    assert plan_load(model, S.Settings(), tuned=_no_tune).values["n_cpu_moe"] == 0
+    settings = _settings(tmp_path, {"n_cpu_moe": 4}).settings
+    plan = plan_load(model, settings, tuned=_no_tune)
+    assert (plan.values["n_cpu_moe"], plan.sources["n_cpu_moe"]) == (4, "settings")
+    assert plan.load_kwargs()["n_cpu_moe"] == 4 and "experts in RAM for blocks < 4" in plan.summary_lines()[0]
+    set_preset(settings, model, S.ModelPreset(n_cpu_moe=9))
+    assert plan_load(model, settings, tuned=_no_tune).values["n_cpu_moe"] == 9
+    plan = plan_load(model, settings, {"n_cpu_moe": 2}, tuned=_no_tune)
+    assert (plan.values["n_cpu_moe"], plan.sources["n_cpu_moe"]) == (2, "flag")
+    with pytest.raises(ValueError):
+        S.ModelPreset(n_cpu_moe=-1)

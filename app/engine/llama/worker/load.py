@@ -16,6 +16,7 @@ from app.core.chat.templates import select_template
 from app.core.predict.threads import default_threads
 from app.engine import protocol as P
 from app.engine.llama.draft_model import open_draft
+from app.engine.llama.expert_placement import ExpertOverrides
 from app.engine.llama.live import warm_up
 from app.engine.llama.worker.llama_templates import templates_left_to_the_app
 from app.engine.llama.worker.logs import rss
@@ -116,9 +117,12 @@ def construct(engine: Engine, cfg: P.LoadConfig) -> Any:
     bindings = llama_cpp.llama_cpp
     original = bindings.llama_model_default_params
 
+    experts = ExpertOverrides(cfg.n_cpu_moe)  # alive until Llama() returns: llama.cpp reads it while loading
+
     def params_with_progress() -> Any:
         params = original()
         params.progress_callback = callback
+        params.tensor_buft_overrides = experts.address
         return params
 
     # Llama() offers no progress hook; it builds its params from this function, so wrap it for one call.

@@ -18,7 +18,7 @@ import llama_cpp
 
 from app.engine import protocol as P
 from app.engine.llama.backends import cpu_backend, load_backends
-from app.engine.llama.devices import list_devices
+from app.engine.llama.devices import list_backends, list_devices
 from app.engine.llama.worker.engine import Engine
 from app.engine.llama.worker.stream import send, setup_streams
 
@@ -73,7 +73,7 @@ def announce_ready() -> None:
     send(P.Ready(pid=os.getpid(), llama_cpp_version=llama_cpp.__version__, cpu_backend=cpu_backend().describe(),
                  system_info=llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
                  gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
-                 devices=[asdict(d) for d in list_devices()]))
+                 devices=[asdict(d) for d in list_devices()], backends=list_backends()))
 
 
 def main() -> int:
