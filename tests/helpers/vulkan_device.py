@@ -79,7 +79,17 @@ def on_log(level, text, user_data):
     lines.append(text.decode("utf-8", errors="replace"))
 llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
 args = json.loads(sys.argv[1])
-llm = llama_cpp.Llama(model_path=args["path"], verbose=False, **args["kwargs"])
+kwargs = args["kwargs"]
+# --n-cpu-moe as the engine sets it (app.engine.llama.expert_placement), through Llama()'s params function
+from app.engine.llama.expert_placement import ExpertOverrides
+experts = ExpertOverrides(kwargs.pop("n_cpu_moe", 0))
+original = llama_cpp.llama_cpp.llama_model_default_params
+def params():
+    p = original()
+    p.tensor_buft_overrides = experts.address
+    return p
+llama_cpp.llama_cpp.llama_model_default_params = params
+llm = llama_cpp.Llama(model_path=args["path"], verbose=False, **kwargs)
 n_ctx = llama_cpp.llama_n_ctx(llm._ctx.ctx)
 llm.close()
 print(json.dumps({"n_ctx": n_ctx, "log": "".join(lines)}))

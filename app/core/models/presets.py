@@ -39,7 +39,7 @@ def set_preset(settings: Settings, model_path: str | Path, preset: ModelPreset |
 def describe(preset: ModelPreset) -> list[str]:
     """The values a preset sets, as `name value` strings (for the CLI and the dialog)."""
     out = []
-    for name in ("n_ctx", "n_gpu_layers", "kv_cache_type", "threads", "flash_attn", "context_overflow"):
+    for name in ("n_ctx", "n_gpu_layers", "n_cpu_moe", "kv_cache_type", "threads", "flash_attn", "context_overflow"):
         value = getattr(preset, name)
         if value is not None:
             out.append(f"{name} {value}")

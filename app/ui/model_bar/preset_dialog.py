@@ -64,6 +64,9 @@ class PresetDialog(QDialog):
         self.n_ctx = _spin(255, 1 << 21, preset.n_ctx, 255)
         self.gpu_layers = _spin(-2, 10_000, preset.n_gpu_layers, -2)
         self.gpu_layers.setToolTip("-1: every layer on the GPU")
+        self.cpu_moe = _spin(-1, 4096, preset.n_cpu_moe, -1)
+        self.cpu_moe.setToolTip("Mixture-of-experts models: keep the expert weights of the first N blocks in RAM "
+                                "and put everything else on the GPU (llama.cpp's --n-cpu-moe); 0: none")
         self.threads = _spin(0, MAX_THREADS, preset.threads, 0)
         self.kv_type = _combo(KV_TYPES, preset.kv_cache_type)
         self.flash = _combo((True, False), preset.flash_attn)
@@ -77,6 +80,7 @@ class PresetDialog(QDialog):
         self.keep_sampling.setChecked(bool(preset.sampling.model_dump(exclude_none=True)))
         form.addRow("Context (tokens)", self.n_ctx)
         form.addRow("GPU layers", self.gpu_layers)
+        form.addRow("MoE experts in RAM (blocks)", self.cpu_moe)
         form.addRow("KV cache type", self.kv_type)
         form.addRow("Threads", self.threads)
         form.addRow("Flash attention", self.flash)
@@ -111,6 +115,7 @@ class PresetDialog(QDialog):
         return ModelPreset(
             n_ctx=self.n_ctx.value() if self.n_ctx.value() != self.n_ctx.minimum() else None,
             n_gpu_layers=self.gpu_layers.value() if self.gpu_layers.value() != self.gpu_layers.minimum() else None,
+            n_cpu_moe=self.cpu_moe.value() if self.cpu_moe.value() != self.cpu_moe.minimum() else None,
             threads=self.threads.value() or None,
             kv_cache_type=self.kv_type.currentData(),
             flash_attn=self.flash.currentData(),

@@ -66,6 +66,13 @@ class SettingsDialog(QDialog):
         self.gpu_layers.setValue(AUTO if settings.n_gpu_layers is None else settings.n_gpu_layers)
         self.gpu_layers.setToolTip("-1: all layers; 0: CPU only")
         form.addRow("GPU layers", self.gpu_layers)
+        self.cpu_moe = QSpinBox()
+        self.cpu_moe.setRange(0, 4096)
+        self.cpu_moe.setSpecialValueText("none")
+        self.cpu_moe.setValue(settings.n_cpu_moe)
+        self.cpu_moe.setToolTip("Mixture-of-experts models on a small GPU: keep the expert weights of the first N "
+                                "blocks in RAM and put everything else on the GPU (llama.cpp's --n-cpu-moe)")
+        form.addRow("MoE experts in RAM (blocks)", self.cpu_moe)
         self.gpu_cost = QLabel("")
         form.addRow("", self.gpu_cost)
         self.kv_type = QComboBox()
@@ -161,6 +168,7 @@ class SettingsDialog(QDialog):
             threads=self.threads.value() or None,
             n_ctx=self.n_ctx.value(),
             n_gpu_layers=None if self.gpu_layers.value() == AUTO else self.gpu_layers.value(),
+            n_cpu_moe=self.cpu_moe.value(),
             kv_cache_type=self.kv_type.currentData(),
             flash_attn=self.flash.currentData(),
             n_batch=self.n_batch.value(),

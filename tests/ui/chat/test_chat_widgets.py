@@ -102,10 +102,12 @@ def test_settings_dialog_round_trip(qtbot):
     dlg.sampling.temperature.setValue(0.3)
     dlg.sampling.seed_fixed.setChecked(True)
     dlg.sampling.seed.setValue(42)
+    dlg.cpu_moe.setValue(6)
     result = dlg.result_settings()
     S.save_settings(result)
     loaded = S.load_settings().settings
     assert (loaded.n_ctx, loaded.threads, loaded.kv_cache_type, loaded.flash_attn) == (8192, 2, "q8_0", True)
+    assert loaded.n_cpu_moe == 6
     assert loaded.n_gpu_layers is None
     assert (loaded.sampling.temperature, loaded.sampling.seed) == (0.3, 42)
     # A quantized cache with flash attention off is refused with a visible reason.

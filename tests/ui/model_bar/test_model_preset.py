@@ -105,3 +105,24 @@ def test_the_preset_dialog_saves_the_preset_and_reloads(qtbot, tmp_path: Path,
     assert preset_for(win.settings, model) is None
     assert [c for c in win.engine.client.sent if isinstance(c, P.Load)][-1].config.n_ctx == 4096  # type: ignore[attr-defined]
     assert win.sampling_panel.temperature.value() == pytest.approx(0.7)
+
+
+def test_moe_experts_in_ram_from_the_preset_reach_the_load(qtbot, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.ui.model_bar.preset_dialog import PresetDialog
+
+    model = _model(tmp_path, "moe-Q4_K_M.gguf")
+    win = _window(qtbot, tmp_path, S.Settings())
+    win.load_model(model)
+    assert _last(win, P.Load).config.n_cpu_moe == 0  # type: ignore[attr-defined]
+
+    def edit(dialog: PresetDialog) -> int:
+        assert dialog.cpu_moe.value() == dialog.cpu_moe.minimum()  # not set: from settings
+        dialog.cpu_moe.setValue(12)
+        return 1
+
+    monkeypatch.setattr(PresetDialog, "exec", edit)
+    win.model_preset.open_dialog()
+    preset = preset_for(win.settings, model)
+    assert preset is not None and preset.n_cpu_moe == 12
+    assert _last(win, P.Load).config.n_cpu_moe == 12  # type: ignore[attr-defined]
