@@ -83,8 +83,12 @@ if [ "${NEED_VERIFY:-0}" = "1" ]; then
     echo "roofline: asked for a CUDA build of llama.cpp but the installed one cannot offload" >&2
     exit 1
   fi
-  if [[ "$cmake_args" == *GGML_VULKAN=on* ]] && ! "$VPY" -c 'import llama_cpp,sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)'; then
-    echo "roofline: asked for a Vulkan build of llama.cpp but the installed one cannot offload" >&2
+  # Vulkan: the backend must be registered; whether it offloads depends on a device being visible (a machine
+  # without a GPU has none, and llvmpipe only counts when GGML_VK_VISIBLE_DEVICES names it).
+  if [[ "$cmake_args" == *GGML_VULKAN=on* ]] && ! "$VPY" -c 'from app.engine.llama.backends import load_backends
+from app.engine.llama.devices import list_backends
+load_backends(); raise SystemExit(0 if "Vulkan" in list_backends() else 1)' 2>/dev/null; then
+    echo "roofline: asked for a Vulkan build of llama.cpp but the installed one has no Vulkan backend" >&2
     exit 1
   fi
   if [ "$PORTABLE" = "1" ]; then

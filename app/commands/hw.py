@@ -99,7 +99,10 @@ def describe(hw: HardwareInfo, bw: BandwidthResult,
             facts.append(f"compute {g.compute_capability}")
         hidden = " — llama.cpp does not see it" if hw.llama_devices is not None else ""
         lines.append((f"GPU {g.index}", f"{g.name}: " + ", ".join(facts) + hidden))
+    gpu_backends = [b for b in (engine or {}).get("backends", []) if b not in ("CPU", "BLAS", "RPC")]
     offload = {True: "yes", False: "no (this llama.cpp build is CPU-only)", None: "unknown"}[hw.gpu_offload]
+    if hw.gpu_offload is False and gpu_backends:
+        offload = f"no: this build's {', '.join(gpu_backends)} backend sees no device"
     lines.append(("GPU offload", offload))
     if engine is not None and "backends" in engine:
         lines.append(("llama.cpp backends", ", ".join(engine["backends"]) or "none registered"))
@@ -110,7 +113,7 @@ def describe(hw: HardwareInfo, bw: BandwidthResult,
         bw_text = f", {match.bandwidth_gbs:.0f} GB/s" if match is not None and match.bandwidth_gbs else ""
         lines.append((f"device {d.name}", f"{d.description} ({d.type}): {size(d.memory_total)} total, "
                       f"{size(d.memory_free)} free{bw_text}"))
-    if hw.llama_devices is not None and not hw.offload_gpus and "Vulkan" in (engine or {}).get("backends", []):
+    if hw.llama_devices is not None and not hw.offload_gpus and "Vulkan" in gpu_backends:
         lines.append(("Vulkan", "no device visible (a CPU-type Vulkan device such as llvmpipe is used only when "
                       "GGML_VK_VISIBLE_DEVICES names it)"))
     if engine is not None:

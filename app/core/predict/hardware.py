@@ -86,6 +86,7 @@ class LlamaDevice:
     backend: str  # the ggml backend it belongs to: "CPU", "CUDA", "Vulkan", "Metal"
     memory_total: int  # bytes, as the backend reports them
     memory_free: int
+    max_matrix_bytes: int = 0  # the largest weight matrix it multiplies (a Vulkan device's limit); 0: no limit
 
     @property
     def offloads(self) -> bool:

@@ -20,6 +20,12 @@ buffer-size log lines, see tests/core/predict/test_memory_estimate.py):
   dominates small models with big vocabularies), attention (without flash attention the KQ matrix
   n_ctx x n_ubatch x n_head f32 plus the masks) and the feed-forward activations.
 * output buffer: the logits kept for the caller, n_vocab x 4 bytes per sequence, on the CPU.
+* with a GPU device in use (`gpu_present`, or layers offloaded), llama.cpp keeps the CPU side's weights in the
+  device's pinned host buffer ("Vulkan_Host", "CUDA_Host") ahead of the CPU's repacking buffer, so nothing is
+  repacked; a weight the device will not multiply (bigger than its `gpu_max_matrix`: a Vulkan device's storage
+  buffer range, 128 MiB on Mesa's llvmpipe) stays on the CPU even in an offloaded layer — a tied output included,
+  whose logits then come from the CPU; and with no layer offloaded the output's product still runs on the device
+  for a prompt batch (its weight copied into the device's compute buffer beside the logits).
 * MoE expert placement (`n_cpu_moe`, llama.cpp's `--n-cpu-moe N`): the expert matrices of blocks 0..N-1 stay in
   a plain CPU buffer (not repacked) while the rest of those blocks is offloaded; their KV stays with the block.
 """
@@ -67,6 +73,9 @@ class MemoryConfig:
     cpu_repack: bool = True  # the CPU backend repacks some quant types (x86 with AVX2, ARM)
     use_mmap: bool = False  # the engine's default (protocol.LoadConfig): weights read into memory
     n_cpu_moe: int = 0  # MoE: keep the expert matrices of the first N blocks in CPU memory
+    gpu_present: bool = False  # a GPU device is in use even at n_gpu_layers 0 (host buffers, op offload)
+    gpu_max_matrix: int = 0  # bytes: the largest weight the GPU multiplies (0: no limit)
+    gpu_backend: str = ""  # "vulkan", "cuda", …: whose compute buffers to expect ("": the CUDA-style model)
 
 
 @dataclass
@@ -217,6 +226,14 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
         notes.append(f"n_ctx {requested} is beyond the trained context {info.n_ctx_train}: quality drops")
 
     on_gpu, output_on_gpu = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
+    device_in_use = has_gpu and (cfg.gpu_present or cfg.n_gpu_layers != 0)
+    repack = cfg.cpu_repack and not device_in_use  # the device's host buffer comes first
+    limit = cfg.gpu_max_matrix if device_in_use else 0
+    too_big = {t.name for t in info.tensors if limit and t.n_bytes > limit and len(t.shape) >= 2}
+    out_name = "token_embd.weight" if info.tied_output else "output.weight"
+    output_refused = out_name in too_big
+    if output_refused:
+        output_on_gpu = False  # its layer is offloaded, its matrix is not: the logits come from the CPU
     n_gpu = sum(on_gpu)
     cpu, gpu = DeviceMemory(), DeviceMemory()
 
@@ -230,7 +247,7 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
         il = int(t.name.split(".")[1])
         if il not in repackable:
             continue
-        if on_gpu[il] and expert_stays_on_cpu(t.name, il, cfg.n_cpu_moe):
+        if on_gpu[il] and (expert_stays_on_cpu(t.name, il, cfg.n_cpu_moe) or t.name in too_big):
             kept_experts[il] += t.n_bytes
         elif t.ggml_type in REPACK_TYPES:
             repackable[il] += t.n_bytes
@@ -240,17 +257,17 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
             cpu.weights += kept_experts[il]
         else:
             cpu.weights += info.layer_bytes[il]
-            if cfg.cpu_repack:
+            if repack:
                 cpu.repack += repackable[il]
     out_type = next((t.ggml_type for t in info.tensors if t.name == "output.weight"), None)
     if output_on_gpu:
         gpu.weights += info.output_bytes  # a tied output is duplicated onto the GPU
     elif not info.tied_output:
         cpu.weights += info.output_bytes
-        if cfg.cpu_repack and out_type in REPACK_TYPES:
+        if repack and out_type in REPACK_TYPES:
             cpu.repack += info.output_bytes
     if cfg.use_mmap:
-        cpu.weights = mapped_span(info, on_gpu, output_on_gpu, cfg.cpu_repack, cfg.n_cpu_moe)
+        cpu.weights = mapped_span(info, on_gpu, output_on_gpu, repack, cfg.n_cpu_moe)
     else:
         cpu.weights -= cpu.repack  # read into memory: a repacked tensor is only in the REPACK buffer
 
@@ -266,7 +283,10 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
     peaks = compute_peaks(info, n_ctx, n_ubatch, flash, caches)
     layer_peak = max(peaks["attention"], peaks["ffn"])
     hidden = 4 * n_ubatch * info.n_embd * 2
-    if n_gpu == 0 and not output_on_gpu:
+    if device_in_use and cfg.gpu_backend == "vulkan":
+        gpu.compute, cpu.compute = vulkan_compute(info, cfg, peaks, caches, n_ubatch, n_gpu, output_on_gpu,
+                                                  output_refused)
+    elif n_gpu == 0 and not output_on_gpu:
         cpu.compute = max(peaks["logits"], layer_peak)
     else:
         gpu.compute = max(peaks["logits"] if output_on_gpu else 0, layer_peak if n_gpu else hidden)
@@ -279,6 +299,40 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
         caches=caches, cpu=cpu, gpu=gpu, layers_on_gpu=n_gpu, output_on_gpu=output_on_gpu, notes=notes,
         n_cpu_moe=min(cfg.n_cpu_moe, info.n_layers) if info.is_moe else 0,
     )
+
+
+def vulkan_compute(info: GGUFInfo, cfg: MemoryConfig, peaks: dict[str, int], caches: list[KVCache], n_ubatch: int,
+                   n_gpu: int, output_on_gpu: bool, output_refused: bool) -> tuple[int, int]:
+    """(device, CPU) compute buffers of llama.cpp's Vulkan backend, from its buffer logs on four shapes at three
+    offload levels (dense, sliding-window, MoE, a 32k vocabulary; tests/core/predict/test_memory_on_gpu.py):
+    a layer's peak on the device is the KQ scores with four hidden-state tensors (attention without flash
+    attention), or four FFN-wide tensors with three hidden states; the CPU keeps the f32 masks it builds for the
+    device's splits and a hidden state (at least 8 MiB while layers run on the CPU too); the logits sit on
+    whichever side multiplies the output. With no layer offloaded a prompt batch's output product still runs on
+    the device, its weight copied beside them."""
+    f32 = 4
+    hid = f32 * n_ubatch * info.n_embd
+    kv_len = max((c.cells for c in caches), default=0)
+    n_head = max(info.n_head, default=0)
+    n_ff = info.n_ff
+    if info.is_moe:
+        n_ff = int(info.metadata.get(f"{info.architecture}.expert_feed_forward_length") or n_ff)
+        n_ff *= max(info.expert_used_count, 1)
+    flash = cfg.type_v not in ("f16", "f32", "bf16") if cfg.flash_attn is None else cfg.flash_attn
+    attention = peaks["attention"] if flash else f32 * kv_len * n_ubatch * n_head + f32 * kv_len * n_ubatch + 4 * hid
+    ffn = 4 * f32 * n_ubatch * n_ff + 3 * hid
+    layer = max(attention, ffn)
+    masks = 4 * f32 * kv_len * n_ubatch
+    out_name = "token_embd.weight" if info.tied_output else "output.weight"
+    out_bytes = next((t.n_bytes for t in info.tensors if t.name == out_name), 0)
+    if n_gpu == 0 and not output_on_gpu:
+        gpu = max(layer, 0 if output_refused else peaks["logits"] + out_bytes)
+    else:
+        gpu = max(layer, peaks["logits"] if output_on_gpu else 0)
+    full = n_gpu == info.n_layers and output_on_gpu
+    cpu = (peaks["logits"] if not output_on_gpu and (n_gpu or output_refused)
+           else masks + (hid if full else max(hid, 8 * MiB)))
+    return gpu, cpu
 
 
 def mapped_span(info: GGUFInfo, on_gpu: list[bool], output_on_gpu: bool, cpu_repack: bool, n_cpu_moe: int = 0) -> int:
