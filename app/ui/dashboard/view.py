@@ -96,7 +96,8 @@ class Dashboard(QWidget):
                                 "Generation rate: one token at a time, memory-bandwidth-bound")
         self.card_itl = Card("Inter-token latency", None, "Gap between consecutive tokens (wall clock)")
         self.card_prompt = Card("Prompt tokens", None, "New tokens were evaluated; reused ones came from the KV cache")
-        self.card_kv = Card("KV cache", None, "Tokens held in the KV cache and the room left")
+        self.card_kv = Card("KV cache", None, "This chat's tokens in the context (its prompt and replies) and the "
+                            "room left; the Memory box shows the engine's cache now, whichever chat filled it")
         self.cards = [self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt,
                       self.card_kv]
         self.card_grid = CardGrid(self.cards)
@@ -187,6 +188,7 @@ class Dashboard(QWidget):
     # ------------------------------------------------------------------ inputs
     def set_loaded(self, loaded: P.Loaded) -> None:
         self.loaded = loaded
+        self._last_stats = None  # the cache they counted is gone with the load (which empties it)
         self._update_kv(None)
         self._update_roofline()
 
