@@ -269,7 +269,14 @@ class Dashboard(QWidget):
         self._set_itl([])
         for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
             card.set("…", "waiting for token 1")
-        self.card_kv.detail.setText("grows from token 1")
+        if self.loaded is not None and self.loaded.chat_template_source == "server":
+            # A server sends no prefill event: its prefill stays hidden in TTFT, its cache on its machine,
+            # and the prompt's size comes (if at all) with its final usage numbers.
+            self.card_prefill.set("n/a", "inside TTFT (remote)")
+            self.card_prompt.set("…", "reported at the end (remote)")
+            self.card_kv.set("n/a", "remote server")
+        else:
+            self.card_kv.detail.setText("grows from token 1")
 
     def on_prefilled(self, ev: P.Prefilled) -> None:
         """The prefill phase ended (first token): its cards are final now, the KV cache starts growing."""
