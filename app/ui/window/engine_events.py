@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.core.metrics.phase import fmt_bytes
 from app.engine import protocol as P
+from app.ui.chat.too_long import read_refusal
 from app.ui.dashboard.live_numbers import LiveKV
 from app.ui.engine_link import engine_qt as E
 from app.ui.toolkit.safe_text import set_plain_tooltip
@@ -118,7 +119,7 @@ class EngineEvents(WindowBase):
                 self.model_info.setText("load failed")
                 self.mem_label.setText("")
                 self.banner.show_message(f"Could not load the model: {error.message}")
-        else:
+        elif read_refusal(error) is None:  # a message over the context: too_long_flow says it and offers a way out
             self.banner.show_message(f"{error.kind.replace('_', ' ')}: {error.message}")
         self.progress.hide()
         self._update_buttons()
