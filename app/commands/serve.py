@@ -2,15 +2,19 @@
 
 Loopback only by default; any other address needs an API key (--api-key or ROOFLINE_API_KEY), else the
 command refuses to start. The engine runs in its own process (app.engine.llama.batch); this process is the HTTP
-server (app.server, Starlette on uvicorn).
+server (app.server, Starlette on uvicorn). Started by the window (`--parent-pid`), it stops when the window is
+gone, however the window ended: the engine child already follows its own parent the same way.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 
 from app.commands import _args as A
@@ -36,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-type", default=DEFAULT_KV_TYPE, choices=KV_TYPES)
     p.add_argument("--api-key", default=None, help="required key (default: $ROOFLINE_API_KEY)")
     p.add_argument("--model-name", default=None, help="the model's id in the API (default: the file name)")
+    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)  # the window's: see exit_with_parent
     p.set_defaults(func=run)
 
 
@@ -57,6 +62,31 @@ def check_options(args: argparse.Namespace, api_key: str | None) -> str | None:
     return None
 
 
+PARENT_POLL_S = 0.5
+PARENT_GRACE_S = 10.0  # after SIGTERM, time for uvicorn's graceful stop and the engine's shutdown
+
+
+def exit_with_parent(pid: int) -> None:
+    """Stop this server once process `pid` (the window that started it) is no longer its parent.
+
+    A window killed with SIGKILL, or crashing, runs no shutdown code: without this its server (and the
+    server's engine with its copy of the model) would keep the port and the memory until someone noticed.
+    Polling getppid() works the same on Linux and macOS (prctl's parent-death signal is Linux only), and
+    comparing with the pid given rather than the parent seen at start also catches a window that died
+    before this thread ran."""
+    if sys.platform == "win32":
+        return  # getppid() does not change when the parent dies there
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(PARENT_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's graceful stop, then hub.close() in run()
+        time.sleep(PARENT_GRACE_S)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -72,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     problem = check_options(args, api_key)
     if problem:
         return fail(problem, 2)
+    if args.parent_pid is not None:
+        exit_with_parent(args.parent_pid)
     import uvicorn
 
     from app.engine import protocol as P

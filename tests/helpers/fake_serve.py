@@ -2,7 +2,8 @@
 127.0.0.1 (the port asked for, or a free one for 0), prints the same "listening on" line, and answers
 /metrics with llama-server's names: 2 requests running, 1 waiting, 300 KV tokens, and 20 more reply tokens
 and one more first token (0.25 s) at every poll. FAKE_SERVE_DIE_AFTER=S: it says why on stderr and exits 3
-after S seconds. It ends on SIGTERM, and by itself after 120 s at most."""
+after S seconds. It ends on SIGTERM, and by itself after 120 s at most; with --parent-pid it runs the real
+command's parent watch (app.commands.serve.exit_with_parent)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: this checkout's app, not another
 
 polls = 0
 
@@ -49,7 +53,12 @@ def main() -> None:
     p.add_argument("--parallel")
     p.add_argument("--ctx")
     p.add_argument("-t")
+    p.add_argument("--parent-pid", type=int)
     args = p.parse_args()
+    if args.parent_pid is not None:
+        from app.commands.serve import exit_with_parent
+
+        exit_with_parent(args.parent_pid)
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     threading.Thread(target=server.serve_forever, daemon=True).start()

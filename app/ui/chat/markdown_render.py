@@ -5,11 +5,16 @@ raw HTML escaped too, so a reply cannot inject markup into the view. Nothing in 
 anything: an image becomes its alt text and a note (`![x](/dev/zero)` once aborted the window), and a link
 stays a link only when it points at an http(s) address, with that address's host shown beside text that
 says something else; any other link (file:, javascript:, …) is shown as text with its real target.
+
+A code fence that is never closed runs to the end of the text, as CommonMark has it: a reply stopped, cut
+short or broken by an error inside a code block keeps its code block (Python-Markdown alone would make the
+fence and the code one paragraph of plain text).
 """
 
 from __future__ import annotations
 
 import html
+import re
 import xml.etree.ElementTree as etree  # noqa: N813 - Python-Markdown's own name for it
 from urllib.parse import urlsplit
 
@@ -84,9 +89,31 @@ _md = markdown.Markdown(extensions=["fenced_code", "tables", "sane_lists", _Esca
                                     _SafeResourcesExtension()])
 
 
+# A fence line as Python-Markdown's fenced_code reads one: at the start of the line, three or more of one
+# character, then the info string.
+_FENCE = re.compile(r"(`{3,}|~{3,})(.*)")
+
+
+def close_open_fence(text: str) -> str:
+    """`text` with its last code fence closed when it never was (CommonMark: it runs to the end)."""
+    fence = None
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        if m is None:
+            continue
+        if fence is None:
+            if not (m.group(1)[0] == "`" and "`" in m.group(2)):  # an info string never holds a backtick
+                fence = m.group(1)
+        elif m.group(1) == fence and not m.group(2).strip():  # Python-Markdown closes on the same fence only
+            fence = None
+    if fence is None:
+        return text
+    return text + ("" if text.endswith("\n") else "\n") + fence + "\n"
+
+
 def markdown_to_html(text: str) -> str:
     _md.reset()
-    return _md.convert(text)
+    return _md.convert(close_open_fence(text))
 
 
 def plain_to_html(text: str) -> str:

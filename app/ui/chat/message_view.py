@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from app.core.chat.store import Message
 from app.core.metrics.phase import PhaseMetrics
 from app.ui.chat.header_wrap import HeaderWrap
-from app.ui.chat.markdown_render import markdown_to_html, plain_to_html, stylesheet
+from app.ui.chat.markdown_render import close_open_fence, markdown_to_html, plain_to_html, stylesheet
 from app.ui.chat.reply_ending import ending_of
 from app.ui.chat.thinking_box import ThinkingBox
 from app.ui.toolkit import theme
@@ -184,6 +184,8 @@ class MessageWidget(QFrame):
             return False
         tail = before[self._stable_chars:]
         if "|" in tail:  # a table: its cells drop trailing spaces, a paragraph keeps one
+            return False
+        if close_open_fence(tail) != tail:  # inside a code block still open: its text is the <pre>'s, not a line's
             return False
         line = tail[tail.rfind("\n") + 1:]
         if _SETTLED_LINE.fullmatch(line) is None:

@@ -160,7 +160,38 @@ class ChatSession(QObject):
             return False
         return self._start_reply(continue_message=msgs[-1])
 
+    def retry(self, context_overflow: str | None = None) -> bool:
+        """Ask again for the last reply when it failed (the engine refused the request), the failed reply
+        deleted rather than kept as a version; `context_overflow` for this request only."""
+        reply = self.failed_reply()
+        if reply is None or self.busy or not self._can_generate():
+            return False
+        self._delete_from(reply.id)
+        return self._start_reply(context_overflow=context_overflow)
+
+    def take_back(self) -> str | None:
+        """Remove the last user message and its failed reply; returns the message's text (to edit it)."""
+        reply = self.failed_reply()
+        if reply is None or self.busy or self.conversation is None:
+            return None
+        msgs = self.store.messages(self.conversation.id)
+        users = [m for m in msgs if m.role == "user" and m.id < reply.id]
+        if not users:
+            return None
+        self._delete_from(users[-1].id)
+        return users[-1].content
+
     # ------------------------------------------------------------------ internals
+    def failed_reply(self) -> Message | None:
+        """The last reply, when it failed (the engine refused or broke off the request)."""
+        msgs = self.store.messages(self.conversation.id) if self.conversation is not None else []
+        return msgs[-1] if msgs and msgs[-1].role == "assistant" and msgs[-1].state == "error" else None
+
+    def _delete_from(self, message_id: int) -> None:
+        assert self.conversation is not None
+        self.store.delete_messages_from(self.conversation.id, message_id)
+        self.message_removed.emit(message_id)
+
     def _can_generate(self) -> bool:
         return self.engine.alive and self.engine.loaded_info is not None
 
@@ -180,7 +211,7 @@ class ChatSession(QObject):
                 out.append({"role": m.role, "content": m.content})
         return out
 
-    def _start_reply(self, continue_message: Message | None = None) -> bool:
+    def _start_reply(self, continue_message: Message | None = None, context_overflow: str | None = None) -> bool:
         assert self.conversation is not None
         messages = self.history()
         request_id = self.engine.new_request_id()
@@ -202,7 +233,8 @@ class ChatSession(QObject):
         self._stop_reason = None
         self.reply_started.emit(reply.id)
         self.engine.generate(P.Generate(request_id=request_id, messages=messages, sampling=sampling,
-                                        prompt_lookup=self.prompt_lookup, context_overflow=self.context_overflow,
+                                        prompt_lookup=self.prompt_lookup,
+                                        context_overflow=context_overflow or self.context_overflow,
                                         conversation_id=str(self.conversation.id)))  # its KV is saved by chat
         self._flush_timer.start()
         self.busy_changed.emit(True)

@@ -1,5 +1,9 @@
-"""The dashboard's Memory box: KV cache used/allocated and headroom, system RAM, the engine's resident memory
-and its VRAM (NVML, where there is an NVIDIA driver), polled once a second."""
+"""The dashboard's Memory box: the engine's KV cache used/allocated and headroom, system RAM, the engine's
+resident memory and its VRAM (NVML, where there is an NVIDIA driver), polled once a second.
+
+Two KV figures, kept apart: the KV card is the shown chat's (the tokens its context holds, from its last
+reply), the Memory box's bar is the engine's cache as it is now, which another chat, a reload or a warm-up
+may have filled or emptied. One number for both showed 154 tokens on a 73-token chat."""
 
 from __future__ import annotations
 
@@ -13,6 +17,15 @@ from app.engine import protocol as P
 from app.ui.dashboard import live_numbers as dashboard_live
 from app.ui.dashboard.cards import Card
 from app.ui.engine_link.engine_qt import EngineQt
+
+
+def chat_kv_cells(history: list[PhaseMetrics]) -> int:
+    """The cells the shown chat's context holds: its last reply's prompt and reply (what the engine's cache
+    held when that reply ended); 0 for a chat with no reply."""
+    if not history:
+        return 0
+    last = history[-1]
+    return last.kv_cells_used or last.prompt_tokens + last.generated_tokens
 
 
 class MemoryPanel(QGroupBox):
@@ -44,7 +57,8 @@ class MemoryPanel(QGroupBox):
 
     def update_kv(self, loaded: P.Loaded | None, stats: P.Stats | None, history: list[PhaseMetrics],
                   card_kv: Card) -> None:
-        """The KV cache from the engine's latest stats, else from the last reply's metrics."""
+        """The Memory box's bar from the engine's latest stats (0 used before any: a load empties it); the
+        KV card from the shown chat's last reply."""
         if loaded is None:
             self.kv_label.setText("No model loaded.")
             self.kv_bar.setValue(0)
@@ -57,21 +71,21 @@ class MemoryPanel(QGroupBox):
             self.swa_label.setText("")
             card_kv.set("n/a", "remote server")
             return
-        cells_alloc = stats.kv_cells_allocated if stats and stats.loaded else loaded.kv_cells_allocated
-        bytes_alloc = stats.kv_bytes_allocated if stats and stats.loaded else loaded.kv_bytes_allocated
-        cells_used = stats.kv_cells_used if stats and stats.loaded else 0
-        bytes_used = stats.kv_bytes_used if stats and stats.loaded else 0
-        if history and (stats is None or not stats.loaded):
-            cells_used, bytes_used = history[-1].kv_cells_used, history[-1].kv_bytes_used
+        engine = stats if stats and stats.loaded else None
+        cells_alloc = engine.kv_cells_allocated if engine else loaded.kv_cells_allocated
+        bytes_alloc = engine.kv_bytes_allocated if engine else loaded.kv_bytes_allocated
+        cells_used = engine.kv_cells_used if engine else 0
+        bytes_used = engine.kv_bytes_used if engine else 0
         n_ctx = loaded.n_ctx
         headroom = max(n_ctx - cells_used, 0)
         self.kv_bar.setRange(0, max(cells_alloc, 1))
         self.kv_bar.setValue(min(cells_used, max(cells_alloc, 1)))
         self.kv_bar.setFormat(f"{cells_used} / {cells_alloc} cells")
         self.kv_label.setText(
-            f"{fmt_bytes(bytes_used)} used of {fmt_bytes(bytes_alloc)} allocated "
+            f"The engine's cache now: {fmt_bytes(bytes_used)} used of {fmt_bytes(bytes_alloc)} allocated "
             f"({loaded.type_k}/{loaded.type_v}) · headroom {headroom} tokens of {n_ctx}")
-        card_kv.set(f"{cells_used} tok", f"{headroom} tokens free")
+        chat = chat_kv_cells(history)
+        card_kv.set(f"{chat} tok", f"{max(n_ctx - chat, 0)} tokens free · this chat")
         self.swa_label.setText(dashboard_live.swa_note(loaded))
 
     def poll(self, engine: EngineQt) -> None:

@@ -1,6 +1,11 @@
 """The dashboard widget: per-message cards, speed and latency plots, memory and roofline boxes, kept up to date
 from the engine's events (live while a reply streams, in staged frames when it ends); `DashboardDock` puts it
-in a dock with a scroll area."""
+in a dock with a scroll area.
+
+The reply being written is followed even while another chat is shown (its start, prefill and token times
+are kept, not drawn), so going back to its chat shows its live numbers so far at once, not a reply that
+seems to start over.
+"""
 
 from __future__ import annotations
 
@@ -73,9 +78,10 @@ class Dashboard(QWidget):
         self.bandwidth_note = "not measured yet"
         self.calibrated_peak: float | None = None
         self.n_ubatch = 512
-        self._live_times: list[float] = []
+        self._live_times: list[float] = []  # the reply being written: its token times so far
         self._prefilled: P.Prefilled | None = None  # this reply's prefill, known from its first token
         self._reply_started: float | None = None
+        self._live_shown = False  # the reply being written is the shown chat's: its numbers are on the cards
         self._itl_drawn_at = 0.0
         self._itl_gaps: list[float] = []
         self._itl_ranges: tuple[float, float] | None = None  # (x, y) upper limits now shown
@@ -90,7 +96,8 @@ class Dashboard(QWidget):
                                 "Generation rate: one token at a time, memory-bandwidth-bound")
         self.card_itl = Card("Inter-token latency", None, "Gap between consecutive tokens (wall clock)")
         self.card_prompt = Card("Prompt tokens", None, "New tokens were evaluated; reused ones came from the KV cache")
-        self.card_kv = Card("KV cache", None, "Tokens held in the KV cache and the room left")
+        self.card_kv = Card("KV cache", None, "This chat's tokens in the context (its prompt and replies) and the "
+                            "room left; the Memory box shows the engine's cache now, whichever chat filled it")
         self.cards = [self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt,
                       self.card_kv]
         self.card_grid = CardGrid(self.cards)
@@ -181,6 +188,7 @@ class Dashboard(QWidget):
     # ------------------------------------------------------------------ inputs
     def set_loaded(self, loaded: P.Loaded) -> None:
         self.loaded = loaded
+        self._last_stats = None  # the cache they counted is gone with the load (which empties it)
         self._update_kv(None)
         self._update_roofline()
 
@@ -190,10 +198,12 @@ class Dashboard(QWidget):
         self._update_roofline()
 
     def set_history(self, metrics: list[PhaseMetrics]) -> None:
+        """A conversation is shown: its replies' numbers. A reply still being written is kept (not shown)
+        for `resume_reply`."""
         self.history = list(metrics)
         self._staged.stop()
         self._live_timer.stop()
-        self._live_times = []
+        self._live_shown = False
         self._update_series()
         self._show_message(self.history[-1] if self.history else None)
         self._set_itl(list(self.history[-1].itl_ms) if self.history else [])
@@ -207,20 +217,31 @@ class Dashboard(QWidget):
             self._update_series()
 
     def resume_reply(self) -> None:
-        """The shown conversation's reply is being written already (its chat was reopened): live again from
-        its next tokens; its time to first token is known only at the end."""
-        self.start_reply()
+        """The shown conversation's reply is being written already (its chat was reopened, or its own row
+        clicked): its numbers so far at once, from what was kept while it streamed unseen, then live on."""
+        self._live_shown = True
+        self._show_waiting()
+        if self._reply_started is None:  # started before this dashboard saw it: TTFT only at the end
+            self.card_ttft.set("…", "final at the end")
+        if self._prefilled is not None:
+            self._show_prefilled(self._prefilled)
+        if self._live_times:
+            self._refresh_live(first=True)
+
+    def end_reply(self) -> None:
+        """The reply being written ended (shown or not): nothing live is left to resume."""
+        self._live_timer.stop()
+        self._live_times = []
+        self._prefilled = None
         self._reply_started = None
-        self.card_ttft.set("…", "final at the end")
+        self._live_shown = False
 
     def add_metrics(self, m: PhaseMetrics) -> None:
         """A reply ended: its numbers at once; the plots in two later frames. Redrawing all five plots in
         software takes ~25 ms; together with the reply's final render that was one 45–50 ms stall at the end
         of every reply (scripts/bench_gui), now three pieces the event loop runs between."""
         self.history.append(m)
-        self._live_timer.stop()
-        self._live_times = []
-        self._prefilled = None
+        self.end_reply()
         self._show_message(m)
         self._update_kv(None)
         self._stage = 0
@@ -239,28 +260,46 @@ class Dashboard(QWidget):
             self._staged.stop()
             if self._stage == 0:
                 self._update_series()
+        self.end_reply()
         self._reply_started = time.monotonic()
-        self._live_timer.stop()
-        self._live_times = []
-        self._prefilled = None
+        self._live_shown = True  # a reply starts in the chat on screen
+        self._show_waiting()
+
+    def _show_waiting(self) -> None:
         self._set_itl([])
         for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
             card.set("…", "waiting for token 1")
-        self.card_kv.detail.setText("grows from token 1")
+        if self.loaded is not None and self.loaded.chat_template_source == "server":
+            # A server sends no prefill event: its prefill stays hidden in TTFT, its cache on its machine,
+            # and the prompt's size comes (if at all) with its final usage numbers.
+            self.card_prefill.set("n/a", "inside TTFT (remote)")
+            self.card_prompt.set("…", "reported at the end (remote)")
+            self.card_kv.set("n/a", "remote server")
+        else:
+            self.card_kv.detail.setText("grows from token 1")
 
     def on_prefilled(self, ev: P.Prefilled) -> None:
         """The prefill phase ended (first token): its cards are final now, the KV cache starts growing."""
         self._prefilled = ev
+        if self._live_shown:
+            self._show_prefilled(ev)
+        else:
+            self._show_live_kv()
+
+    def _show_prefilled(self, ev: P.Prefilled) -> None:
         (pv, pd), (tv, td) = dashboard_live.prefill_texts(ev)
         self.card_prefill.set(pv, pd)
         self.card_prompt.set(tv, td)
         self._show_live_kv()
 
     def _show_live_kv(self) -> None:
+        """The engine's cache as the reply grows it: on the card and the Memory box while its chat is shown,
+        on the status bar (the engine's, whichever chat is shown) always."""
         if self._prefilled is None or self.loaded is None:
             return
         kv = dashboard_live.live_kv(self._prefilled, len(self._live_times), self.loaded)
-        dashboard_live.show_kv(kv, self.loaded, self.card_kv, self.kv_bar, self.kv_label)
+        if self._live_shown:
+            dashboard_live.show_kv(kv, self.loaded, self.card_kv, self.kv_bar, self.kv_label)
         self.live_kv_changed.emit(kv)
 
     def on_tokens(self, times: list[float]) -> None:
@@ -268,12 +307,17 @@ class Dashboard(QWidget):
         2×/s (half that where llama.cpp takes every core: app.core.chat.pacing)."""
         first = not self._live_times
         self._live_times.extend(times)
+        if not self._live_shown:  # its chat is not on screen: kept for resume_reply, the status bar follows
+            self._show_live_kv()
+            return
         if first:
             self._refresh_live(first=True)
         elif not self._live_timer.isActive():
             self._live_timer.start(self.engine.pacing.cards_ms)
 
     def _refresh_live(self, first: bool = False) -> None:
+        if not self._live_shown:
+            return
         t = self._live_times
         if first and t and self._reply_started is not None:
             # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.

@@ -7,6 +7,10 @@ policy, and the system prompt of chats started from now on (and of the open chat
 The sampling panel is also what the window saves as the global sampling defaults on close. So that a preset's
 values do not leak into them, `global_sampling` gives the panel's values with those the preset put there,
 and that nobody changed since, swapped back for the settings' own.
+
+Loading the model already applied again (Reload, Eject then Reload, a reload for new settings) keeps the
+panel as the user left it: the preset's values are put there when its model is chosen, or the preset or the
+settings change, never over values set for the model in use.
 """
 
 from __future__ import annotations
@@ -44,11 +48,14 @@ class ModelPresetControl(QObject):
         self.applied = {}
         self.window.sampling_panel.set_values(self.window.settings.sampling)
         if self.model is not None:
-            self.apply(self.model)
+            self.apply(self.model, force=True)
 
-    def apply(self, model: Path) -> None:
-        """Put the model's generation options in the window (its load options go through load_config)."""
+    def apply(self, model: Path, force: bool = False) -> None:
+        """Put the model's generation options in the window (its load options go through load_config); for
+        the model whose options are there already, only with `force` (its preset or the settings changed)."""
         w = self.window
+        if model == self.model and not force:
+            return  # a reload: the panel's values are the user's choice for this model, not to be undone
         self.base = self.global_sampling()
         w.settings.sampling = self.base
         self.model = model
@@ -88,8 +95,7 @@ class ModelPresetControl(QObject):
         self.applied = {}
         w.sampling_panel.set_values(SamplingDefaults(**base))
         set_preset(w.settings, model, preset)
+        self.apply(Path(model), force=True)
         if old != w.load_config(Path(model)):
             w._reload_for_settings()  # load options changed: reload (asks first during a reply)
-        else:
-            self.apply(Path(model))
         w.save_settings()

@@ -62,6 +62,7 @@ class LibraryTab(PageBase):
         self.library_info.setText(f"{len(models)} model{'' if len(models) == 1 else 's'}, "
                                   f"{fmt_bytes(sum(m.size for m in models))}"
                                   + (f"; {broken} broken (hover for why)" if broken else ""))
+        self.library_changed.emit()  # the toolbar's selector lists the same files
 
     def selected_local(self) -> library.LocalModel | None:
         rows = self.library_view.selectionModel().selectedRows()

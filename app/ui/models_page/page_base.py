@@ -31,6 +31,7 @@ class PageBase(QWidget):
     """The Models page's shared plumbing, under its parts (see the module docstring)."""
 
     model_chosen = Signal(str)  # the user picked a local model to chat with
+    library_changed = Signal()  # the Library was listed again (a download, quantize, import, removal, Refresh)
 
     status: QLabel
     manager: downloads.DownloadManager

@@ -1,5 +1,6 @@
 """The quantize dialog: pick a type and an output name, run the quantizer (its own child process) with
-progress; Cancel stops it and deletes the partial file.
+progress; Cancel stops it and deletes the partial file, and the dialog is ready for another try (so is it
+after a failure, with the reason shown).
 
 The job waits for its child on a background thread (`run_in_background`: the outcome is dropped if the
 dialog is gone); progress events arrive on that thread and reach the dialog through a queued signal."""
@@ -85,9 +86,7 @@ class QuantizeDialog(QDialog):
         self.job = QuantizeJob(self.source, out, self.type_box.currentText(),
                                on_event=lambda e, s: self._bridge.progressed.emit(
                                    (e, s.fraction, s.bytes, s.stage, s.predicted_bytes)))
-        self.start_btn.setEnabled(False)
-        self.type_box.setEnabled(False)
-        self.name_edit.setEnabled(False)
+        self._set_editable(False)
         self.status.setText("starting…")
         run_in_background(self, self.job.run, lambda path: self._on_finished(str(path), ""),
                           lambda exc: self._on_finished(None, str(exc)), name="quantize")
@@ -110,12 +109,19 @@ class QuantizeDialog(QDialog):
             expect = f" of ~{fmt_bytes(predicted)}" if predicted else ""
             self.status.setText(f"{stage}: {fmt_bytes(nbytes)}{expect} written")
 
+    def _set_editable(self, editable: bool) -> None:
+        for widget in (self.start_btn, self.type_box, self.name_edit):
+            widget.setEnabled(editable)
+
     def _on_finished(self, path: str | None, message: str) -> None:
-        self.start_btn.setEnabled(False)
-        self.cancel_btn.setText("Close")
         if path:
+            self.start_btn.setEnabled(False)
+            self.cancel_btn.setText("Close")
             self.progress.setValue(1000)
             self.status.setText(f"done: {path}")
             self.finished_ok.emit(path)
-        else:
+        else:  # cancelled or failed: nothing was written, another type or name may be tried
+            self.job = None  # Cancel closes the dialog now
+            self._set_editable(True)
+            self.progress.setValue(0)
             self.status.setText(message)

@@ -2,10 +2,11 @@
 
 `ServeControl.start(model)` runs `roofline serve` (the CLI, in its own process: a crash of the server or of
 its engine never touches the window) on loopback, on the port asked for or, when that one is taken, on any
-free port; the URL it prints is the one shown. While it runs, /metrics is polled every POLL_MS off the GUI
-thread (app.ui.toolkit.background) and each poll becomes a `Traffic` snapshot (app.core.metrics.serve_traffic) for the
-status bar and the dashboard. `stop()` ends it (SIGTERM, then SIGKILL); a server that ends on its own is
-reported through `died` with its last words.
+free port; the URL it prints is the one shown. It is given the window's pid (`--parent-pid`) and stops by
+itself when the window is gone, even after a kill -9 that runs none of the window's shutdown. While it
+runs, /metrics is polled every POLL_MS off the GUI thread (app.ui.toolkit.background) and each poll becomes
+a `Traffic` snapshot (app.core.metrics.serve_traffic) for the status bar and the dashboard. `stop()` ends
+it (SIGTERM, then SIGKILL); a server that ends on its own is reported through `died` with its last words.
 
 Memory: the server loads its own copy of the model. Its weights are a read-only mapping of the same file,
 which the OS shares with the chat engine's, so the extra is mostly the server's KV cache (`--ctx` cells for
@@ -18,6 +19,7 @@ model only when the estimate does not fit in the memory available (see main_wind
 from __future__ import annotations
 
 import collections
+import os
 import socket
 import sys
 import time
@@ -107,7 +109,7 @@ class ServeControl(QObject):
             return problem
         port = self.port if self.port and port_free(self.host, self.port) else 0
         args = [*self._command, "-m", str(model), "--host", self.host, "--port", str(port),
-                "--parallel", str(self.parallel), "--ctx", str(self.ctx)]
+                "--parallel", str(self.parallel), "--ctx", str(self.ctx), "--parent-pid", str(os.getpid())]
         if self.threads:
             args += ["-t", str(self.threads)]
         env = QProcessEnvironment.systemEnvironment()

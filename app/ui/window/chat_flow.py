@@ -2,7 +2,7 @@
 resend, regenerate, continue, stop), with the buttons kept in step with the session and the engine.
 
 A reply goes on while another conversation is shown (the engine writes one reply at a time, so Send waits
-for it there); the dashboard follows it only while its own conversation is shown.
+for it there); the dashboard shows it only while its own conversation is shown, and keeps count meanwhile.
 """
 
 from __future__ import annotations
@@ -134,8 +134,7 @@ class ChatFlow(WindowBase):
             self.message_view.update_message(msg)
 
     def _tokens_timed(self, times: list[float]) -> None:
-        if self._shown(self.session.streaming_conversation_id):
-            self.dashboard.on_tokens(times)
+        self.dashboard.on_tokens(times)  # drawn only while its chat is shown; counted always (resume_reply)
 
     def _messages_removed(self, message_id: int) -> None:
         """Regenerate or Edit replaced replies: they leave the view and the dashboard's series."""
@@ -146,6 +145,7 @@ class ChatFlow(WindowBase):
 
     def _message_finished(self, message: Message) -> None:
         self.message_view.update_message(message)
+        self.dashboard.end_reply()
         if self._shown(message.conversation_id):
             # One point per reply that exists: a continued reply replaces its own earlier point.
             earlier = self._history_of(self.store.messages(message.conversation_id), leave_out=message.id)

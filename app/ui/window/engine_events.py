@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.core.metrics.phase import fmt_bytes
 from app.engine import protocol as P
+from app.ui.chat.too_long import read_refusal
 from app.ui.dashboard.live_numbers import LiveKV
 from app.ui.engine_link import engine_qt as E
 from app.ui.toolkit.safe_text import set_plain_tooltip
@@ -42,6 +43,7 @@ class EngineEvents(WindowBase):
 
     def _loaded(self, loaded: P.Loaded) -> None:
         self.progress.hide()
+        self.banner.model_changed(loaded.model_path)  # "Still using X" is stale once Y is in use
         self.session.model_path = loaded.model_path
         self._select_model_in_combo(loaded.model_path)
         remote = loaded.chat_template_source == "server"
@@ -99,7 +101,8 @@ class EngineEvents(WindowBase):
                                      details=error.message)  # the engine's last log lines
         elif error.kind == "connect_failed":
             still = f" Still using {in_use.model_desc or Path(in_use.model_path).name}." if in_use else ""
-            self.banner.show_message(f"Could not connect to the server: {error.message}.{still}")
+            self.banner.show_message(f"Could not connect to the server: {error.message}.{still}",
+                                     while_model=in_use.model_path if in_use else None)
             if in_use is not None:
                 self._show_model_line(in_use)
                 self._select_model_in_combo(in_use.model_path)
@@ -111,12 +114,12 @@ class EngineEvents(WindowBase):
                 name = Path(previous.model_path).name
                 self.model_info.setText(f"load failed · loading {name} again")
                 self.banner.show_message(f"Could not load the model: {error.message} Loading {name} again, "
-                                         f"the model in use before.")
+                                         f"the model in use before.", while_model=previous.model_path)
             else:
                 self.model_info.setText("load failed")
                 self.mem_label.setText("")
                 self.banner.show_message(f"Could not load the model: {error.message}")
-        else:
+        elif read_refusal(error) is None:  # a message over the context: too_long_flow says it and offers a way out
             self.banner.show_message(f"{error.kind.replace('_', ' ')}: {error.message}")
         self.progress.hide()
         self._update_buttons()

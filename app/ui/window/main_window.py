@@ -62,6 +62,7 @@ from app.ui.window.room_for_chat import RoomForChat
 from app.ui.window.shutdown import shut_down
 from app.ui.window.startup_guard import OpeningGuard
 from app.ui.window.status_speed import StatusSpeed
+from app.ui.window.too_long_flow import TooLongFlow
 
 SIDEBAR_MIN_WIDTH = 200  # with the chat and the dashboard's narrowest dock, the window fits 800 px
 
@@ -292,6 +293,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.engine.error.connect(self._engine_error)
         self.engine.stats.connect(self._stats)
         self.dashboard.live_kv_changed.connect(self._live_kv)
+        self.too_long_flow = TooLongFlow(self)  # a message over the context: the ways out
 
     def _follow_system_theme(self) -> None:
         """Apply the system's light or dark scheme now and whenever it changes."""

@@ -23,6 +23,7 @@ class ModelLoading(WindowBase):
 
         page = ModelsPage()
         page.model_chosen.connect(self._model_from_library)
+        page.library_changed.connect(self._refresh_model_selector)  # a new download or quantized file at once
         return page
 
     def _model_from_library(self, path: str) -> None:
@@ -53,6 +54,11 @@ class ModelLoading(WindowBase):
     # ------------------------------------------------------------------ models
     def _populate_models(self) -> None:
         model_selector.populate(self.model_combo, self.settings)
+
+    def _refresh_model_selector(self) -> None:
+        """The models folder changed: list it again, the model in use still chosen."""
+        self._populate_models()
+        self._select_model_in_combo(self.session.model_path)
 
     def _model_chosen(self, index: int) -> None:
         data = self.model_combo.itemData(index)

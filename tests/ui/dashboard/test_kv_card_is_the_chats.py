@@ -1,0 +1,69 @@
+"""The KV card is the chat on screen's (its prompt and replies), the Memory box's bar the engine's cache as it
+is now: another chat's longer reply, a full cache or a reload that emptied it never show on a short chat's
+card, and the Memory box says plainly whose cache it shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.engine import protocol as P
+from chat_drive import done, send, tokens
+from fake_window import make_window
+
+pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+
+
+@pytest.fixture
+def win(qtbot, tmp_path):  # type: ignore[no-untyped-def]
+    from app.core.chat.store import ChatStore
+    from fake_engine import loaded_event
+
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    w = make_window(qtbot, store=store)
+    w.show()
+    w.engine._dispatch(loaded_event())  # n_ctx 512
+    yield w
+    w.close()
+    store.close()
+
+
+def _stats(win, used: int) -> None:  # type: ignore[no-untyped-def]
+    win.engine._dispatch(P.Stats(rss_bytes=300 << 20, kv_cells_used=used, kv_cells_allocated=512,
+                                 kv_bytes_used=used * 1024, kv_bytes_allocated=512 * 1024, loaded=True))
+
+
+def _reply(win, prompt_tokens: int, reply_tokens: int) -> None:  # type: ignore[no-untyped-def]
+    rid = send(win, "hello")
+    tokens(win, rid, "a", "b")
+    done(win, rid, tokens=reply_tokens, prompt_tokens=prompt_tokens)
+
+
+def test_the_kv_card_is_the_shown_chats_not_the_engines(win) -> None:  # type: ignore[no-untyped-def]
+    card, dash = win.dashboard.card_kv, win.dashboard
+    win.new_chat()
+    short = win.session.conversation.id
+    _reply(win, prompt_tokens=40, reply_tokens=34)  # ends at 73 cells
+    assert card.value.text() == "73 tok" and card.detail.text() == "439 tokens free · this chat"
+    win.new_chat()
+    _reply(win, prompt_tokens=100, reply_tokens=55)  # another chat fills the engine's cache to 154
+    _stats(win, 154)
+    win.open_conversation(short)
+    _stats(win, 154)  # the next poll: the engine still holds the other chat
+    assert card.value.text() == "73 tok" and card.detail.text() == "439 tokens free · this chat"
+    assert dash.kv_bar.value() == 154 and dash.kv_label.text().startswith("The engine's cache now:")
+    _stats(win, 511)  # a full engine cache is not this chat's
+    assert card.value.text() == "73 tok" and "1 tokens free" not in card.detail.text()
+    win.new_chat()
+    assert card.value.text() == "0 tok" and card.detail.text() == "512 tokens free · this chat"
+
+
+def test_a_reload_empties_the_engines_bar_at_once(win) -> None:  # type: ignore[no-untyped-def]
+    from fake_engine import loaded_event
+
+    card, dash = win.dashboard.card_kv, win.dashboard
+    win.new_chat()
+    _reply(win, prompt_tokens=40, reply_tokens=34)
+    _stats(win, 154)
+    win.engine._dispatch(loaded_event())  # reloaded: the engine's cache is empty, before any new stats
+    assert dash.kv_bar.value() == 0 and "headroom 512 tokens" in dash.kv_label.text()
+    assert card.value.text() == "73 tok"  # the chat still holds its 73 tokens (prefilled again at the next send)

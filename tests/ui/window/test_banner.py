@@ -1,0 +1,68 @@
+"""The banner's news about the model in use holds only while that model is in use: "Still using X" after a
+failed connection, or "Loading X again" after a failed load, goes once the user is on another model."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from app.engine import protocol as P
+from fake_engine import loaded_event
+from fake_window import make_window
+
+pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+
+
+@pytest.fixture
+def win(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
+    from app.core.chat.store import ChatStore
+
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    w = make_window(qtbot, store=store)
+    w.show()
+    yield w
+    w.close()
+    store.close()
+
+
+def _remote() -> P.Loaded:
+    return dataclasses.replace(loaded_event(model_desc="fake-thinker (remote)"), model_path="http://127.0.0.1:9/v1",
+                               chat_template_source="server", chat_template_name="server")
+
+
+def _local(tmp_path: Path) -> tuple[Path, P.Loaded]:
+    model = tmp_path / "local-Q4_K_M.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 100)  # never opened: the fake engine only records the Load
+    return model, dataclasses.replace(loaded_event(), model_path=str(model))
+
+
+def test_still_using_the_remote_model_goes_when_back_on_the_local_one(win, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    win.engine._dispatch(_remote())
+    win.engine._dispatch(P.Error(None, "connect_failed", "connection refused"))  # another server, refused
+    assert win.banner.isVisibleTo(win) and "Still using fake-thinker (remote)" in win.banner.label.text()
+    model, loaded = _local(tmp_path)
+    win.load_model(model)  # back on the local model
+    win.engine._dispatch(loaded)
+    assert not win.banner.isVisibleTo(win)
+
+
+def test_loading_the_previous_model_again_keeps_the_why_until_another_model(win, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    model, loaded = _local(tmp_path)
+    win.load_model(model)
+    win.engine._dispatch(loaded)
+    win.engine.restoring = P.LoadConfig(model_path=str(model))  # the engine loads it again after the failure
+    win.engine._dispatch(P.Error(None, "load_failed", "not a GGUF file."))
+    win.engine.restoring = None
+    win.engine._dispatch(loaded)  # the previous model is back: the banner still says why the new one failed
+    assert win.banner.isVisibleTo(win) and "Loading local-Q4_K_M.gguf again" in win.banner.label.text()
+    win.engine._dispatch(_remote())  # then another model: that news is out of date
+    assert not win.banner.isVisibleTo(win)
+
+
+def test_news_about_no_model_stays(win, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    win.banner.show_message("The server stopped: out of memory")
+    _model, loaded = _local(tmp_path)
+    win.engine._dispatch(loaded)
+    assert win.banner.isVisibleTo(win) and win.banner.label.text() == "The server stopped: out of memory"
