@@ -24,6 +24,15 @@ if [ "${ROOFLINE_CUDA:-0}" = "1" ]; then
   # is present. Real code for Pascal..Ada/Hopper, plus compute_90 PTX that newer GPUs compile at first start.
   cmake_args="$cmake_args -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=61-real;70-real;75-real;80-real;86-real;89-real;90"
 fi
+# The Vulkan backend as one more loadable module (libggml-vulkan.so): loaded where a Vulkan driver is installed
+# (AMD, Intel and NVIDIA GPUs), skipped by ggml where libvulkan is missing, so one bundle serves both. Built when
+# the Vulkan build tools are here; ROOFLINE_VULKAN=0 leaves it out, =1 insists on it.
+VULKAN=0
+if [ "${ROOFLINE_VULKAN:-}" = "1" ] || { [ "${ROOFLINE_VULKAN:-}" != "0" ] && command -v glslc >/dev/null 2>&1 \
+    && { pkg-config --exists vulkan 2>/dev/null || [ -e /usr/include/vulkan/vulkan.h ]; }; }; then
+  VULKAN=1
+  cmake_args="$cmake_args -DGGML_VULKAN=ON"
+fi
 case "$(uname -m)" in x86_64|amd64) ;; *)
   echo "roofline: the portable wheel is defined for x86-64 only (see docs/packaging.md for other platforms)" >&2
   exit 1;;
@@ -45,7 +54,7 @@ if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   fi
 fi
 if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-  echo "roofline: building the portable llama-cpp-python $LLAMA_VERSION (all CPU variants; 20-40 min on 2 cores)" >&2
+  echo "roofline: building the portable llama-cpp-python $LLAMA_VERSION (all CPU variants$([ "$VULKAN" = 1 ] && echo ", Vulkan"); 20-60 min on 2 cores)" >&2
   echo "roofline: CMAKE_ARGS=$cmake_args" >&2
   work="$WHEEL_DIR.src"
   rm -rf "$work" "$WHEEL_DIR.tmp" && mkdir -p "$work" "$WHEEL_DIR.tmp"
@@ -59,5 +68,7 @@ if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
 fi
 wheel="$(ls "$WHEEL_DIR"/llama_cpp_python-*.whl | head -n1)"
 # The wheel must carry the dispatchable variants, and no AMX one; otherwise it is not the build we asked for.
-"$PY" "$ROOT/packaging/check_portable_wheel.py" "$wheel" >&2
+check=("$wheel")
+[ "$VULKAN" = "1" ] && check+=(--require vulkan)
+"$PY" "$ROOT/packaging/check_portable_wheel.py" "${check[@]}" >&2
 echo "$wheel"

@@ -46,6 +46,22 @@ def test_the_wheel_check_names_what_is_wrong(change, complaint) -> None:  # type
     assert any(complaint in p for p in check_portable_wheel.problems(change(GOOD)))
 
 
+def test_the_wheel_check_requires_the_gpu_backend_module_asked_for(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with_vulkan = GOOD + ["llama_cpp/lib/libggml-vulkan.so"]
+    assert check_portable_wheel.gpu_modules_in(with_vulkan) == {"vulkan"}
+    assert check_portable_wheel.problems(with_vulkan, ("vulkan",)) == []
+    assert check_portable_wheel.problems(GOOD, ("vulkan",)) == [
+        "no loadable vulkan backend module llama_cpp/lib/libggml-vulkan.so"]
+    wheel = tmp_path / "w.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name in GOOD:
+            z.writestr(name, b"")
+    assert check_portable_wheel.main([str(wheel)]) == 0  # not asked for: a CPU-only bundle is still portable
+    assert check_portable_wheel.main([str(wheel), "--require", "vulkan"]) == 1
+    assert "libggml-vulkan.so" in capsys.readouterr().err
+
+
 def test_the_wheel_check_reads_a_wheel_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good, bad = tmp_path / "good.whl", tmp_path / "bad.whl"
     for path, names in ((good, GOOD), (bad, GOOD + ["llama_cpp/lib/libggml-cpu-sapphirerapids.so"])):
