@@ -250,6 +250,7 @@ class Stats:
     # the short uncounted decode the engine ran right after sending Loaded (pages the weights in, starts
     # llama.cpp's threads), so the first reply is not measured cold; 0: none ran
     warmup_ms: float = 0.0
+    devices: list[dict[str, Any]] = field(default_factory=list)  # GPUs llama.cpp offloads to, memory read now
 
 
 @dataclass

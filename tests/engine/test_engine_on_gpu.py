@@ -103,3 +103,16 @@ def test_a_killed_engine_is_restarted_and_offloads_again(default_model: Path, mo
         assert reply.finish_reason == "length"
     finally:
         client.close()
+
+
+def test_the_dashboards_gpu_line_is_live_from_the_device(on_gpu: EngineClient) -> None:
+    from app.ui.dashboard.memory import device_text
+
+    on_gpu.send(P.GetStats())
+    stats = on_gpu.wait_for((P.Stats,), 60)
+    name = on_gpu.device["name"]  # type: ignore[attr-defined]
+    assert [d["name"] for d in stats.devices] == [name]
+    assert 0 < stats.devices[0]["memory_free"] <= stats.devices[0]["memory_total"]
+    held = sum(mib for key, mib in on_gpu.loaded.buffers_mib.items() if key.endswith(":" + name))  # type: ignore[union-attr]
+    text = device_text(on_gpu.loaded, stats)
+    assert text is not None and f"{name} (" in text and f"this engine {held:.0f} MiB" in text

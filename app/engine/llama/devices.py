@@ -120,6 +120,23 @@ def list_devices() -> list[LlamaDevice]:
     return out
 
 
+def offload_devices_now() -> list[dict[str, Any]]:
+    """The GPUs with their memory as the backend reports it now (free falls as llama.cpp allocates), for the
+    dashboard; the largest-matrix probe is left out (it does not change)."""
+    lib = _bind(ggml_library())
+    out = []
+    for i in range(int(lib.ggml_backend_dev_count())):
+        dev = lib.ggml_backend_dev_get(i)
+        if DEVICE_TYPES.get(int(lib.ggml_backend_dev_type(dev))) not in ("gpu", "igpu"):
+            continue
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        out.append({"name": (lib.ggml_backend_dev_name(dev) or b"").decode(errors="replace"),
+                    "description": (lib.ggml_backend_dev_description(dev) or b"").decode(errors="replace"),
+                    "memory_total": int(total.value), "memory_free": int(free.value)})
+    return out
+
+
 def main() -> int:
     """`python -m app.engine.llama.devices`: one JSON line, the devices (app.engine.device_query reads it)."""
     import json

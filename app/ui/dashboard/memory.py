@@ -33,6 +33,7 @@ class MemoryPanel(QGroupBox):
         super().__init__("Memory")
         self._nvml: Any = None
         self._nvml_tried = False
+        self._device_text: str | None = None  # the GPUs from the engine's stats, when it reports any
         ml = QGridLayout(self)
         self.kv_bar = QProgressBar()
         self.kv_label = QLabel("—")
@@ -58,7 +59,10 @@ class MemoryPanel(QGroupBox):
     def update_kv(self, loaded: P.Loaded | None, stats: P.Stats | None, history: list[PhaseMetrics],
                   card_kv: Card) -> None:
         """The Memory box's bar from the engine's latest stats (0 used before any: a load empties it); the
-        KV card from the shown chat's last reply."""
+        KV card from the shown chat's last reply; the GPU line from the devices llama.cpp reported."""
+        self._device_text = device_text(loaded, stats)
+        if self._device_text is not None:
+            self.vram_label.setText(self._device_text)
         if loaded is None:
             self.kv_label.setText("No model loaded.")
             self.kv_bar.setValue(0)
@@ -106,7 +110,7 @@ class MemoryPanel(QGroupBox):
             except psutil.Error:
                 pass
             engine.request_stats()
-        self.vram_label.setText(self._vram_text(pid))
+        self.vram_label.setText(self._device_text if self._device_text is not None else self._vram_text(pid))
 
     def _vram_text(self, pid: int | None) -> str:
         if not self._nvml_tried:
@@ -132,3 +136,21 @@ class MemoryPanel(QGroupBox):
             return "VRAM: " + "; ".join(parts) if parts else "VRAM: no GPU"
         except Exception as exc:  # noqa: BLE001 (NVML errors must not break the dashboard)
             return f"VRAM: unavailable ({exc})"
+
+
+def device_text(loaded: P.Loaded | None, stats: P.Stats | None) -> str | None:
+    """The GPUs as llama.cpp sees them, live: what this engine's buffers hold on each (from llama.cpp's own
+    load log) and the device's free memory now. None without a GPU in the engine's stats (then NVML's view)."""
+    if stats is None or not stats.devices:
+        return None
+    parts = []
+    for dev in stats.devices:
+        mine = {key.split(":")[0]: mib for key, mib in (loaded.buffers_mib if loaded else {}).items()
+                if key.endswith(":" + dev["name"])}
+        held = sum(mine.values())
+        split = " · ".join(f"{kind} {mib:.0f}" for kind, mib in sorted(mine.items()))
+        parts.append(f"{dev['name']} ({dev['description']}): this engine {held:.0f} MiB"
+                     + (f" ({split})" if split else "") + f"; {fmt_bytes(dev['memory_free'])} free of "
+                     f"{fmt_bytes(dev['memory_total'])}")
+    return "GPU: " + "; ".join(parts)
+

@@ -15,6 +15,7 @@ import llama_cpp
 
 from app.core.chat.templates import ChatTemplate, ChatTemplateError
 from app.engine import protocol as P
+from app.engine.llama.devices import offload_devices_now
 from app.engine.llama.worker import saved_kv
 from app.engine.llama.worker.bench import run_bench
 from app.engine.llama.worker.generate import Perf, prompt_tokens, read_perf, run_generation
@@ -171,6 +172,7 @@ class Engine:
             kv_bytes_allocated=self.loaded.kv_bytes_allocated if self.loaded else 0,
             loaded=self.loaded is not None,
             warmup_ms=self._warmup_ms if self.loaded else 0.0,
+            devices=offload_devices_now(),
         )
 
 
