@@ -116,3 +116,29 @@ def test_the_dashboards_gpu_line_is_live_from_the_device(on_gpu: EngineClient) -
     held = sum(mib for key, mib in on_gpu.loaded.buffers_mib.items() if key.endswith(":" + name))  # type: ignore[union-attr]
     text = device_text(on_gpu.loaded, stats)
     assert text is not None and f"{name} (" in text and f"this engine {held:.0f} MiB" in text
+
+
+def test_the_batch_engine_of_serve_replies_with_its_layers_on_the_device(default_model: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from app.engine.batch.client import BatchEngineClient
+
+    device = gpu_device()
+    monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "0")
+    events: list[object] = []
+    client = BatchEngineClient(2)
+    try:
+        loaded = client.start_loaded(P.LoadConfig(model_path=str(default_model), n_ctx=512, n_threads=2,
+                                                  n_gpu_layers=-1), events.append)
+        assert loaded.buffers_mib.get(f"model:{device['name']}", 0) > 0
+        for rid in ("b1", "b2"):  # two sequences decoded together on the device
+            client.send(P.Generate(request_id=rid, prompt="Once upon a time", sampling=greedy(4)))
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and sum(isinstance(e, P.Done) for e in events) < 2:
+            time.sleep(0.1)
+        done = {e.request_id: e for e in events if isinstance(e, P.Done)}
+        assert set(done) == {"b1", "b2"}, [e for e in events if isinstance(e, P.Error)]
+        assert done["b1"].text == done["b2"].text and done["b1"].text.strip()  # same prompt, greedy
+    finally:
+        client.close()
