@@ -1,0 +1,120 @@
+"""`scripts/bench_serve --hostile`: how long one client's hostile request stalls another client's stream.
+
+For each server: a long greedy stream runs (`/v1/completions`, ignore_eos); once it flows, a 32 MB
+text/plain POST of "hello world " × 2.7M goes to /v1/completions, then the same as one chat message to
+/v1/chat/completions, then four such completions at once. For each it reports the status, how long the
+hostile request took, and the stream's longest wait for a token meanwhile (the target: under 1 s), and
+whether an ordinary request is answered right after the four.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+HOSTILE_TEXT = "hello world " * 2_700_000
+TARGET_GAP_S = 1.0
+
+
+@dataclass
+class Watched:
+    """A stream read on its own thread, each token's arrival kept."""
+
+    port: int
+    times: list[float] = field(default_factory=list)
+    done: bool = False
+
+    def start(self) -> None:
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 100_000, "stream": True,
+                           "temperature": 0.0, "ignore_eos": True})
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=900)
+        try:
+            conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+            for raw in conn.getresponse():
+                if raw.startswith(b"data:"):
+                    self.times.append(time.monotonic())
+                if self.done:
+                    return
+        except (OSError, ValueError):
+            return
+        finally:
+            conn.close()
+
+    def longest_gap(self, start: float, end: float) -> float:
+        inside = [start, *(t for t in self.times if start < t < end), end]
+        return max(b - a for a, b in zip(inside, inside[1:], strict=False))
+
+
+def post(port: int, path: str, body: bytes, timeout: float = 900) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", path, body, {"Content-Type": "text/plain"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    except OSError as exc:
+        return 0, str(exc).encode()
+    finally:
+        conn.close()
+
+
+def hostile_bodies() -> dict[str, tuple[str, bytes]]:
+    return {
+        "32 MB completion": ("/v1/completions", json.dumps({"prompt": HOSTILE_TEXT, "max_tokens": 4}).encode()),
+        "32 MB chat": ("/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": HOSTILE_TEXT}],
+                                                           "max_tokens": 4}).encode()),
+    }
+
+
+def measure(port: int, run: Callable[[], list[tuple[int, bytes]]]) -> tuple[list[int], float, float]:
+    watched = Watched(port)
+    watched.start()
+    deadline = time.monotonic() + 120
+    while len(watched.times) < 5 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    start = time.monotonic()
+    answers = run()
+    end = time.monotonic()
+    time.sleep(0.5)
+    watched.done = True
+    return [status for status, _ in answers], end - start, watched.longest_gap(start, end)
+
+
+def report(name: str, port: int) -> list[str]:
+    """One table row per hostile case on the server at `port`."""
+    rows = []
+    cases: dict[str, Callable[[], list[tuple[int, bytes]]]] = {
+        label: (lambda p=path, b=body: [post(port, p, b)]) for label, (path, body) in hostile_bodies().items()}
+    path, body = hostile_bodies()["32 MB completion"]
+
+    def four() -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        threads = [threading.Thread(target=lambda: out.append(post(port, path, body))) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return out
+
+    cases["4 × 32 MB completions at once"] = four
+    for label, run in cases.items():
+        statuses, took, gap = measure(port, run)
+        rows.append(f"| {name} | {label} | {', '.join(map(str, sorted(statuses)))} | {took:.2f} | {gap:.2f} | "
+                    f"{'met' if gap < TARGET_GAP_S else 'NOT met'} |")
+    ok, _ = post(port, "/v1/completions", json.dumps({"prompt": "Hi", "max_tokens": 2}).encode(), timeout=120)
+    rows.append(f"| {name} | an ordinary request right after | {ok} | | | |")
+    return rows
+
+
+def print_report(servers: list[tuple[str, int]]) -> None:
+    print(f"| server | hostile request | status | took s | other stream's longest gap s | gap < {TARGET_GAP_S:g} s |")
+    print("|---|---|---|---|---|---|")
+    for name, port in servers:
+        for row in report(name, port):
+            print(row, flush=True)
