@@ -170,8 +170,9 @@ def _check_size(hub: Hub, generate: P.Generate, chat: bool) -> None:
     cap = stats.max_prompt_bytes if stats else 0
     size = generate.prompt_bytes()
     if cap and stats and size > cap:
-        raise api.ApiError(400, f"The prompt is {size} bytes, more than the {stats.n_ctx_slot} tokens one request "
-                                "may use can hold. Shorten the prompt, or start the server with a larger --ctx.",
+        raise api.ApiError(400, f"The prompt is {size} bytes, more than one request can hold: it may use at most "
+                                f"{stats.n_ctx_slot} tokens. Shorten the prompt, or start the server with a larger "
+                                "--ctx.",
                            param="messages" if chat else "prompt", code="context_length_exceeded")
 
 

@@ -35,6 +35,10 @@ class Prepared:
     over: bool = False
     error: str | None = None
 
+    @property
+    def request_id(self) -> str:  # the engine answers a failure while admitting it to this id
+        return self.request.request_id
+
 
 def max_token_bytes(vocab: Any, n_vocab: int) -> int:
     """The longest text any single token stands for, special tokens included (at least 1)."""
