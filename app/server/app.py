@@ -35,11 +35,21 @@ from app.server.guards import Guard, allowed_hosts
 
 MAX_BODY_BYTES = 32 * 2**20  # far above any prompt a context holds; a bigger body is refused unread
 KEEPALIVE_S = 5.0  # an SSE comment this often while a request waits: a client that left is noticed
+BODY_SLACK_BYTES = 2**20  # a body's JSON besides its prompt text (fields, the messages' own braces)
 BODY_TIMEOUT_S = 60.0  # a body still arriving after this is refused (408): a trickle cannot hold a slot
 
 
-async def _read_body(request: Request) -> bytes:
-    """The body, refused (413) past MAX_BODY_BYTES before it is all in memory."""
+def body_limit(hub: Hub) -> int:
+    """The largest body a prompt that fits a slot can come in: its bytes JSON-escaped at worst (6 for 1),
+    plus room for the other fields and the messages' own JSON. MAX_BODY_BYTES until the engine said."""
+    cap = hub.stats.max_prompt_bytes if hub.stats else 0
+    return min(MAX_BODY_BYTES, 6 * cap + BODY_SLACK_BYTES) if cap else MAX_BODY_BYTES
+
+
+async def _read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body, refused (413) past MAX_BODY_BYTES before it is all in memory. Past `limit` it is read to
+    its end but not kept: nothing that long can fit a slot, and neither joining nor parsing it (a few tenths
+    of a second for 32 MB, on the event loop every stream's tokens go through) is worth it."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise api.ApiError(413, f"The request body is over {MAX_BODY_BYTES // 2**20} MiB.")
@@ -50,9 +60,14 @@ async def _read_body(request: Request) -> bytes:
                 size += len(part)
                 if size > MAX_BODY_BYTES:
                     raise api.ApiError(413, f"The request body is over {MAX_BODY_BYTES // 2**20} MiB.")
-                parts.append(part)
+                if size <= limit:
+                    parts.append(part)
     except TimeoutError:
         raise api.ApiError(408, f"The request body did not arrive within {BODY_TIMEOUT_S:.0f} s.") from None
+    if size > limit:
+        raise api.ApiError(413, f"The request body is {size} bytes: more than any prompt one request may use "
+                                f"can take (at most {limit} bytes here). Shorten the prompt, or start the server "
+                                "with a larger --ctx.", code="context_length_exceeded")
     return b"".join(parts)
 
 
@@ -142,7 +157,7 @@ async def _complete(request: Request, chat: bool) -> Response:
     served = _served(request)
     hub = served.hub
     try:
-        body = api.parse_json(await _read_body(request))
+        body = api.parse_json(await _read_body(request, body_limit(hub)))
         key = _presented_key(request) if served.api_key else ""
         parsed = api.parse_request(body, chat, hub.new_request_id(), served.model_names, client_key=key)
         _check_size(hub, parsed.generate, chat)

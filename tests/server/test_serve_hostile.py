@@ -76,11 +76,11 @@ def test_a_32mb_prompt_is_refused_without_stalling_another_stream(served: Served
     try:
         stream.wait_tokens(5)
         start = time.monotonic()
-        with pytest.raises(openai.BadRequestError) as err:
+        with pytest.raises(openai.APIStatusError) as err:  # read, neither kept nor parsed: too big for any slot
             served.client().completions.create(model=served.model, prompt=HOSTILE, max_tokens=4)
-        assert err.value.code == "context_length_exceeded" and "bytes" in err.value.message
+        assert err.value.status_code == 413 and err.value.code == "context_length_exceeded"
         status, body = post(served, "/v1/chat/completions", {"messages": [{"role": "user", "content": HOSTILE}]})
-        assert status == 400 and body["error"]["code"] == "context_length_exceeded"
+        assert status == 413 and body["error"]["code"] == "context_length_exceeded"
         end = time.monotonic()
         stream.wait_tokens(len([t for t in stream.times if t <= end]) + 3)  # it goes on afterwards
         gap = stream.longest_gap(start, end)
@@ -88,6 +88,13 @@ def test_a_32mb_prompt_is_refused_without_stalling_another_stream(served: Served
         assert gap < 3.0, (gap, end - start)
     finally:
         stream.close()
+
+
+def test_a_prompt_over_the_byte_bound_is_refused_before_the_engine(served: Served) -> None:
+    text = "hello world " * 6000  # 72 kB of text: more than 1024 tokens of at most 48 bytes could spell
+    status, body = post(served, "/v1/completions", {"prompt": text, "max_tokens": 4})
+    assert status == 400 and body["error"]["code"] == "context_length_exceeded"
+    assert "72000 bytes" in body["error"]["message"]
 
 
 def test_a_prompt_under_the_byte_bound_but_over_the_slot_is_refused_by_the_engine(served: Served) -> None:
