@@ -2,7 +2,8 @@
 
 For each server: a long greedy stream runs (`/v1/completions`, ignore_eos); once it flows, a 32 MB
 text/plain POST of "hello world " × 2.7M goes to /v1/completions, then the same as one chat message to
-/v1/chat/completions, then four such completions at once. For each it reports the status, how long the
+/v1/chat/completions, then a 1 MB and a 36 kB prompt (over a slot, but under the body's and the bytes'
+bounds: the second is tokenized), then four 32 MB completions at once. For each it reports the status, how long the
 hostile request took, and the stream's longest wait for a token meanwhile (the target: under 1 s), and
 whether an ordinary request is answered right after the four.
 """
@@ -69,6 +70,12 @@ def hostile_bodies() -> dict[str, tuple[str, bytes]]:
         "32 MB completion": ("/v1/completions", json.dumps({"prompt": HOSTILE_TEXT, "max_tokens": 4}).encode()),
         "32 MB chat": ("/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": HOSTILE_TEXT}],
                                                            "max_tokens": 4}).encode()),
+        # under the body bound, over the byte bound: parsed, refused before the engine
+        "1 MB completion": ("/v1/completions", json.dumps({"prompt": "hello world " * 87_000,
+                                                           "max_tokens": 4}).encode()),
+        # under the byte bound, over the slot's tokens: tokenized beside the decode loop, then refused
+        "36 kB completion": ("/v1/completions", json.dumps({"prompt": "hello world " * 3000,
+                                                            "max_tokens": 4}).encode()),
     }
 
 
