@@ -3,18 +3,20 @@
 For each server: a long greedy stream runs (`/v1/completions`, ignore_eos); once it flows, a 32 MB
 text/plain POST of "hello world " × 2.7M goes to /v1/completions, then the same as one chat message to
 /v1/chat/completions, then a 1 MB and a 36 kB prompt (over a slot, but under the body's and the bytes'
-bounds: the second is tokenized), then four 32 MB completions at once. For each it reports the status, how long the
-hostile request took, and the stream's longest wait for a token meanwhile (the target: under 1 s), and
-whether an ordinary request is answered right after the four.
+bounds: the second is tokenized), then four 32 MB completions at once. Each hostile client is its own
+process, so its upload does not compete with the stream's reader for one interpreter. For each case: the
+statuses, how long the hostile requests took, the stream's longest wait for a token meanwhile (the
+target: under 1 s), and whether an ordinary request is answered right after the four.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 HOSTILE_TEXT = "hello world " * 2_700_000
@@ -79,39 +81,53 @@ def hostile_bodies() -> dict[str, tuple[str, bytes]]:
     }
 
 
-def measure(port: int, run: Callable[[], list[tuple[int, bytes]]]) -> tuple[list[int], float, float]:
+def attacker(port: int, label: str) -> None:
+    """A hostile client in its own process (`python _serve_hostile.py PORT LABEL`), so that its uploads do
+    not compete with the measured stream's reader for one interpreter: it builds its body, says "ready",
+    sends it on a line from stdin and prints the status."""
+    path, body = hostile_bodies()[label]
+    print("ready", flush=True)
+    sys.stdin.readline()
+    print(post(port, path, body)[0], flush=True)
+
+
+def measure(port: int, labels: list[str]) -> tuple[list[int], float, float]:
+    """One attacker process per label, sending at once while a stream runs: their statuses, how long from
+    the signal to the last answer, and the stream's longest gap meanwhile. The attackers start and build
+    their bodies before the clock does."""
     watched = Watched(port)
     watched.start()
     deadline = time.monotonic() + 120
     while len(watched.times) < 5 and time.monotonic() < deadline:
         time.sleep(0.02)
+    procs = [subprocess.Popen([sys.executable, __file__, str(port), label], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for label in labels]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     start = time.monotonic()
-    answers = run()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    statuses = []
+    for proc in procs:
+        assert proc.stdout is not None
+        statuses.append(int(proc.stdout.readline() or 0))
     end = time.monotonic()
+    for proc in procs:
+        proc.wait(60)
     time.sleep(0.5)
     watched.done = True
-    return [status for status, _ in answers], end - start, watched.longest_gap(start, end)
+    return statuses, end - start, watched.longest_gap(start, end)
 
 
 def report(name: str, port: int) -> list[str]:
     """One table row per hostile case on the server at `port`."""
     rows = []
-    cases: dict[str, Callable[[], list[tuple[int, bytes]]]] = {
-        label: (lambda p=path, b=body: [post(port, p, b)]) for label, (path, body) in hostile_bodies().items()}
-    path, body = hostile_bodies()["32 MB completion"]
-
-    def four() -> list[tuple[int, bytes]]:
-        out: list[tuple[int, bytes]] = []
-        threads = [threading.Thread(target=lambda: out.append(post(port, path, body))) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return out
-
-    cases["4 × 32 MB completions at once"] = four
-    for label, run in cases.items():
-        statuses, took, gap = measure(port, run)
+    cases = {label: [label] for label in hostile_bodies()}
+    cases["4 × 32 MB completions at once"] = ["32 MB completion"] * 4
+    for label, labels in cases.items():
+        statuses, took, gap = measure(port, labels)
         rows.append(f"| {name} | {label} | {', '.join(map(str, sorted(statuses)))} | {took:.2f} | {gap:.2f} | "
                     f"{'met' if gap < TARGET_GAP_S else 'NOT met'} |")
     ok, _ = post(port, "/v1/completions", json.dumps({"prompt": "Hi", "max_tokens": 2}).encode(), timeout=120)
@@ -125,3 +141,7 @@ def print_report(servers: list[tuple[str, int]]) -> None:
     for name, port in servers:
         for row in report(name, port):
             print(row, flush=True)
+
+
+if __name__ == "__main__":
+    attacker(int(sys.argv[1]), sys.argv[2])
