@@ -8,6 +8,7 @@ import socket
 import time
 
 from app_server import app_server
+from reliability_plugin import record
 
 
 def closed_by_server(sock: socket.socket, timeout: float = 30.0) -> bool:
@@ -36,6 +37,7 @@ def test_idle_and_trickling_connections_are_closed_after_the_header_deadline() -
                 break
         assert closed_by_server(trickle)
         assert all(closed_by_server(s) for s in idle)
+        record("hostile inputs refused", len(idle) + 1)
         assert srv.request("GET", "/health")[0] == 200  # a request that sends its headers is served
         for s in [*idle, trickle]:
             s.close()
@@ -47,6 +49,7 @@ def test_connections_past_the_cap_are_closed_at_once() -> None:
         time.sleep(0.2)  # let the server accept them
         extra = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(5)]
         assert all(closed_by_server(s) for s in extra)
+        record("hostile inputs refused", len(extra))
         assert not any(closed_by_server(s, timeout=0.2) for s in held)  # those within the cap stay open
         for s in held:
             s.close()

@@ -10,6 +10,7 @@ import pytest
 
 from app.server.guards import allowed_hosts, host_name
 from app_server import StubHub, app_server
+from reliability_plugin import record
 
 CHAT = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
 
@@ -20,6 +21,7 @@ def test_a_foreign_host_is_refused_and_loopback_names_are_served() -> None:
         assert status == 403 and json.loads(body)["error"]["code"] == "host_not_allowed"
         status, _, _ = srv.request("POST", "/v1/chat/completions", CHAT, {"Host": "evil.example"})
         assert status == 403 and srv.hub.opened == []
+        record("hostile inputs refused", 2)
         for host in (f"127.0.0.1:{srv.port}", "localhost", "[::1]:8080", "LOCALHOST."):
             assert srv.request("GET", "/health", headers={"Host": host})[0] == 200, host
 
@@ -34,6 +36,7 @@ def test_a_cross_origin_simple_post_is_refused_before_it_is_read() -> None:
         status, headers, _ = srv.request("OPTIONS", "/v1/completions", headers={
             "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
         assert status == 403 and "access-control-allow-origin" not in headers
+        record("hostile inputs refused", 2)
 
 
 def test_an_allowed_origin_gets_cors_and_its_preflight() -> None:
@@ -75,3 +78,4 @@ def test_deep_json_is_one_400_line() -> None:
         status, _, body = srv.request("POST", "/v1/completions", b"[" * 100_000 + b"]" * 100_000)
         error = json.loads(body)["error"]
         assert status == 400 and "400 deep" in error["message"] and srv.hub.opened == []
+        record("hostile inputs refused")

@@ -16,6 +16,7 @@ import openai
 import psutil
 import pytest
 
+from reliability_plugin import record
 from served import Served, open_stream, serve, sse_events
 
 pytestmark = pytest.mark.model
@@ -81,6 +82,7 @@ def test_a_32mb_prompt_is_refused_without_stalling_another_stream(served: Served
         assert err.value.status_code == 413 and err.value.code == "context_length_exceeded"
         status, body = post(served, "/v1/chat/completions", {"messages": [{"role": "user", "content": HOSTILE}]})
         assert status == 413 and body["error"]["code"] == "context_length_exceeded"
+        record("hostile inputs refused", 2)
         end = time.monotonic()
         stream.wait_tokens(len([t for t in stream.times if t <= end]) + 3)  # it goes on afterwards
         gap = stream.longest_gap(start, end)
