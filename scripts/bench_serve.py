@@ -11,6 +11,9 @@ may stop early: rates count the tokens actually received, one per content chunk)
 Reported per server: aggregate tok/s of N streams and its ratio to one stream, TTFT p50/p99 of the N
 streams, ITL p99 alone and under N, and whether the slowest first token of N came before one request alone
 would have finished. Targets from the issue are checked at the end.
+
+`--hostile`: instead, how long a 32 MB prompt from one client stalls another client's stream
+(scripts/_serve_hostile.py).
 """
 
 from __future__ import annotations
@@ -264,6 +267,8 @@ def main() -> int:
     ap.add_argument("-c", "--ctx", type=int, default=4096, help="total context (shared by the N slots)")
     ap.add_argument("--servers", default="roofline,llama-cpp-python,llama-server")
     ap.add_argument("--llama-server", default=None, help="path to llama.cpp's llama-server binary")
+    ap.add_argument("--hostile", action="store_true", help="instead: how long 32 MB prompts stall another "
+                    "client's stream (status, duration, the stream's longest gap; target < 1 s)")
     ap.add_argument("--sweep", default=None, help="instead: roofline serve alone at these stream counts, "
                     "e.g. 1,2,4,8,16 (aggregate and per-stream tok/s, where batching stops paying)")
     args = ap.parse_args()
@@ -310,6 +315,16 @@ def main() -> int:
         else:
             print(f"# {s.name}: did not start")
             s.stop()
+    if args.hostile:
+        from _serve_hostile import print_report
+
+        try:
+            print_report([(s.name, s.port) for s in live])
+        finally:
+            for s in live:
+                s.stop()
+        print(f"# after: {load_info()}")
+        return 0
     single: dict[str, list[StreamResult]] = {s.name: [] for s in live}
     multi: dict[str, list[tuple[list[StreamResult], float]]] = {s.name: [] for s in live}
     try:

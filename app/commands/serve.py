@@ -41,6 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key", default=None, help="required key (default: $ROOFLINE_API_KEY)")
     p.add_argument("--model-name", default=None, help="the model's id in the API (default: the file name)")
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)  # the window's: see exit_with_parent
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a Host name the server is reached by, besides loopback's and --host (repeatable)")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a browser origin (http://host:port) allowed to call the API, with CORS (repeatable; "
+                        "default: none)")
+    p.add_argument("--max-connections", type=int, default=128,
+                   help="connections open at once; more are closed at once")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a connection has to send a request's headers (idle keep-alive: 5)")
     p.set_defaults(func=run)
 
 
@@ -59,6 +68,11 @@ def check_options(args: argparse.Namespace, api_key: str | None) -> str | None:
         return "--port must be between 0 and 65535"
     if args.ubatch < 1 or args.queue < 0:
         return "--ubatch must be at least 1 and --queue at least 0"
+    if not 1 <= args.max_connections <= 65536 or not 0 < args.header_timeout <= 3600:
+        return "--max-connections must be between 1 and 65536 and --header-timeout between 0 and 3600 s"
+    for origin in args.allow_origin:
+        if origin != "*" and not origin.startswith(("http://", "https://")):
+            return f"--allow-origin {origin!r}: give an origin such as http://localhost:3000 (or *)"
     return None
 
 
@@ -109,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
     from app.engine import protocol as P
     from app.engine.client import EngineError
     from app.server.app import build_app
+    from app.server.connections import guarded_h11
     from app.server.engine_queue import Hub
+    from app.server.guards import allowed_hosts
 
     model = resolve_model(args.model)
     try:
@@ -132,9 +148,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"roofline serve: {model_id} ({loaded.model_desc}), {args.parallel} slots of "
           f"{loaded.n_ctx // args.parallel} tokens", file=sys.stderr)
     print(f"listening on http://{shown}:{port}/v1" + ("  (API key required)" if api_key else ""), flush=True)
-    app = build_app(hub, model_id, api_key)
+    app = build_app(hub, model_id, api_key, hosts=allowed_hosts(args.host, args.allow_host),
+                    origins=tuple(args.allow_origin))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                                timeout_graceful_shutdown=3))
+                                           timeout_graceful_shutdown=3, timeout_keep_alive=5,
+                                           http=guarded_h11(args.max_connections, args.header_timeout)))
     try:
         server.run(sockets=[sock])
     finally:

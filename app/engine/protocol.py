@@ -86,6 +86,9 @@ class Generate:
     # for its own redraw interval: sending more often only wakes it, and on a busy CPU each wake-up is decode
     # time lost.
     stream_interval_ms: int | None = None
+    # The batch engine reuses a cached prefix only for a request with the same salt (vLLM's cache_salt):
+    # another client can neither reuse nor learn, from cached_tokens, what a prompt started with.
+    cache_salt: str = ""
     # Chat replies: thinking (`<think>…</think>`, or a prompt that opens it) goes to Token/Done.reasoning and
     # the answer alone to .text. Raw prompts (continuations) are never split.
     split_reasoning: bool = True
@@ -97,6 +100,13 @@ class Generate:
     # The chat this request belongs to: its KV cache is saved after the reply and restored from disk when a
     # later prompt starts with what was saved (LoadConfig.kv_store_dir). None: nothing saved.
     conversation_id: str | None = None
+
+    def prompt_bytes(self) -> int:
+        """The prompt's UTF-8 length before any template (a chat's message contents added up): a bound
+        checked before tokenizing."""
+        if self.messages is None:
+            return len((self.prompt or "").encode("utf-8"))
+        return sum(len(str(m.get("content", "")).encode("utf-8")) for m in self.messages)
 
 
 @dataclass

@@ -4,6 +4,8 @@ Requests are validated in app.server.openai_api, submitted through the Hub, and 
 or as server-sent events. The HTTP status is decided before the first byte: a stream starts only after the
 engine has accepted the prompt, so a prompt over the context is a 400, not an error inside a 200 stream.
 A client that goes away mid-stream has its request cancelled in the engine (its KV cells are freed).
+A prompt longer (in bytes) than a slot could hold is refused here, before it reaches the engine; the
+whole application sits behind app.server.guards (Host and Origin allowlists).
 
 The handlers are module functions; what one server serves (its Hub, model name and API key) is a `Served`
 on the application's state, so `build_app` only puts routes, handlers and that state together.
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -28,22 +31,43 @@ from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.server import openai_api as api
 from app.server.engine_queue import Hub, Unavailable
+from app.server.guards import Guard, allowed_hosts
 
 MAX_BODY_BYTES = 32 * 2**20  # far above any prompt a context holds; a bigger body is refused unread
 KEEPALIVE_S = 5.0  # an SSE comment this often while a request waits: a client that left is noticed
+BODY_SLACK_BYTES = 2**20  # a body's JSON besides its prompt text (fields, the messages' own braces)
+BODY_TIMEOUT_S = 60.0  # a body still arriving after this is refused (408): a trickle cannot hold a slot
 
 
-async def _read_body(request: Request) -> bytes:
-    """The body, refused (413) past MAX_BODY_BYTES before it is all in memory."""
+def body_limit(hub: Hub) -> int:
+    """The largest body a prompt that fits a slot can come in: its bytes JSON-escaped at worst (6 for 1),
+    plus room for the other fields and the messages' own JSON. MAX_BODY_BYTES until the engine said."""
+    cap = hub.stats.max_prompt_bytes if hub.stats else 0
+    return min(MAX_BODY_BYTES, 6 * cap + BODY_SLACK_BYTES) if cap else MAX_BODY_BYTES
+
+
+async def _read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body, refused (413) past MAX_BODY_BYTES before it is all in memory. Past `limit` it is read to
+    its end but not kept: nothing that long can fit a slot, and neither joining nor parsing it (a few tenths
+    of a second for 32 MB, on the event loop every stream's tokens go through) is worth it."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise api.ApiError(413, f"The request body is over {MAX_BODY_BYTES // 2**20} MiB.")
     parts, size = [], 0
-    async for part in request.stream():
-        size += len(part)
-        if size > MAX_BODY_BYTES:
-            raise api.ApiError(413, f"The request body is over {MAX_BODY_BYTES // 2**20} MiB.")
-        parts.append(part)
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT_S):
+            async for part in request.stream():
+                size += len(part)
+                if size > MAX_BODY_BYTES:
+                    raise api.ApiError(413, f"The request body is over {MAX_BODY_BYTES // 2**20} MiB.")
+                if size <= limit:
+                    parts.append(part)
+    except TimeoutError:
+        raise api.ApiError(408, f"The request body did not arrive within {BODY_TIMEOUT_S:.0f} s.") from None
+    if size > limit:
+        raise api.ApiError(413, f"The request body is {size} bytes: more than any prompt one request may use "
+                                f"can take (at most {limit} bytes here). Shorten the prompt, or start the server "
+                                "with a larger --ctx.", code="context_length_exceeded")
     return b"".join(parts)
 
 
@@ -70,13 +94,16 @@ def _served(request: Request) -> Served:
     return served
 
 
+def _presented_key(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    return header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
+
+
 def _authorized(request: Request) -> bool:
     api_key = _served(request).api_key
     if not api_key:
         return True
-    header = request.headers.get("authorization", "")
-    token = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
-    return hmac.compare_digest(token.encode(), api_key.encode())
+    return hmac.compare_digest(_presented_key(request).encode(), api_key.encode())
 
 
 def _unauthorized() -> JSONResponse:
@@ -100,10 +127,11 @@ async def models(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
+    """No key needed (as llama-server), so nothing here names a path or echoes an engine's error."""
     hub = _served(request).hub
     if not hub.ready:
-        return JSONResponse({"status": "unavailable", "error": hub.restart_error or "engine restarting"},
-                            status_code=503)
+        state = "engine restart failed, retrying" if hub.restart_error else "engine restarting"
+        return JSONResponse({"status": "unavailable", "error": state}, status_code=503)
     stats = hub.stats
     return JSONResponse({"status": "ok", "slots_idle": hub.parallel - (stats.running if stats else 0),
                          "slots_processing": stats.running if stats else 0})
@@ -129,8 +157,10 @@ async def _complete(request: Request, chat: bool) -> Response:
     served = _served(request)
     hub = served.hub
     try:
-        body = api.parse_json(await _read_body(request))
-        parsed = api.parse_request(body, chat, hub.new_request_id(), served.model_names)
+        body = api.parse_json(await _read_body(request, body_limit(hub)))
+        key = _presented_key(request) if served.api_key else ""
+        parsed = api.parse_request(body, chat, hub.new_request_id(), served.model_names, client_key=key)
+        _check_size(hub, parsed.generate, chat)
     except api.ApiError as exc:
         return _error(exc)
     try:
@@ -146,6 +176,19 @@ async def _complete(request: Request, chat: bool) -> Response:
         return StreamingResponse(_stream(served, parsed, cid, queue), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     return await _collect(request, served, parsed, cid, queue)
+
+
+def _check_size(hub: Hub, generate: P.Generate, chat: bool) -> None:
+    """A prompt with more bytes than a slot's tokens could spell is a 400 at once: it is never sent to the
+    engine, let alone tokenized (the engine checks again)."""
+    stats = hub.stats
+    cap = stats.max_prompt_bytes if stats else 0
+    size = generate.prompt_bytes()
+    if cap and stats and size > cap:
+        raise api.ApiError(400, f"The prompt is {size} bytes, more than one request can hold: it may use at most "
+                                f"{stats.n_ctx_slot} tokens. Shorten the prompt, or start the server with a larger "
+                                "--ctx.",
+                           param="messages" if chat else "prompt", code="context_length_exceeded")
 
 
 def _refused(exc: EngineError, chat: bool) -> api.ApiError:
@@ -252,8 +295,11 @@ ROUTES = [
 ]
 
 
-def build_app(hub: Hub, model_id: str, api_key: str | None = None) -> Starlette:
-    """The application serving `hub`'s model as `model_id` (behind `api_key` when there is one)."""
-    app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers={404: not_found, 405: bad_method})
+def build_app(hub: Hub, model_id: str, api_key: str | None = None, hosts: frozenset[str] | None = None,
+              origins: tuple[str, ...] = ()) -> Starlette:
+    """The application serving `hub`'s model as `model_id` (behind `api_key` when there is one), to the
+    Host names `hosts` (default: loopback's) and, from browsers, to `origins` only."""
+    app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers={404: not_found, 405: bad_method},
+                    middleware=[Middleware(Guard, hosts=hosts or allowed_hosts("127.0.0.1"), origins=origins)])
     app.state.served = Served(hub, model_id, api_key, created=int(time.time()))
     return app

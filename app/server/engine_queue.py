@@ -2,7 +2,13 @@
 
 The engine's reader thread hands every event to the event loop (`call_soon_threadsafe`); the loop routes
 it to the request's queue. If the engine dies, every request in flight gets the error, and a new engine is
-started and loaded on a worker thread; until it is back, new requests are refused with 503.
+started and loaded on a worker thread; until it is back, new requests are refused with 503. A restart
+that fails (the model file gone, say) is tried again every RESTART_RETRY_S, so the server comes back by
+itself once the file does; what went wrong is printed on stderr, never sent to a client (it holds paths).
+
+The engine's inbox is bounded: a request counts against `parallel + max_queue` from the moment it is
+sent until the engine has answered its end (Done or Error), not only while its HTTP side waits. A client
+that gives up has its request cancelled in the engine, and its place is free once the engine says so.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +29,8 @@ from app.engine.client import EngineError
 from app.server.metrics import ServerMetrics
 
 ACCEPT_TIMEOUT_S = 60.0  # a Generate is answered (Accepted or Error) as soon as it is tokenized
+RESTART_RETRY_S = 5.0  # a failed engine restart is tried again this often
+RESTART_FAILED = "The engine could not be restarted; it is tried again every few seconds (see the server's log)."
 
 
 class Unavailable(Exception):
@@ -43,6 +52,9 @@ class Hub:
         self._client: BatchEngineClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queues: dict[str, asyncio.Queue[Any]] = {}
+        self._in_engine: set[str] = set()  # sent to the engine and not ended there (Done or Error) yet
+        self._closed = threading.Event()
+        self.restart_retry_s = RESTART_RETRY_S
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -60,6 +72,7 @@ class Hub:
 
     def close(self) -> None:
         self.ready = False
+        self._closed.set()
         if self._client is not None:
             self._client.close()
 
@@ -86,8 +99,10 @@ class Hub:
             return
         if isinstance(event, P.Done):  # counted even when its client has gone (a cancelled request)
             self.metrics.on_done(event.finish_reason, event.metrics)
+            self._in_engine.discard(rid or "")
         elif isinstance(event, P.Error) and rid:
             self.metrics.requests_failed += 1
+            self._in_engine.discard(rid)
         queue = self._queues.get(rid) if rid else None
         if queue is not None:
             queue.put_nowait(event)
@@ -99,6 +114,7 @@ class Hub:
         for rid, queue in list(self._queues.items()):
             queue.put_nowait(P.Error(rid, "engine_died", error.message, fatal=True))
             self.metrics.requests_failed += 1
+        self._in_engine.clear()
         threading.Thread(target=self._restart, name="engine-restart", daemon=True).start()
 
     def _restart(self) -> None:
@@ -106,11 +122,18 @@ class Hub:
             old = self._client
             if old is not None:
                 old.close(timeout=2.0)
-            try:
-                self.start()
-                self.restart_error = None
-            except (EngineError, OSError) as exc:
-                self.restart_error = f"The engine could not be restarted: {exc}"
+            while not self._closed.is_set():
+                try:
+                    self.start()
+                    self.restart_error = None
+                    print("roofline serve: the engine is back", file=sys.stderr, flush=True)
+                    return
+                except (EngineError, OSError) as exc:
+                    if self.restart_error is None:
+                        print(f"roofline serve: the engine could not be restarted: {exc}", file=sys.stderr,
+                              flush=True)
+                    self.restart_error = RESTART_FAILED
+                self._closed.wait(self.restart_retry_s)
 
     # ------------------------------------------------------------------ requests
     def new_request_id(self) -> str:
@@ -118,7 +141,8 @@ class Hub:
 
     @property
     def in_flight(self) -> int:
-        return len(self._queues)
+        """Requests the engine holds (tokenizing, waiting, running, or cancelled and not yet ended there)."""
+        return len(self._in_engine | self._queues.keys())
 
     async def open(self, request: P.Generate) -> tuple[Accepted, asyncio.Queue[Any]]:
         """Submit `request`; returns once the engine accepted it, with the queue its events arrive on.
@@ -132,6 +156,7 @@ class Hub:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         rid = request.request_id
         self._queues[rid] = queue
+        self._in_engine.add(rid)
         try:
             self._client.send(request)
             deadline = time.monotonic() + ACCEPT_TIMEOUT_S
@@ -143,6 +168,8 @@ class Hub:
                     raise EngineError(event)
         except BaseException as exc:
             self._queues.pop(rid, None)
+            if isinstance(exc, EngineError):  # the engine ended it (its Error), or never got it
+                self._in_engine.discard(rid)
             if not isinstance(exc, EngineError):  # timed out, or the client left while it waited
                 self.release(rid, finished=False)
             raise

@@ -8,6 +8,7 @@ repeat_penalty, ignore_eos) are accepted too, and OpenAI's frequency_penalty and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -23,6 +24,8 @@ TIMING_KEYS = ("prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_secon
                "predicted_ms", "predicted_per_token_ms", "predicted_per_second", "cache_n")
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_STOPS = 16
+MAX_JSON_DEPTH = 400  # arrays and objects inside each other; no OpenAI body comes near it
+MAX_SALT_CHARS = 256
 
 
 class ApiError(Exception):
@@ -49,14 +52,42 @@ class ParsedRequest:
     chat: bool
 
 
+def json_depth(value: Any) -> int:
+    """How deeply arrays and objects nest in `value` (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
 def parse_json(raw: bytes) -> dict[str, Any]:
+    too_deep = ApiError(400, f"The request body nests arrays or objects more than {MAX_JSON_DEPTH} deep.")
     try:
         body = json.loads(raw)
+    except RecursionError:  # the C parser recurses once per level: deep enough, it runs out of stack
+        raise too_deep from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"The request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.")
+    if json_depth(body) > MAX_JSON_DEPTH:
+        raise too_deep
     return body
+
+
+def _salt(body: dict[str, Any]) -> str:
+    salt = body.get("cache_salt")
+    if salt is None:
+        return ""
+    if not isinstance(salt, str) or len(salt) > MAX_SALT_CHARS:
+        raise ApiError(400, f"'cache_salt' must be a string of at most {MAX_SALT_CHARS} characters.",
+                       param="cache_salt")
+    return salt
 
 
 def _number(body: dict[str, Any], name: str, default: float, lo: float, hi: float) -> float:
@@ -133,8 +164,11 @@ def _content(message: Any, index: int) -> dict[str, str]:
 
 
 def parse_request(body: dict[str, Any], chat: bool, request_id: str,
-                  model_names: tuple[str, ...]) -> ParsedRequest:
-    """Validate an OpenAI (chat) completion body into the engine's Generate command."""
+                  model_names: tuple[str, ...], client_key: str = "") -> ParsedRequest:
+    """Validate an OpenAI (chat) completion body into the engine's Generate command.
+
+    `client_key` (the API key the request came with) and the body's `cache_salt` make the engine's cache
+    salt: a cached prefix is reused, and counted in cached_tokens, only for the same key and salt."""
     check_model(body, model_names)
     messages: list[dict[str, str]] | None = None
     prompt: str | None = None
@@ -175,7 +209,11 @@ def parse_request(body: dict[str, Any], chat: bool, request_id: str,
     )
     if sampling.seed is not None:
         sampling.seed %= 1 << 63
-    generate = P.Generate(request_id=request_id, messages=messages, prompt=prompt, sampling=sampling)
+    salt = _salt(body)
+    if client_key or salt:
+        salt = hashlib.sha256(f"{client_key}\0{salt}".encode()).hexdigest()[:32]
+    generate = P.Generate(request_id=request_id, messages=messages, prompt=prompt, sampling=sampling,
+                          cache_salt=salt)
     return ParsedRequest(generate, stream, include_usage, chat)
 
 

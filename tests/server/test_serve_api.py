@@ -187,3 +187,25 @@ def test_a_model_that_cannot_load_is_one_line(tmp_path) -> None:  # type: ignore
                          capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 1 and res.stdout == ""
     assert res.stderr.strip().count("\n") == 0 and "bogus.gguf is not a usable GGUF model" in res.stderr
+
+
+def test_json_nesting_is_bounded_at_400() -> None:
+    assert status_of(json.dumps({"prompt": "x", "extra": [[[]]]}).encode(), chat=False) == 200
+    ok = b'{"prompt": "x", "a": ' + b"[" * 399 + b"]" * 399 + b"}"  # the object and 399 lists: 400 levels
+    assert status_of(ok, chat=False) == 200
+    deep = b'{"prompt": "x", "a": ' + b"[" * 400 + b"]" * 400 + b"}"
+    assert status_of(deep, chat=False) == 400
+    with pytest.raises(api.ApiError) as err:
+        api.parse_json(b"[" * 100_000 + b"]" * 100_000)  # past the C parser's own recursion limit
+    assert err.value.status == 400 and "400 deep" in err.value.message
+
+
+def test_cache_salt_is_per_key_and_salt_and_bounded() -> None:
+    def salt(body: dict, key: str = "") -> str:
+        return api.parse_request({"prompt": "x", **body}, False, "r", MODELS, client_key=key).generate.cache_salt
+
+    assert salt({}) == ""  # one shared cache when nobody asks otherwise (and no key)
+    assert salt({"cache_salt": "alice"}) != salt({"cache_salt": "bob"}) != ""
+    assert salt({"cache_salt": "alice"}, key="k1") != salt({"cache_salt": "alice"}, key="k2")
+    assert status_of({"prompt": "x", "cache_salt": 5}, chat=False) == 400
+    assert status_of({"prompt": "x", "cache_salt": "s" * 257}, chat=False) == 400

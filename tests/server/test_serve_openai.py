@@ -107,7 +107,7 @@ def test_errors_are_openai_shaped(served: Served) -> None:
     status, body = served.raw("GET", "/v1/nothing")
     assert status == 404 and "error" in json.loads(body)
     with socket.create_connection(("127.0.0.1", served.port), timeout=60) as sock:  # a 40 MB body, announced
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + KEY.encode()
                      + b"\r\nContent-Type: application/json\r\nContent-Length: 40000000\r\n\r\n{")
         assert sock.recv(200).startswith(b"HTTP/1.1 413")
 

@@ -37,6 +37,7 @@ class BatchStats:
     kv_tokens_running: int  # held by running sequences only
     steps: int  # llama_decode calls so far
     t: float  # engine monotonic time
+    max_prompt_bytes: int = 0  # a prompt longer than this (UTF-8) cannot fit a slot; 0: not known yet
 
 
 @dataclass

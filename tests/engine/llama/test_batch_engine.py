@@ -1,5 +1,6 @@
 """The batch engine process on the real default model, without HTTP: chunked prefill interleaves with a
-running decode, and a prompt extending another slot's tokens reuses that slot's cells."""
+running decode, a prompt extending another slot's tokens reuses that slot's cells, a request cancelled
+while its prompt is tokenized ends cancelled, and a prompt past the byte bound is refused untokenized."""
 
 from __future__ import annotations
 
@@ -128,3 +129,29 @@ def test_drop_caches_frees_the_idle_slots_cells_and_keeps_the_running_ones(engin
     assert after.kv_tokens == after.kv_tokens_running > 0  # only the running sequence's cells are left
     engine.client.send(P.Cancel("running"))
     engine.done("running")
+
+
+def test_a_prompt_cancelled_while_it_is_tokenized_ends_cancelled_and_is_never_accepted(engine: Engine) -> None:
+    # 48 kB: under the byte bound (1024 tokens x 48 bytes), so it goes to the tokenizer thread; the
+    # Cancel right behind it reaches the main loop while the thread is still at it
+    engine.submit("late", "hello world " * 4000, max_tokens=400, ignore_eos=True)
+    engine.client.send(P.Cancel("late"))
+    assert engine.done("late").finish_reason == "cancelled"
+    assert not engine.of("late", Accepted) and not engine.of("late", P.Error) and not engine.of("late", P.Token)
+
+
+def test_the_stats_carry_the_byte_bound_and_a_longer_prompt_is_refused_untokenized(engine: Engine) -> None:
+    from app.engine.batch.messages import BatchStats
+
+    def bound() -> int:
+        engine.client.send(P.GetStats())
+        time.sleep(0.05)
+        stats = [e for e in list(engine.events) if isinstance(e, BatchStats)]
+        return stats[-1].max_prompt_bytes if stats else 0
+
+    engine.wait(lambda: bound() > 0)
+    assert bound() == 1024 * 48  # the slot's tokens x the default model's longest token (48 bytes)
+    engine.submit("huge", "x" * (bound() + 1), max_tokens=4)
+    engine.wait(lambda: engine.of("huge", P.Error))
+    error = engine.of("huge", P.Error)[0]
+    assert error.kind == "bad_request" and f"{1024 * 48 + 1} bytes" in error.message

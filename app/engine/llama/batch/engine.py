@@ -32,6 +32,7 @@ from app.core.sampling.chain import PENALTY_LAST_N, Sampler, SamplerParams
 from app.engine import protocol as P
 from app.engine.batch.messages import Accepted, BatchStats, DropCaches
 from app.engine.llama.batch.sequence import Sequence
+from app.engine.llama.batch.tokenizer import Prepared, PromptTokenizer
 from app.engine.llama.decoding import logits_row
 from app.engine.llama.worker.engine import Engine
 from app.engine.llama.worker.stream import send, send_lines
@@ -66,6 +67,10 @@ class BatchEngine(Engine):
         self.steps = 0
         self._stats_due = True
         self._stats_sent_at = 0.0
+        self.tokenizing: dict[str, tuple[P.Generate, float]] = {}  # at the tokenizer thread (since when)
+        self.cancelled_early: set[str] = set()  # of those, the ones whose client gave up meanwhile
+        self.slot_salt: list[str] = [""] * self.n_slots  # whose prefix each slot's cache is (cache_salt)
+        self.tokenizer = PromptTokenizer(inbox, self._prompt_bytes, self._tokenize_bytes)
 
     # --------------------------------------------------------------- the context, built for N sequences
     def _construct(self, cfg: P.LoadConfig) -> Any:
@@ -86,8 +91,10 @@ class BatchEngine(Engine):
             bindings.llama_context_default_params = original
 
     def load(self, cfg: P.LoadConfig) -> None:
-        self._drop_all("The model was reloaded.")
-        super().load(cfg)
+        with self.tokenizer.lock:  # no prompt is tokenized while the model changes
+            self.tokenizer.forget()
+            self._drop_all("The model was reloaded.")
+            super().load(cfg)
         if self.llm is None:
             return
         self.n_ctx = llama_cpp.llama_n_ctx(self.llm._ctx.ctx)
@@ -95,14 +102,21 @@ class BatchEngine(Engine):
         self.chunk = max(1, min(self.llm.context_params.n_ubatch, self.llm.n_batch))
         self.batch = llama_cpp.llama_batch_init(self.llm.n_batch, 0, 1)
         self.slot_kv = [[] for _ in range(self.n_slots)]
+        self.slot_salt = [""] * self.n_slots
+        self._stats_due = True
+        self.tokenizer.learn_limits(self.llm._model.vocab, self.llm.n_vocab(), self.n_ctx_slot, self._limits_known)
+
+    def _limits_known(self) -> None:  # the tokenizer thread: the stats carry max_prompt_bytes from now on
         self._stats_due = True
 
     def unload(self) -> None:
-        self._drop_all("The model was unloaded.")
-        if self.batch is not None:
-            llama_cpp.llama_batch_free(self.batch)
-            self.batch = None
-        super().unload()
+        with self.tokenizer.lock:
+            self.tokenizer.forget()
+            self._drop_all("The model was unloaded.")
+            if self.batch is not None:
+                llama_cpp.llama_batch_free(self.batch)
+                self.batch = None
+            super().unload()
 
     @property
     def _mem(self) -> Any:
@@ -110,6 +124,12 @@ class BatchEngine(Engine):
 
     # --------------------------------------------------------------- commands
     def serve(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self.tokenizer.stop()
+
+    def _serve(self) -> None:
         while not self.shutdown:
             busy = bool(self.waiting) or any(s is not None for s in self.slots)
             self._drain(block=not busy)
@@ -146,6 +166,8 @@ class BatchEngine(Engine):
     def dispatch(self, cmd: Any) -> None:
         if isinstance(cmd, P.Generate):
             self.submit(cmd)
+        elif isinstance(cmd, Prepared):
+            self.admit_prepared(cmd)
         elif isinstance(cmd, P.Cancel):
             self.cancel(cmd.request_id)
         elif isinstance(cmd, P.GetStats):
@@ -157,33 +179,67 @@ class BatchEngine(Engine):
         else:
             super().dispatch(cmd)
 
-    def _tokenize(self, req: P.Generate) -> list[int]:
+    def _prompt_bytes(self, req: P.Generate) -> tuple[bytes, bool, bool]:
+        """The prompt's UTF-8 text as llama.cpp tokenizes it, whether special tokens are parsed in it (the
+        chat template's turn markers are; a raw prompt's text never is), and whether a BOS is added (not
+        when the template wrote one). The tokenizer thread."""
         llm = self.llm
         if req.messages is None:
-            return list(llm.tokenize((req.prompt or "").encode("utf-8"), add_bos=llm._model.add_bos_token(),
-                                     special=False))
+            return (req.prompt or "").encode("utf-8"), False, llm._model.add_bos_token()
         assert self.template is not None
         bos = llm._model.token_get_text(llm.token_bos()) if llm.token_bos() >= 0 else ""
         eos = llm._model.token_get_text(llm.token_eos()) if llm.token_eos() >= 0 else ""
         text = render(self.template, list(req.messages), bos_token=bos, eos_token=eos)
         add_bos = llm._model.add_bos_token() and not (bos and text.startswith(bos))
-        return list(llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
+        return text.encode("utf-8"), True, add_bos
+
+    def _tokenize_bytes(self, data: bytes, special: bool, add_bos: bool) -> list[int]:  # the tokenizer thread
+        return list(self.llm.tokenize(data, add_bos=add_bos, special=special))
+
+    def _over(self, n: str) -> str:
+        return (f"The prompt is {n} but one request may use at most {self.n_ctx_slot} tokens (a context of "
+                f"{self.n_ctx} shared by {self.n_slots} slots). Shorten the prompt, or start the server with "
+                "a larger --ctx.")
 
     def submit(self, req: P.Generate) -> None:
+        """Refuse what cannot fit at once; hand the rest to the tokenizer thread (see `admit_prepared`)."""
         rid = req.request_id
         if self.llm is None:
             send(P.Error(rid, "bad_request", "No model is loaded."))
             return
-        if rid in self.by_id:
+        if rid in self.by_id or rid in self.tokenizing:
             send(P.Error(rid, "bad_request", f"Request id {rid!r} is already in use."))
             return
-        tokens = self._tokenize(req)
-        if not tokens:
-            raise ValueError("The prompt is empty.")
+        cap = self.tokenizer.max_prompt_bytes
+        size = req.prompt_bytes()
+        if cap and size > cap:  # more bytes than the slot's tokens can spell: refused before tokenizing
+            send(P.Error(rid, "bad_request", self._over(f"{size} bytes, more than {self.n_ctx_slot} tokens,")))
+            return
+        self.tokenizing[rid] = (req, time.monotonic())
+        self.tokenizer.submit(req, self.n_ctx_slot)
+
+    def admit_prepared(self, prepared: Prepared) -> None:
+        req = prepared.request
+        rid = req.request_id
+        entry = self.tokenizing.get(rid)
+        if entry is None or entry[0] is not req:
+            return  # dropped meanwhile (the model was reloaded)
+        del self.tokenizing[rid]
+        if rid in self.cancelled_early:
+            self.cancelled_early.discard(rid)
+            send(P.Done(rid, "", "cancelled", {}))
+            return
+        if prepared.tokens is None:
+            reason = self._over(f"over {self.n_ctx_slot} tokens") if prepared.over else prepared.error
+            send(P.Error(rid, "bad_request", reason or "The prompt could not be tokenized."))
+            return
+        self._accept(req, prepared.tokens, entry[1])
+
+    def _accept(self, req: P.Generate, tokens: list[int], t_submit: float) -> None:
+        rid = req.request_id
         if len(tokens) >= self.n_ctx_slot:
-            raise ValueError(f"The prompt is {len(tokens)} tokens but one request may use at most "
-                             f"{self.n_ctx_slot} (a context of {self.n_ctx} shared by {self.n_slots} slots). "
-                             "Shorten the prompt, or start the server with a larger --ctx.")
+            send(P.Error(rid, "bad_request", self._over(f"{len(tokens)} tokens")))
+            return
         s = req.sampling
         seed = s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1)
         # OpenAI's penalties count every token of the reply so far, not llama.cpp's last 64
@@ -195,13 +251,16 @@ class BatchEngine(Engine):
         seq = Sequence(request_id=rid, prompt=tokens, sampler=sampler,
                        max_tokens=max(1, min(s.max_tokens, self.n_ctx_slot - len(tokens))),
                        requested_max_tokens=s.max_tokens, stop=[x for x in s.stop if x],
-                       ignore_eos=s.ignore_eos, t_submit=time.monotonic())
+                       ignore_eos=s.ignore_eos, t_submit=t_submit, salt=req.cache_salt)
         self.by_id[rid] = seq
         self.waiting.append(seq)
         self._stats_due = True
         send(Accepted(rid, len(tokens)))
 
     def cancel(self, request_id: str) -> None:
+        if request_id in self.tokenizing:  # answered (Done, cancelled) when its tokens come back
+            self.cancelled_early.add(request_id)
+            return
         seq = self.by_id.get(request_id)
         if seq is None:
             return  # finished already: a late cancel is harmless
@@ -229,7 +288,9 @@ class BatchEngine(Engine):
         """Give `seq` the free slot whose cache helps it most; else an empty one, so that no finished
         conversation's cache is evicted while cells lie unused; else the least recently used cache."""
         prompt, limit = seq.prompt, len(seq.prompt) - 1  # at least one token is evaluated: fresh logits
-        own = {i: common_prefix(self.slot_kv[i], prompt, limit) for i in free}
+        # a cache is shared only within one cache_salt: another client's prefix is neither reused nor counted
+        own = {i: common_prefix(self.slot_kv[i], prompt, limit) if self.slot_salt[i] == seq.salt else 0
+               for i in free}
 
         def helps(i: int) -> int:  # a shared BOS, or a few tokens of a short prompt, is not worth a cache
             n = own[i]
@@ -237,7 +298,8 @@ class BatchEngine(Engine):
 
         slot = max(free, key=lambda i: (helps(i), not self.slot_kv[i], -self.slot_used_at[i]))
         prefix = own[slot]
-        donors = [(common_prefix(kv, prompt, limit), i) for i, kv in enumerate(self.slot_kv) if i != slot]
+        donors = [(common_prefix(kv, prompt, limit), i) for i, kv in enumerate(self.slot_kv)
+                  if i != slot and self.slot_salt[i] == seq.salt]
         donor_len, donor = max(donors, default=(0, -1))
         mem = self._mem
         if donor_len >= max(prefix + 1, MIN_SHARED_PREFIX):
@@ -248,6 +310,7 @@ class BatchEngine(Engine):
             llama_cpp.llama_memory_seq_rm(mem, slot, -1, -1)  # this cache cannot drop a tail: start over
             prefix = 0
         self.slot_kv[slot] = prompt[:prefix]
+        self.slot_salt[slot] = seq.salt
         seq.slot, seq.n_cached, seq.n_prefilled, seq.t_admit = slot, prefix, prefix, time.monotonic()
         self.slots[slot] = seq
         self._stats_due = True
@@ -267,6 +330,10 @@ class BatchEngine(Engine):
             send(P.Done(seq.request_id, "".join(seq.text_parts), seq.finish or "stop", seq.timings()))
 
     def _drop_all(self, message: str) -> None:
+        for rid in list(self.tokenizing):
+            send(P.Error(rid, "generation_failed", message))
+        self.tokenizing.clear()
+        self.cancelled_early.clear()
         for seq in list(self.by_id.values()):
             if seq.slot < 0 and seq in self.waiting:
                 self.waiting.remove(seq)
@@ -348,7 +415,7 @@ class BatchEngine(Engine):
             running=len(running), waiting=len(self.waiting), n_slots=self.n_slots, n_ctx=self.n_ctx,
             n_ctx_slot=self.n_ctx_slot, kv_tokens=sum(len(kv) for kv in self.slot_kv),
             kv_tokens_running=sum(len(self.slot_kv[s.slot]) for s in running), steps=self.steps,
-            t=time.monotonic())
+            t=time.monotonic(), max_prompt_bytes=self.tokenizer.max_prompt_bytes)
 
     def kv_cells_used(self) -> int:
         return sum(len(kv) for kv in self.slot_kv)

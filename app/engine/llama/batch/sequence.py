@@ -31,6 +31,7 @@ class Sequence:
     stop: list[str]
     ignore_eos: bool
     t_submit: float
+    salt: str = ""  # its cache_salt: its cells are reused only by requests with the same one
     slot: int = -1
     n_cached: int = 0  # prompt tokens found in the KV cache at admission (not evaluated again)
     n_prefilled: int = 0  # prompt tokens in the KV cache so far (cached ones included)

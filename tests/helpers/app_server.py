@@ -1,0 +1,88 @@
+"""The server's HTTP layer without a model: `roofline serve`'s application and connection limits on uvicorn
+in a thread, over a stand-in Hub whose engine never runs (what a test needs it to answer, it sets)."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.engine import protocol as P
+from app.server.app import build_app
+from app.server.connections import guarded_h11
+from app.server.engine_queue import Unavailable
+from app.server.metrics import ServerMetrics
+
+
+@dataclass
+class StubHub:
+    """What the handlers read of a Hub; `open` refuses (503) and records what reached it."""
+
+    ready: bool = True
+    restart_error: str | None = None
+    parallel: int = 2
+    stats: Any = None
+    loaded: Any = None
+    metrics: ServerMetrics = field(default_factory=ServerMetrics)
+    opened: list[P.Generate] = field(default_factory=list)
+
+    def new_request_id(self) -> str:
+        return f"stub-{len(self.opened)}"
+
+    async def open(self, request: P.Generate) -> Any:
+        self.opened.append(request)
+        raise Unavailable("stub: no engine")
+
+    def release(self, request_id: str, finished: bool) -> None:
+        pass
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        pass
+
+
+@dataclass
+class AppServer:
+    port: int
+    hub: StubHub
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, path, body, headers or {})
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+
+@contextmanager
+def app_server(hub: StubHub | None = None, max_connections: int = 128, header_timeout_s: float = 10.0,
+               **app_options: Any) -> Iterator[AppServer]:
+    """The application on a free loopback port, stopped on exit."""
+    import uvicorn
+
+    hub = hub or StubHub()
+    app = build_app(hub, "stub.gguf", **app_options)  # type: ignore[arg-type]
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                           http=guarded_h11(max_connections, header_timeout_s)))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield AppServer(sock.getsockname()[1], hub)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
