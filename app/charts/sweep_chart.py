@@ -27,6 +27,7 @@ KIND_TITLES = {
     "ubatch": "Prefill speed vs n_ubatch (chunked prefill)",
     "threads": "Prefill and decode speed vs threads",
     "kv": "KV cache type and flash attention (A/B)",
+    "offload": "Speed vs layers on the GPU, measured and predicted",
 }
 
 
@@ -88,6 +89,18 @@ def draw_result(plot: pg.PlotWidget, result: SweepResult, colors: ChartColors = 
         plot.setLabel("left", "tok/s")
     elif result.kind == "kv":
         _draw_kv(plot, result)
+    elif result.kind == "offload":
+        plot.addLegend(offset=(10, 10))
+        xs = [p["n_gpu_layers"] for p in result.points]
+        _line(plot, xs, [p["prefill_tps"] / 10.0 for p in result.points], PREFILL, "prefill ÷ 10")
+        _line(plot, xs, [p["decode_tps"] for p in result.points], DECODE, "decode")
+        if result.predicted:
+            pred = [(p["n_gpu_layers"], p["decode_tps"]) for p in result.predicted]
+            dashed = pg.mkPen(DECODE, width=2, style=Qt.PenStyle.DashLine)
+            plot.plot([x for x, _ in pred], [y for _, y in pred], pen=dashed, name="decode predicted")
+        bottom.setTicks([[(x, str(x)) for x in xs]])
+        plot.setLabel("bottom", "n_gpu_layers")
+        plot.setLabel("left", "tok/s")
 
 
 def _line(plot: pg.PlotWidget, xs: list[Any], ys: list[float], color: str, name: str) -> None:

@@ -11,6 +11,8 @@ are llama-bench rows (app.core.bench.llama_bench_format.bench_row field names) p
 - ubatch  prefill tok/s vs n_ubatch (chunked prefill; one reload per value)
 - threads prefill and decode tok/s vs thread count (one reload per value)
 - kv      A/B of KV cache type (f16 / q8_0) and flash attention
+- offload prefill and decode tok/s vs n_gpu_layers (one reload per value), beside the speed model's predicted
+          decode at each (`attach_offload_prediction`): a GPU's measured curve against the one the picker uses
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, Protocol
 
 from app.core.bench.llama_bench_format import bench_row
 
-KINDS = ("grid", "depth", "ubatch", "threads", "kv")
+KINDS = ("grid", "depth", "ubatch", "threads", "kv", "offload")
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "grid": {"prompts": [64, 128, 256, 512, 1024], "gens": [32, 128]},
@@ -33,6 +35,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "ubatch": {"ubatches": [32, 64, 128, 256, 512], "n_prompt": 512},
     "threads": {"threads": [], "n_prompt": 256, "n_gen": 32},  # [] -> 1 .. logical cores
     "kv": {"n_prompt": 512, "n_gen": 32, "n_depth": 512},
+    "offload": {"layers": [], "n_layers": 0, "n_prompt": 128, "n_gen": 16},  # [] -> 0, ¼, ½, ¾, all of n_layers
 }
 
 KV_VARIANTS: list[dict[str, Any]] = [
@@ -111,6 +114,7 @@ class SweepResult:
     crossover: dict[str, float] | None = None
     cancelled: bool = False
     backend: dict[str, Any] = field(default_factory=dict)
+    predicted: list[dict[str, Any]] = field(default_factory=list)  # offload: the speed model's decode per ngl
 
     def rows(self) -> list[dict[str, Any]]:
         """llama-bench rows (same field names and meaning), one per measurement."""
@@ -141,7 +145,8 @@ class SweepResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "finding": self.finding, "crossover": self.crossover,
-                "cancelled": self.cancelled, "points": self.points, "backend": self.backend}
+                "cancelled": self.cancelled, "points": self.points, "backend": self.backend,
+                "predicted": self.predicted}
 
 
 # ------------------------------------------------------------------------------------------ planning
@@ -166,12 +171,39 @@ def plan(kind: str, opts: dict[str, Any] | None = None, n_cpus: int = 2, remote:
     if kind == "ubatch":
         return [Step(int(o["n_prompt"]), 0, 0, _cfg(n_ubatch=u, n_batch=max(u, int(o["n_prompt"]))))
                 for u in _positive(o["ubatches"], "n_ubatch values")]
+    if kind == "offload":
+        return [s for n in offload_layers(o) for s in (Step(int(o["n_prompt"]), 0, 0, _cfg(n_gpu_layers=n)),
+                                                       Step(0, int(o["n_gen"]), 0, _cfg(n_gpu_layers=n)))]
     if kind == "threads":
         threads = _positive(o["threads"], "thread counts") if o["threads"] else list(range(1, max(1, n_cpus) + 1))
         return [s for t in threads for s in (Step(int(o["n_prompt"]), 0, 0, _cfg(n_threads=t, n_threads_batch=t)),
                                              Step(0, int(o["n_gen"]), 0, _cfg(n_threads=t, n_threads_batch=t)))]
     return [s for v in KV_VARIANTS for s in (Step(int(o["n_prompt"]), 0, 0, _cfg(**v)),
                                              Step(0, int(o["n_gen"]), int(o["n_depth"]), _cfg(**v)))]
+
+
+def offload_layers(o: dict[str, Any]) -> list[int]:
+    """The n_gpu_layers values of an offload sweep: those given, else none, a quarter, half, three quarters and
+    all of the model's n_layers blocks (n_layers + 1: the output layer too)."""
+    if o["layers"]:
+        return _nonneg(o["layers"], "n_gpu_layers values")
+    n = int(o["n_layers"])
+    if n <= 0:
+        raise ValueError("the offload sweep needs the model's layer count (or the n_gpu_layers values)")
+    return sorted({0, n // 4, n // 2, 3 * n // 4, n + 1})
+
+
+def attach_offload_prediction(result: SweepResult, predict_decode: Callable[[int], float]) -> None:
+    """The speed model's decode tok/s at each measured n_gpu_layers beside the measurement, and in the finding
+    how far the two are apart at full offload (`predict_decode(n_gpu_layers)`: e.g. app.core.predict.speed)."""
+    result.predicted = [{"n_gpu_layers": p["n_gpu_layers"], "decode_tps": predict_decode(p["n_gpu_layers"])}
+                        for p in result.points]
+    pairs = [(p["decode_tps"], q["decode_tps"]) for p, q in zip(result.points, result.predicted, strict=True)
+             if math.isfinite(p["decode_tps"]) and p["decode_tps"] > 0]
+    if pairs:
+        measured, predicted = pairs[-1]
+        result.finding += f" Predicted decode at the most layers: {predicted:.1f} tok/s ({predicted / measured:.2f}× " \
+                          "the measured)."
 
 
 def _positive(values: list[int], what: str) -> list[int]:
@@ -227,7 +259,8 @@ def run_sweep(kind: str, steps: list[Step], backend: SweepBackend, repetitions: 
 
 # ------------------------------------------------------------------------------------------ analysis
 def analyse(kind: str, ms: list[Measurement]) -> SweepResult:
-    fn = {"grid": _grid, "depth": _depth, "ubatch": _ubatch, "threads": _threads, "kv": _kv}[kind]
+    fn = {"grid": _grid, "depth": _depth, "ubatch": _ubatch, "threads": _threads, "kv": _kv,
+          "offload": _offload}[kind]
     points, finding, cross = fn(ms)
     return SweepResult(kind, ms, points, finding, cross)
 
@@ -367,6 +400,24 @@ def _threads(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
     bd = max(dec, key=lambda p: p["decode_tps"])
     return pts, (f"Prefill is fastest with {bp['n_threads']} thread(s) ({bp['prefill_tps']:,.0f} tok/s) and "
                  f"decode with {bd['n_threads']} ({bd['decode_tps']:.1f} tok/s)."), None
+
+
+def _offload(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
+    by: dict[int, dict[str, Any]] = {}
+    for m in ms:
+        n = int(m.step.config_dict.get("n_gpu_layers", 0))
+        p = by.setdefault(n, {"n_gpu_layers": n, "prefill_tps": math.nan, "decode_tps": math.nan})
+        p["prefill_tps" if m.step.n_prompt else "decode_tps"] = m.tps
+    pts = [by[n] for n in sorted(by)]
+    dec = [p for p in pts if math.isfinite(p["decode_tps"])]
+    pre = [p for p in pts if math.isfinite(p["prefill_tps"])]
+    if len(dec) < 2 or not pre:
+        return pts, "Not enough measurements for a finding.", None
+    lo, hi = dec[0], dec[-1]
+    bp = max(pre, key=lambda p: p["prefill_tps"])
+    return pts, (f"Decode goes from {lo['decode_tps']:.1f} tok/s with {lo['n_gpu_layers']} layers on the GPU to "
+                 f"{hi['decode_tps']:.1f} with {hi['n_gpu_layers']} ({hi['decode_tps'] / lo['decode_tps']:.2f}×); "
+                 f"prefill is fastest with {bp['n_gpu_layers']} ({bp['prefill_tps']:,.0f} tok/s)."), None
 
 
 def kv_label(cfg: dict[str, Any]) -> str:

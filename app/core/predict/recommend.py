@@ -15,6 +15,7 @@ least 5 tok/s when any is).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -346,3 +347,17 @@ def recommend(candidates: list[Candidate] | list[GGUFInfo], machine: Machine, n_
     if pick is None and reports and all(r.verdict == UNSUPPORTED for r in reports):
         sentence = "None of these files is a text model (a vision projector or vocabulary file?): nothing to run."
     return Recommendation(reports, pick, sentence, budget, want, kv_type)
+
+
+def decode_at_offload(info: GGUFInfo, machine: Machine, n_ctx: int) -> Callable[[int], float]:
+    """The speed model's decode tok/s for `info` at a given n_gpu_layers on this machine's GPU (the one llama.cpp
+    uses, with its facts), for the offload sweep's predicted curve."""
+    budget = memory_budget(machine.hw, machine.vram_limit)
+    rates = machine.rates if budget.gpu is not None else Rates(machine.rates.cpu, None)
+
+    def decode(ngl: int) -> float:
+        cfg = _config(info, n_ctx, "f16", ngl, gpu=budget.gpu if ngl else None)
+        return predict(info, rates, cfg, depth=0, n_prompt=0, n_gen=16).decode_tps
+
+    return decode
+

@@ -145,7 +145,7 @@ class LabPage(QWidget):
         self.form.setRowVisible(self.reps, not batch)
         self.batch_lab.setVisible(batch)
         rows = {"batch": (), "grid": (self.prompts, self.gens, self.remote), "depth": (self.depths,),
-                "ubatch": (self.ubatches,), "threads": (), "kv": ()}[kind]
+                "ubatch": (self.ubatches,), "threads": (), "kv": (), "offload": ()}[kind]
         for w in (self.prompts, self.gens, self.depths, self.ubatches, self.remote):
             self.form.setRowVisible(w, w in rows)
         self.field_check.check()
@@ -156,7 +156,15 @@ class LabPage(QWidget):
 
     def options(self) -> dict[str, Any]:
         fields = {"prompts": self.prompts, "gens": self.gens, "depths": self.depths, "ubatches": self.ubatches}
-        return {key: parse_lengths(edit.text()) for key, edit in fields.items()}
+        opts: dict[str, Any] = {key: parse_lengths(edit.text()) for key, edit in fields.items()}
+        if self.kind.currentData() == "offload":
+            opts["n_layers"] = self._model_info().n_layers
+        return opts
+
+    def _model_info(self) -> Any:
+        from app.core.gguf.info import inspect_gguf
+
+        return inspect_gguf(self.model_path or str(default_model_path()))
 
     def start_sweep(self) -> None:
         if self.running:
@@ -218,8 +226,16 @@ class LabPage(QWidget):
     def _sweep_local(self, base: P.LoadConfig, kind: str, steps: list[Any], reps: int,
                      cancel: threading.Event) -> SweepResult:
         with self.engine.measuring_engine() as client:
-            return run_sweep(kind, steps, EngineSweepBackend(client, base, cancel), reps, self._progress,
-                             cancel.is_set)
+            result = run_sweep(kind, steps, EngineSweepBackend(client, base, cancel), reps, self._progress,
+                               cancel.is_set)
+        if kind == "offload" and result.points:  # the picker's curve beside the measured one
+            from app.core.bench.sweeps import attach_offload_prediction
+            from app.core.predict.recommend import Machine, decode_at_offload
+            from app.engine.device_query import query_devices
+
+            machine = Machine.from_system(llama_devices=query_devices())
+            attach_offload_prediction(result, decode_at_offload(self._model_info(), machine, base.n_ctx))
+        return result
 
     def _sweep_remote(self, url: str, kind: str, steps: list[Any], reps: int,
                       cancel: threading.Event) -> SweepResult:

@@ -68,6 +68,26 @@ def test_other_findings_name_the_best_setting() -> None:
             and "(-20 %)" in analyse("depth", depth).finding)
 
 
+def test_the_offload_sweep_plans_quarters_of_the_layers_and_sets_the_prediction_beside() -> None:
+    from app.core.bench.sweeps import attach_offload_prediction
+
+    steps = plan("offload", {"n_layers": 24})
+    layers = sorted({s.config_dict["n_gpu_layers"] for s in steps})
+    assert layers == [0, 6, 12, 18, 25] and len(steps) == 10  # a prompt and a decode per value, 25: all
+    assert [s.config_dict["n_gpu_layers"] for s in steps[:2]] == [0, 0]  # one reload per value
+    assert sorted({s.config_dict["n_gpu_layers"] for s in plan("offload", {"layers": [3, 0]})}) == [0, 3]
+    with pytest.raises(ValueError, match="layer count"):
+        plan("offload", {})
+    ms = [_m(Step(128, 0, 0, (("n_gpu_layers", n),)), 1000.0 / (1 + n)) for n in (0, 25)]
+    ms += [_m(Step(0, 16, 0, (("n_gpu_layers", n),)), 1000.0 / (1 + n / 5)) for n in (0, 25)]
+    result = analyse("offload", ms)
+    assert [p["n_gpu_layers"] for p in result.points] == [0, 25]
+    assert "from 16.0 tok/s with 0 layers on the GPU to 96.0 with 25 (6.00×)" in result.finding
+    attach_offload_prediction(result, lambda ngl: 10.0 + 4 * ngl)
+    assert result.predicted == [{"n_gpu_layers": 0, "decode_tps": 10.0}, {"n_gpu_layers": 25, "decode_tps": 110.0}]
+    assert "110.0 tok/s (1.15× the measured)" in result.finding and result.to_json()["predicted"]
+
+
 class _Fake:
     """A backend that counts reloads and can cancel itself: planning/cancel logic without an engine."""
 
