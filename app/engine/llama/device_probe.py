@@ -106,7 +106,7 @@ def _bind(lib: Any) -> Any:
     return lib
 
 
-def test_block(type_name: str, n_bytes: int, seed: int = 0) -> bytes:
+def sample_weights(type_name: str, n_bytes: int, seed: int = 0) -> bytes:
     """`n_bytes` of weights of `type_name` like a real model's: random quants with a small float16 scale per
     block (zeros or random scales would run some kernels faster or into NaNs), random float16 for F16."""
     _, _, block, scale = TYPES[type_name]
@@ -194,7 +194,7 @@ def matvec_seconds(dev: _Device, type_name: str, matrix_bytes: int, budget_s: fl
     enum, per_block, block, _ = TYPES[type_name]
     row_bytes = ROW // per_block * block
     rows = max(64, matrix_bytes // row_bytes)
-    sample = test_block(type_name, min(4 * MiB // row_bytes, rows) * row_bytes)
+    sample = sample_weights(type_name, min(4 * MiB // row_bytes, rows) * row_bytes)
     vector = (np.random.default_rng(1).standard_normal(ROW, np.float32)).tobytes()
 
     def build(lib: Any, ctx: int) -> tuple[list[int], list[int]]:
@@ -229,7 +229,7 @@ def copy_seconds(dev: _Device, n_bytes: int, budget_s: float) -> tuple[float, in
 def gemm_seconds(dev: _Device, budget_s: float, shape: tuple[int, int, int] = GEMM_SHAPE) -> tuple[float, float]:
     """(median seconds, FLOPs) of an F16 (rows x k) by F32 (k x cols) matrix product."""
     m, k, cols = shape
-    weights = test_block("F16", m * k * 2)
+    weights = sample_weights("F16", m * k * 2)
     acts = (np.random.default_rng(2).standard_normal(k * cols, np.float32) * 0.1).tobytes()
 
     def build(lib: Any, ctx: int) -> tuple[list[int], list[int]]:
