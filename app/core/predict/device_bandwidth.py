@@ -83,7 +83,10 @@ def parse(line: str, machine_key: str = "") -> DeviceBandwidth:
     for name in ("device", "description", "read_gbs", "matvec_gbs"):
         if name not in data:
             raise ValueError(f"the probe's output lacks {name!r}")
-    result = DeviceBandwidth.from_dict(data)
+    try:
+        result = DeviceBandwidth.from_dict(data)
+    except (TypeError, AttributeError) as exc:  # a field missing or of the wrong kind
+        raise ValueError(f"the probe's output is incomplete ({exc})") from exc
     if not result.read_gbs > 0:
         raise ValueError(f"the probe measured no bandwidth on {result.device}")
     result.measured_at = result.measured_at or datetime.now(UTC).isoformat(timespec="seconds")

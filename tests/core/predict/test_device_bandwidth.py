@@ -48,6 +48,7 @@ def test_the_probes_line_is_parsed_and_stamped() -> None:
     ('{"device": "Vulkan0"}', "lacks"),
     (json.dumps({**LINE, "read_gbs": 0.0}), "no bandwidth"),
     ("[1, 2]", "not a JSON object"),
+    (json.dumps({k: v for k, v in LINE.items() if k != "backend"}), "incomplete"),
     ("{not json", "Expecting"),
 ])
 def test_an_error_or_damaged_line_is_refused(line: str, message: str) -> None:
