@@ -1,0 +1,123 @@
+"""The measured GPU roofs against real full-offload runs (run it through scripts/bench_gpu_probe); prints ratios.
+
+1. measures a GPU device through ggml (`python -m app.engine.llama.device_probe`, as `roofline hw --remeasure`
+   does): matrix-vector bandwidth per weight type, device copy, F16 matrix multiply;
+2. predicts each model's decode (tgN) and prompt (ppN) speed at full offload (-ngl 99) from those figures alone
+   (uncalibrated: `default_rates` with the measured device);
+3. measures the same with `roofline bench -ngl 99` on zoo models of real shapes (random weights, as real files
+   have: zeros run some kernels faster);
+4. prints predicted/measured ratios.
+On a machine without a GPU the device is Mesa's llvmpipe, a Vulkan device that runs on the CPU: the script sets
+GGML_VK_VISIBLE_DEVICES=0 for its children unless told otherwise (`--vk-devices ''`). llvmpipe is slow: the
+defaults keep the runs short (a 32-token prompt, 8 generated tokens). Everything is kept in a temporary
+ROOFLINE_HOME: the user's caches are not touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MODELS = ["qwen2.5-0.5b:Q8_0", "kernel-probe-4:Q4_0"]  # kernel-probe-N: Llama-3.2-1B's width, N layers
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default=None, help="llama.cpp device name (default: the first GPU device)")
+    ap.add_argument("--vk-devices", default="0", help="GGML_VK_VISIBLE_DEVICES for the children ('' : unset)")
+    ap.add_argument("--models", nargs="*", default=MODELS, help="zoo key:QUANT (or kernel-probe-LAYERS:QUANT)")
+    ap.add_argument("-p", "--n-prompt", type=int, default=32)
+    ap.add_argument("-n", "--n-gen", type=int, default=8)
+    ap.add_argument("-r", "--repetitions", type=int, default=2)
+    ap.add_argument("--zero-weights", action="store_true", help="bench the sparse zero-weight files instead")
+    args = ap.parse_args()
+
+    home = tempfile.mkdtemp(prefix="roofline-bench-gpu-")
+    os.environ["ROOFLINE_HOME"] = home
+    if args.vk_devices:
+        os.environ["GGML_VK_VISIBLE_DEVICES"] = args.vk_devices  # this script's children: the probe, the engine
+
+    from app.core.bench.zoo import ZOO, kernel_probe, zoo_path
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict import device_bandwidth
+    from app.core.predict.bandwidth import get_bandwidth
+    from app.core.predict.hardware import probe_hardware
+    from app.core.predict.memory import MemoryConfig
+    from app.core.predict.speed import default_rates, predict
+    from app.engine import device_probe_client as client
+
+    t_start = time.perf_counter()
+    hw = probe_hardware()
+    load = os.getloadavg()[0]
+    print(f"machine: {hw.cpu.model}, {hw.cpu.physical_cores} cores, load average {load:.1f}")
+    if load > (hw.cpu.logical_cores or 1):
+        print("WARNING: the machine is busy (load average above the core count): timings are unreliable")
+    # a device named on the command line may be any (the CPU's, to check the method where no GPU is there)
+    devices = [d for d in client.list_devices() if (d.name == args.device if args.device else d.offloads)]
+    if not devices:
+        print(f"no {args.device or 'GPU'} device visible to llama.cpp (a CPU-only build, or "
+              "GGML_VK_VISIBLE_DEVICES unset)")
+        return 1
+    dev = devices[0]
+    measured = device_bandwidth.get_device_bandwidth(
+        hw.machine_key, dev.name, dev.description, device_bandwidth.installed_llama_version(),
+        client.measure_device, remeasure=True)
+    per_type = ", ".join(f"{t} {g:.2f}" for t, g in measured.matvec_gbs.items())
+    print(f"device: {measured.device} = {measured.description} ({measured.backend}), probe {measured.seconds:.1f} s, "
+          f"{measured.matrix_bytes >> 20} MiB matrix")
+    print(f"  matrix-vector read: {measured.read_gbs:.2f} GB/s best ({per_type})")
+    print(f"  copy: {measured.copy_gbs:.2f} GB/s (read + written); F16 matrix multiply: "
+          f"{measured.gemm_gflops:.1f} GFLOP/s")
+    bw = get_bandwidth(hw.machine_key)
+    rates = default_rates(hw, bw, device=measured)
+    assert rates.gpu is not None
+    print(f"rates.gpu: {rates.gpu.bandwidth_gbs:.2f} GB/s x eta {rates.gpu.efficiency}, source: {rates.gpu.source}")
+
+    zoo_dir = Path(home) / "zoo"
+    rows = []
+    for name in args.models:
+        key, quant = name.split(":")
+        spec = kernel_probe(int(key.rsplit("-", 1)[1])) if key.startswith("kernel-probe-") else ZOO[key]
+        path = zoo_path(spec, quant, zoo_dir, random_weights=not args.zero_weights)
+        info = inspect_gguf(path)
+        cfg = MemoryConfig(n_gpu_layers=99, n_ctx=256)
+        pred = predict(info, rates, cfg, depth=0, n_prompt=args.n_prompt, n_gen=args.n_gen)
+        cmd = [sys.executable, "-m", "app.cli", "bench", "-m", str(path), "-p", str(args.n_prompt),
+               "-n", str(args.n_gen), "-r", str(args.repetitions), "-ngl", "99", "--json"]
+        t = time.perf_counter()
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False)
+        if done.returncode != 0:
+            print(f"{spec.name} {quant}: roofline bench failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+            continue
+        bench = json.loads(done.stdout)
+        pp = next(r["avg_ts"] for r in bench if r["n_prompt"] and not r["n_gen"])
+        tg = next(r["avg_ts"] for r in bench if r["n_gen"] and not r["n_prompt"])
+        gpu_bytes = pred.bytes_per_token_by_device["gpu"]
+        rows.append((f"{spec.name} {quant}", gpu_bytes, pred.decode_tps, tg, pred.prefill_tps, pp))
+        print(f"{spec.name} {quant}: {gpu_bytes / 1e6:.0f} MB a token on the device, decode {pred.decode_bound}; "
+              f"bench {time.perf_counter() - t:.0f} s")
+
+    print()
+    print(f"| model | bytes/token | tg{args.n_gen} predicted | measured | ratio | "
+          f"pp{args.n_prompt} predicted | measured | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, nbytes, ptg, mtg, ppp, mpp in rows:
+        print(f"| {label} | {nbytes / 1e6:.0f} MB | {ptg:.2f} | {mtg:.2f} | {ptg / mtg:.2f} | {ppp:.1f} | {mpp:.1f} | "
+              f"{ppp / mpp:.2f} |")
+    worst = max((abs(r[2] / r[3] - 1) for r in rows), default=0.0)
+    print(f"\nworst decode error: {100 * worst:.0f} % (target: within 20 %); "
+          f"total {time.perf_counter() - t_start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
