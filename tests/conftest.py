@@ -77,7 +77,7 @@ RECORDED_DEVICE = {
     "device": "Vulkan0", "description": "llvmpipe (LLVM 15.0.6, 256 bits)", "type": "gpu", "backend": "Vulkan",
     "llama_cpp_version": "0.3.36", "read_gbs": 6.0,
     "matvec_gbs": {"F16": 6.0, "Q8_0": 4.5, "Q4_0": 3.0, "Q4_K": 2.5, "Q6_K": 2.0, "Q5_0": 2.5},
-    "copy_gbs": 5.0, "gemm_gflops": 40.0, "matrix_bytes": 256 << 20, "seconds": 9.0,
+    "copy_gbs": 5.0, "gemm_gflops": 40.0, "node_us": 30.0, "matrix_bytes": 256 << 20, "seconds": 9.0,
     "measured_at": "2026-12-01T12:00:00+00:00",
 }
 RECORDED_DEVICES = [

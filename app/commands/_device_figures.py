@@ -49,6 +49,7 @@ def describe_devices(devices: list[DeviceBandwidth], problems: list[str]) -> lis
         per_type = ", ".join(f"{t} {g:.1f}" for t, g in d.matvec_gbs.items())
         lines.append((f"{d.device} measured",
                       f"{d.description}: {d.read_gbs:.1f} GB/s matrix-vector ({per_type}), {d.copy_gbs:.1f} GB/s "
-                      f"copy, {d.gemm_gflops:.0f} GFLOP/s F16 matrix multiply ({when})"))
+                      f"copy, {d.gemm_gflops:.0f} GFLOP/s F16 matrix multiply, {d.node_us:.1f} us a graph node "
+                      f"({when})"))
     lines += [("GPU probe", p) for p in problems]
     return lines

@@ -29,6 +29,7 @@ def test_remeasure_then_cached(offloading: None, capsys: pytest.CaptureFixture[s
     assert main(["hw", "--no-engine"]) == 0
     out = capsys.readouterr().out
     assert "Vulkan0 measured" in out and "6.0 GB/s matrix-vector (F16 6.0, Q8_0 4.5" in out and "cached" in out
+    assert "30.0 us a graph node" in out
 
 
 def test_a_device_that_fails_is_one_line(offloading: None, capsys: pytest.CaptureFixture[str],

@@ -2,7 +2,8 @@
 
 The engine side's probe (`python -m app.engine.llama.device_probe`, run by `app.engine.device_probe_client`)
 times, on the device through ggml, a large matrix-vector product per weight type (what one decode step does), a
-device-to-device copy and an F16 matrix-matrix product (what a prompt batch does). This module keeps its results:
+device-to-device copy, an F16 matrix-matrix product (what a prompt batch does) and the cost of one small graph
+node. This module keeps its results:
 cached per machine and per device (name + description + llama.cpp version: a driver or build that changes the
 kernels measures again) in `paths.cache_dir()` beside the CPU probe's cache, with the time of measurement, and
 picks the one the speed model uses for a machine's GPU (`measured_gpu`).
@@ -36,6 +37,7 @@ class DeviceBandwidth:
     matvec_gbs: dict[str, float] = field(default_factory=dict)  # ggml type -> GB/s of its weights
     copy_gbs: float = 0.0  # bytes read + written by a device copy, GB/s
     gemm_gflops: float = 0.0  # F16 x F32 matrix-matrix product
+    node_us: float = 0.0  # one small graph node: dispatch + synchronisation (0: not measured)
     matrix_bytes: int = 0
     seconds: float = 0.0
     measured_at: str = ""

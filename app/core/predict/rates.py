@@ -42,6 +42,7 @@ ETA_CPU_1T = 0.75  # one thread both computes and streams
 T_LAYER_1T = 0.000055  # one thread: no barrier to wait at, only dispatching ~25 graph nodes a layer
 ETA_GPU, T0_GPU = 0.90, 0.004
 ETA_MEASURED = 1.0  # a device probe's matrix-vector figure is already what decode achieves
+GPU_NODES_PER_LAYER = 25  # graph nodes a decode step runs per layer, each paying a measured device's node cost
 CPU_FLOPS_PER_CORE = 30e9  # float32 GEMM fallback when no probe ran
 # Decode kernel throughput in weights per second per GEMM FLOP/s of the float32 probe (type → factor), one
 # thread: Q4_K ≈ 34 G weights/s and Q4_0 ≈ 27 on a 104 GFLOP/s probe (both slower than their bytes arrive);
@@ -240,11 +241,13 @@ def measured_gpu_rates(measured: Any) -> DeviceRates:
     """GPU rates from a device probe (a device_bandwidth.DeviceBandwidth): its best matrix-vector bandwidth at
     η = 1 (the probe's product is a decode step's own kernel, so its figure is already what decode gets), each
     measured type's own matrix-vector rate as that type's decode roof (a type whose kernel runs below the best
-    bandwidth, as on a CPU-emulated device, costs its own time), and the measured GEMM as the prefill rate."""
+    bandwidth, as on a CPU-emulated device, costs its own time), the measured GEMM as the prefill rate, and the
+    measured cost of a graph node times the nodes of a layer as the per-layer overhead."""
     decode = {t: gbs * 1e9 * 8 / block_bits(t) for t, gbs in measured.matvec_gbs.items() if gbs > 0}
     gbs = float(measured.read_gbs)
     flops = float(measured.gemm_gflops) * 1e9 or GPU_FLOPS_PER_BYTE.get("nvidia", 40.0) * gbs * 1e9
-    return DeviceRates("gpu", gbs, ETA_MEASURED, T0_GPU, flops, decode_rates=decode,
+    t_layer = float(getattr(measured, "node_us", 0.0) or 0.0) * 1e-6 * GPU_NODES_PER_LAYER
+    return DeviceRates("gpu", gbs, ETA_MEASURED, T0_GPU, flops, decode_rates=decode, t_layer_s=t_layer,
                        source=f"measured: {measured.label()}")
 
 

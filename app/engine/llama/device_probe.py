@@ -2,13 +2,14 @@
 
 `python -m app.engine.llama.device_probe --device Vulkan0 --json` prints one JSON line: the device's read
 bandwidth from a large matrix-vector product per weight type (what a decode step does: every weight read once,
-one vector), a device-to-device copy (`ggml_cpy`, bytes read + written), and the FLOP/s of an F16 x F32
-matrix-matrix product (what a prompt batch does). Tensors live in the device's own buffers
-(`ggml_backend_alloc_ctx_tensors`), graphs run on its backend (`ggml_backend_graph_compute`), so the figures are
-what llama.cpp's kernels get from that device: CUDA, Vulkan (llvmpipe included), Metal, ROCm or the CPU alike.
-Each figure is the median of a few timed runs after a warm-up (shader compilation, first touch). The matrix is
-256 MiB, smaller when the device reports less free memory; on a fast GPU runs repeat until each figure has had
-a minimum time. Any failure is a one-line error (`{"error": ...}` with --json) and exit status 1, never a trace.
+one vector), a device-to-device copy (`ggml_cpy`, bytes read + written), the FLOP/s of an F16 x F32
+matrix-matrix product (what a prompt batch does), and what one small graph node costs (a chain of tiny dependent
+products: the dispatch and synchronisation a decode step pays for each of its nodes). Tensors live in the
+device's own buffers (`ggml_backend_alloc_ctx_tensors`), graphs run on its backend (`ggml_backend_graph_compute`),
+so the figures are what llama.cpp's kernels get from that device: CUDA, Vulkan (llvmpipe included), Metal, ROCm
+or the CPU alike. Each figure is the median of timed runs after a warm-up (shader compilation, first touch), at
+least three and for at least `--budget-s`. The matrix is 256 MiB, smaller when the device reports less free
+memory. Any failure is a one-line error (`{"error": ...}` with --json) and exit status 1, never a trace.
 
 `--list --json` prints the devices (app.engine.llama.devices) instead.
 """
@@ -44,7 +45,7 @@ DEFAULT_TYPES = ("F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q5_0")
 ROW = 4096  # the matrix-vector product's row length: a multiple of every block size, a 7B's width
 GEMM_SHAPE = (2048, 2048, 512)  # (rows, row length, columns) of the compute probe: a prompt batch's product
 MATVECS_PER_GRAPH = 4  # products per graph run, so one launch's overhead weighs little on a fast GPU
-MIN_RUN_S = 0.15  # each figure's runs add up to at least this much (a fast GPU finishes one in microseconds)
+CHAIN_NODES, CHAIN_WIDTH = 256, 64  # the overhead probe: a chain of tiny products, each waiting for the last
 
 
 class ProbeError(Exception):
@@ -69,6 +70,7 @@ class DeviceMeasurement:
     matvec_gbs: dict[str, float]  # type -> GB/s of its weights read by a matrix-vector product
     copy_gbs: float  # bytes read + written by a device-to-device copy, GB/s
     gemm_gflops: float  # F16 x F32 matrix-matrix product
+    node_us: float  # one small graph node (dispatch + synchronisation), microseconds
     matrix_bytes: int
     seconds: float
 
@@ -244,6 +246,27 @@ def gemm_seconds(dev: _Device, budget_s: float, shape: tuple[int, int, int] = GE
     return dev.run(build, fill, 3, budget_s), 2.0 * m * k * cols
 
 
+def node_seconds(dev: _Device, budget_s: float, nodes: int = CHAIN_NODES) -> float:
+    """Median seconds one small graph node costs (a chain of `nodes` 64 x 64 matrix-vector products, each needing
+    the one before): the dispatch and synchronisation a decode step pays for each of its few hundred nodes."""
+    weights = (np.eye(CHAIN_WIDTH, dtype=np.float32) * 0.5).tobytes()
+    vector = np.ones(CHAIN_WIDTH, np.float32).tobytes()
+
+    def build(lib: Any, ctx: int) -> tuple[list[int], list[int]]:
+        w = lib.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, CHAIN_WIDTH, CHAIN_WIDTH)
+        x = lib.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, CHAIN_WIDTH, 1)
+        y = x
+        for _ in range(nodes):
+            y = lib.ggml_mul_mat(ctx, w, y)
+        return [w, x], [y]
+
+    def fill(lib: Any, inputs: list[int]) -> None:
+        _set(lib, inputs[0], weights, len(weights))
+        _set(lib, inputs[1], vector, len(vector))
+
+    return dev.run(build, fill, nodes + 2, budget_s) / nodes
+
+
 def measure(device: str, matrix_mib: int = 256, types: tuple[str, ...] = DEFAULT_TYPES, budget_s: float = 0.3,
             threads: int | None = None) -> DeviceMeasurement:
     """Probe `device` (llama.cpp's name: "CUDA0", "Vulkan0", "CPU"). Raises ProbeError."""
@@ -278,6 +301,7 @@ def measure(device: str, matrix_mib: int = 256, types: tuple[str, ...] = DEFAULT
             matvec[t] = round(n_bytes / seconds / 1e9, 2)
         copy_t, copy_bytes = copy_seconds(dev, matrix // 2, budget_s)
         gemm_t, flops = gemm_seconds(dev, budget_s)
+        node_t = node_seconds(dev, budget_s)
     finally:
         dev.close()
     return DeviceMeasurement(
@@ -285,7 +309,7 @@ def measure(device: str, matrix_mib: int = 256, types: tuple[str, ...] = DEFAULT
         llama_cpp_version=str(getattr(llama_cpp, "__version__", "")),
         read_gbs=max(matvec.values()) if matvec else 0.0, matvec_gbs=matvec,
         copy_gbs=round(copy_bytes / copy_t / 1e9, 2), gemm_gflops=round(flops / gemm_t / 1e9, 1),
-        matrix_bytes=matrix, seconds=round(time.perf_counter() - start, 3),
+        node_us=round(node_t * 1e6, 2), matrix_bytes=matrix, seconds=round(time.perf_counter() - start, 3),
     )
 
 

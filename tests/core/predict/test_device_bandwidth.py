@@ -13,13 +13,13 @@ from app.core.gguf.info import inspect_gguf
 from app.core.predict import device_bandwidth as db
 from app.core.predict.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
 from app.core.predict.memory import MemoryConfig
-from app.core.predict.rates import ETA_GPU, T0_GPU, default_rates
+from app.core.predict.rates import ETA_GPU, GPU_NODES_PER_LAYER, T0_GPU, default_rates
 from app.core.predict.speed import predict, weight_groups
 
 LINE = {
     "device": "Vulkan0", "description": "llvmpipe (LLVM 15.0.6, 256 bits)", "type": "gpu", "backend": "Vulkan",
     "llama_cpp_version": "0.3.36", "read_gbs": 8.0, "matvec_gbs": {"F16": 8.0, "Q8_0": 4.0},
-    "copy_gbs": 5.5, "gemm_gflops": 50.0, "matrix_bytes": 256 << 20, "seconds": 7.5,
+    "copy_gbs": 5.5, "gemm_gflops": 50.0, "node_us": 40.0, "matrix_bytes": 256 << 20, "seconds": 7.5,
 }
 
 
@@ -124,6 +124,7 @@ def test_rates_prefer_the_measured_device_and_say_so() -> None:
     assert g.prefill_flops == 80000.0e9
     assert g.decode_rate("Q4_K") == pytest.approx(700.0e9 / (144 / 256))  # weights/s from its bytes/s
     assert g.decode_rate("F16") == pytest.approx(870.0e9 / 2)
+    assert g.t_layer_s == pytest.approx(40e-6 * GPU_NODES_PER_LAYER)
 
 
 def test_rates_find_the_cached_measurement_of_this_machine() -> None:
@@ -147,6 +148,7 @@ def test_full_offload_decode_follows_from_the_measured_matrix_vector_figures(tmp
     assert set(groups) >= {"Q8_0"} and not weight_groups(info, cfg)["cpu"]
     # each type's weights at that type's own matrix-vector rate; F32 norms (not measured) at the best figure
     expected = sum(g.bytes / (m.matvec_gbs.get(t, m.read_gbs) * 1e9) for t, g in groups.items()) + T0_GPU
+    expected += info.n_layers * GPU_NODES_PER_LAYER * m.node_us * 1e-6  # every layer's nodes, each its cost
     p = predict(info, rates, cfg, depth=0, n_gen=1)
     assert p.decode_s_per_token == pytest.approx(expected, rel=1e-3)
     # twice the Q8_0 figure: the Q8_0 weights' share of the time halves

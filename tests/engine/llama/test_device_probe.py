@@ -50,7 +50,8 @@ def test_the_cpu_device_is_measured() -> None:
     data = json.loads(line)
     assert data["device"] == "CPU" and data["type"] == "cpu" and set(data["matvec_gbs"]) == {"F16", "Q4_0"}
     assert data["read_gbs"] == max(data["matvec_gbs"].values()) > 0
-    assert data["copy_gbs"] > 0 and data["gemm_gflops"] > 0 and data["matrix_bytes"] == 16 << 20
+    assert data["copy_gbs"] > 0 and data["gemm_gflops"] > 0 and data["node_us"] > 0
+    assert data["matrix_bytes"] == 16 << 20
 
 
 @pytest.mark.live_probe
@@ -84,4 +85,4 @@ def test_a_gpu_device_is_measured_on_the_device() -> None:
     assert code == 0, out + err[-2000:]
     data = json.loads(out.splitlines()[-1])
     assert data["device"] == device["name"] and data["backend"] in ("Vulkan", "CUDA", "Metal", "ROCm", "HIP")
-    assert data["read_gbs"] > 0 and data["copy_gbs"] > 0 and data["gemm_gflops"] > 0
+    assert data["read_gbs"] > 0 and data["copy_gbs"] > 0 and data["gemm_gflops"] > 0 and data["node_us"] > 0
