@@ -44,6 +44,9 @@ GGML_TYPE_F32 = 0
 DEFAULT_TYPES = ("F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q5_0")
 ROW = 4096  # the matrix-vector product's row length: a multiple of every block size, a 7B's width
 GEMM_SHAPE = (2048, 2048, 512)  # (rows, row length, columns) of the compute probe: a prompt batch's product
+GEMM_FIRST = (512, 512, 128)  # its first, sizing run (and a slow device's only one)
+FIRST_BYTES = 4 * MiB  # the first, sizing pass of the bandwidth probes (it also compiles the device's shaders)
+TARGET_S = 0.1  # a device too slow for the full size gets probes of about this long each
 MATVECS_PER_GRAPH = 4  # products per graph run, so one launch's overhead weighs little on a fast GPU
 CHAIN_NODES, CHAIN_WIDTH = 256, 64  # the overhead probe: a chain of tiny products, each waiting for the last
 
@@ -71,7 +74,7 @@ class DeviceMeasurement:
     copy_gbs: float  # bytes read + written by a device-to-device copy, GB/s
     gemm_gflops: float  # F16 x F32 matrix-matrix product
     node_us: float  # one small graph node (dispatch + synchronisation), microseconds
-    matrix_bytes: int
+    matrix_bytes: int  # the largest matrix-vector product's matrix
     seconds: float
 
 
@@ -191,59 +194,87 @@ def _set(lib: Any, tensor: int, data: bytes, total: int) -> None:
         lib.ggml_backend_tensor_set(tensor, chunk, off, min(len(data), total - off))
 
 
-def matvec_seconds(dev: _Device, type_name: str, matrix_bytes: int, budget_s: float) -> tuple[float, int]:
-    """(median seconds of one matrix-vector product, the matrix's bytes) for a `type_name` matrix ~matrix_bytes."""
+def _sized(at: Callable[[int, bool], tuple[float, int]], max_bytes: int) -> tuple[float, int]:
+    """Run `at(n_bytes, final)` -> (seconds, bytes) once small (compiling the device's shaders, sizing the rest),
+    then at the full size on a device fast enough for it, else at what takes about TARGET_S (a device that runs
+    on the CPU is bound by its compute at any size; the full size there would take minutes)."""
+    t, n = at(min(FIRST_BYTES, max_bytes), False)
+    target = n / max(t, 1e-9) * TARGET_S
+    return at(max_bytes if target >= max_bytes else max(FIRST_BYTES, int(target)), True)
+
+
+def matvec_seconds(dev: _Device, type_name: str, max_bytes: int, budget_s: float) -> tuple[float, int]:
+    """(median seconds of one matrix-vector product, the matrix's bytes) for a `type_name` matrix of up to
+    `max_bytes`."""
     enum, per_block, block, _ = TYPES[type_name]
     row_bytes = ROW // per_block * block
-    rows = max(64, matrix_bytes // row_bytes)
-    sample = sample_weights(type_name, min(4 * MiB // row_bytes, rows) * row_bytes)
+    sample = sample_weights(type_name, max(1, 4 * MiB // row_bytes) * row_bytes)
     vector = (np.random.default_rng(1).standard_normal(ROW, np.float32)).tobytes()
 
-    def build(lib: Any, ctx: int) -> tuple[list[int], list[int]]:
-        w = lib.ggml_new_tensor_2d(ctx, enum, ROW, rows)
-        xs = [lib.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ROW, 1) for _ in range(MATVECS_PER_GRAPH)]
-        return [w, *xs], [lib.ggml_mul_mat(ctx, w, x) for x in xs]
+    def at(n_bytes: int, final: bool) -> tuple[float, int]:
+        rows = max(64, n_bytes // row_bytes)
+        # several products a graph run at full size, so one launch's overhead weighs little on a fast GPU
+        per_graph = MATVECS_PER_GRAPH if final and n_bytes >= max_bytes else 1
 
-    def fill(lib: Any, inputs: list[int]) -> None:
-        _set(lib, inputs[0], sample, rows * row_bytes)
-        for x in inputs[1:]:
-            _set(lib, x, vector, len(vector))
+        def build(lib: Any, ctx: int) -> tuple[list[int], list[int]]:
+            w = lib.ggml_new_tensor_2d(ctx, enum, ROW, rows)
+            xs = [lib.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, ROW, 1) for _ in range(per_graph)]
+            return [w, *xs], [lib.ggml_mul_mat(ctx, w, x) for x in xs]
 
-    t = dev.run(build, fill, 2 * MATVECS_PER_GRAPH + 1, budget_s)
-    return t / MATVECS_PER_GRAPH, rows * row_bytes
+        def fill(lib: Any, inputs: list[int]) -> None:
+            _set(lib, inputs[0], sample, rows * row_bytes)
+            for x in inputs[1:]:
+                _set(lib, x, vector, len(vector))
 
+        t = dev.run(build, fill, 2 * per_graph + 1, budget_s if final else 0.0, min_runs=3 if final else 1)
+        return t / per_graph, rows * row_bytes
 
-def copy_seconds(dev: _Device, n_bytes: int, budget_s: float) -> tuple[float, int]:
-    """(median seconds, bytes read + written) of copying an F32 tensor of `n_bytes` into another on the device."""
-    n = max(1024, n_bytes // 4)
-
-    def build(lib: Any, ctx: int) -> tuple[list[int], list[int]]:
-        src = lib.ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n)
-        dst = lib.ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n)
-        return [src], [lib.ggml_cpy(ctx, src, dst)]
-
-    def fill(lib: Any, inputs: list[int]) -> None:
-        _set(lib, inputs[0], np.ones(min(n, MiB), np.float32).tobytes(), n * 4)
-
-    return dev.run(build, fill, 3, budget_s), 2 * n * 4
+    return _sized(at, max_bytes)
 
 
-def gemm_seconds(dev: _Device, budget_s: float, shape: tuple[int, int, int] = GEMM_SHAPE) -> tuple[float, float]:
-    """(median seconds, FLOPs) of an F16 (rows x k) by F32 (k x cols) matrix product."""
-    m, k, cols = shape
-    weights = sample_weights("F16", m * k * 2)
-    acts = (np.random.default_rng(2).standard_normal(k * cols, np.float32) * 0.1).tobytes()
+def copy_seconds(dev: _Device, max_bytes: int, budget_s: float) -> tuple[float, int]:
+    """(median seconds, bytes read + written) of copying an F32 tensor of up to `max_bytes` into another."""
 
-    def build(lib: Any, ctx: int) -> tuple[list[int], list[int]]:
-        a = lib.ggml_new_tensor_2d(ctx, TYPES["F16"][0], k, m)
-        b = lib.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, cols)
-        return [a, b], [lib.ggml_mul_mat(ctx, a, b)]
+    def at(n_bytes: int, final: bool) -> tuple[float, int]:
+        n = max(1024, n_bytes // 4)
 
-    def fill(lib: Any, inputs: list[int]) -> None:
-        _set(lib, inputs[0], weights, len(weights))
-        _set(lib, inputs[1], acts, len(acts))
+        def build(lib: Any, ctx: int) -> tuple[list[int], list[int]]:
+            src = lib.ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n)
+            dst = lib.ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n)
+            return [src], [lib.ggml_cpy(ctx, src, dst)]
 
-    return dev.run(build, fill, 3, budget_s), 2.0 * m * k * cols
+        def fill(lib: Any, inputs: list[int]) -> None:
+            _set(lib, inputs[0], np.ones(min(n, MiB), np.float32).tobytes(), n * 4)
+
+        return dev.run(build, fill, 3, budget_s if final else 0.0, min_runs=3 if final else 1), n * 4
+
+    t, n_bytes = _sized(at, max_bytes)
+    return t, 2 * n_bytes
+
+
+def gemm_seconds(dev: _Device, budget_s: float) -> tuple[float, float]:
+    """(median seconds, FLOPs) of an F16 (rows x k) by F32 (k x cols) matrix product: GEMM_SHAPE, or the small
+    GEMM_FIRST shape on a device too slow for it (the first run, which also compiles the shaders, decides)."""
+
+    def at(shape: tuple[int, int, int], final: bool) -> tuple[float, float]:
+        m, k, cols = shape
+        weights = sample_weights("F16", m * k * 2)
+        acts = (np.random.default_rng(2).standard_normal(k * cols, np.float32) * 0.1).tobytes()
+
+        def build(lib: Any, ctx: int) -> tuple[list[int], list[int]]:
+            a = lib.ggml_new_tensor_2d(ctx, TYPES["F16"][0], k, m)
+            b = lib.ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, cols)
+            return [a, b], [lib.ggml_mul_mat(ctx, a, b)]
+
+        def fill(lib: Any, inputs: list[int]) -> None:
+            _set(lib, inputs[0], weights, len(weights))
+            _set(lib, inputs[1], acts, len(acts))
+
+        return dev.run(build, fill, 3, budget_s if final else 0.0, min_runs=3 if final else 1), 2.0 * m * k * cols
+
+    t, flops = at(GEMM_FIRST, False)
+    big = 2.0 * GEMM_SHAPE[0] * GEMM_SHAPE[1] * GEMM_SHAPE[2]
+    return at(GEMM_SHAPE if t * big / flops <= 4 * TARGET_S else GEMM_FIRST, True)
 
 
 def node_seconds(dev: _Device, budget_s: float, nodes: int = CHAIN_NODES) -> float:
@@ -292,13 +323,16 @@ def measure(device: str, matrix_mib: int = 256, types: tuple[str, ...] = DEFAULT
     dev = _Device(lib, device, threads)
     try:
         # the matrix and its copy stay well inside what the device says is free
-        matrix = min(matrix_mib * MiB, dev.free_memory() // 4)
-        if matrix < 8 * MiB:
-            raise ProbeError(f"device {device!r} reports too little free memory ({dev.free_memory() // MiB} MiB)")
+        free = dev.free_memory()
+        if free < 32 * MiB:
+            raise ProbeError(f"device {device!r} reports too little free memory ({free // MiB} MiB)")
+        matrix = max(MiB, min(matrix_mib * MiB, free // 4))
         matvec: dict[str, float] = {}
+        used = 0  # the largest matrix a type was measured with (a slow device's are smaller)
         for t in types:
             seconds, n_bytes = matvec_seconds(dev, t, matrix, budget_s)
-            matvec[t] = round(n_bytes / seconds / 1e9, 2)
+            matvec[t] = round(n_bytes / seconds / 1e9, 3)
+            used = max(used, n_bytes)
         copy_t, copy_bytes = copy_seconds(dev, matrix // 2, budget_s)
         gemm_t, flops = gemm_seconds(dev, budget_s)
         node_t = node_seconds(dev, budget_s)
@@ -308,8 +342,8 @@ def measure(device: str, matrix_mib: int = 256, types: tuple[str, ...] = DEFAULT
         device=info.name, description=info.description, type=info.type, backend=info.backend,
         llama_cpp_version=str(getattr(llama_cpp, "__version__", "")),
         read_gbs=max(matvec.values()) if matvec else 0.0, matvec_gbs=matvec,
-        copy_gbs=round(copy_bytes / copy_t / 1e9, 2), gemm_gflops=round(flops / gemm_t / 1e9, 1),
-        node_us=round(node_t * 1e6, 2), matrix_bytes=matrix, seconds=round(time.perf_counter() - start, 3),
+        copy_gbs=round(copy_bytes / copy_t / 1e9, 3), gemm_gflops=round(flops / gemm_t / 1e9, 2),
+        node_us=round(node_t * 1e6, 2), matrix_bytes=used, seconds=round(time.perf_counter() - start, 3),
     )
 
 

@@ -51,7 +51,7 @@ def test_the_cpu_device_is_measured() -> None:
     assert data["device"] == "CPU" and data["type"] == "cpu" and set(data["matvec_gbs"]) == {"F16", "Q4_0"}
     assert data["read_gbs"] == max(data["matvec_gbs"].values()) > 0
     assert data["copy_gbs"] > 0 and data["gemm_gflops"] > 0 and data["node_us"] > 0
-    assert data["matrix_bytes"] == 16 << 20
+    assert 4 << 20 <= data["matrix_bytes"] <= 16 << 20
 
 
 @pytest.mark.live_probe
