@@ -46,10 +46,11 @@ def describe_devices(devices: list[DeviceBandwidth], problems: list[str]) -> lis
     lines = []
     for d in devices:
         when = "cached, " + d.measured_at if d.cached else "just measured"
-        per_type = ", ".join(f"{t} {g:.1f}" for t, g in d.matvec_gbs.items())
+        per_type = ", ".join(f"{t} {g:.3g}" for t, g in d.matvec_gbs.items())
+        # three significant figures: a GPU's hundreds of GB/s and a CPU-emulated device's hundredths alike
         lines.append((f"{d.device} measured",
-                      f"{d.description}: {d.read_gbs:.1f} GB/s matrix-vector ({per_type}), {d.copy_gbs:.1f} GB/s "
-                      f"copy, {d.gemm_gflops:.0f} GFLOP/s F16 matrix multiply, {d.node_us:.1f} us a graph node "
+                      f"{d.description}: {d.read_gbs:.3g} GB/s matrix-vector ({per_type}), {d.copy_gbs:.3g} GB/s "
+                      f"copy, {d.gemm_gflops:.3g} GFLOP/s F16 matrix multiply, {d.node_us:.3g} us a graph node "
                       f"({when})"))
     lines += [("GPU probe", p) for p in problems]
     return lines
