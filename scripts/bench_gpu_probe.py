@@ -1,11 +1,12 @@
 """The measured GPU roofs against real full-offload runs (run it through scripts/bench_gpu_probe); prints ratios.
 
 1. measures a GPU device through ggml (`python -m app.engine.llama.device_probe`, as `roofline hw --remeasure`
-   does): matrix-vector bandwidth per weight type, device copy, F16 matrix multiply;
-2. predicts each model's decode (tgN) and prompt (ppN) speed at full offload (-ngl 99) from those figures alone
+   does): matrix-vector bandwidth per weight type, device copy, F16 matrix multiply, a graph node's cost;
+   before and after each model's run (the mean of the two counts: a device on a shared CPU drifts with the load);
+2. measures `roofline bench -ngl 99` on zoo models of real shapes (random weights, as real files have: zeros
+   run some kernels faster);
+3. predicts each model's decode (tgN) and prompt (ppN) speed at full offload from the probe's figures alone
    (uncalibrated: `default_rates` with the measured device);
-3. measures the same with `roofline bench -ngl 99` on zoo models of real shapes (random weights, as real files
-   have: zeros run some kernels faster);
 4. prints predicted/measured ratios.
 On a machine without a GPU the device is Mesa's llvmpipe, a Vulkan device that runs on the CPU: the script sets
 GGML_VK_VISIBLE_DEVICES=0 for its children unless told otherwise (`--vk-devices ''`). llvmpipe is slow: the
@@ -16,6 +17,7 @@ ROOFLINE_HOME: the user's caches are not touched.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -27,7 +29,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.core.predict.device_bandwidth import DeviceBandwidth  # noqa: E402  (after the path is set)
+
 MODELS = ["qwen2.5-0.5b:Q8_0", "kernel-probe-4:Q4_0"]  # kernel-probe-N: Llama-3.2-1B's width, N layers
+
+
+def average(a: DeviceBandwidth, b: DeviceBandwidth) -> DeviceBandwidth:
+    """The mean of two probes of one device (figure by figure)."""
+    return dataclasses.replace(
+        a, read_gbs=(a.read_gbs + b.read_gbs) / 2, copy_gbs=(a.copy_gbs + b.copy_gbs) / 2,
+        gemm_gflops=(a.gemm_gflops + b.gemm_gflops) / 2, node_us=(a.node_us + b.node_us) / 2,
+        matvec_gbs={t: (g + b.matvec_gbs.get(t, g)) / 2 for t, g in a.matvec_gbs.items()})
 
 
 def main() -> int:
@@ -68,19 +80,18 @@ def main() -> int:
               "GGML_VK_VISIBLE_DEVICES unset)")
         return 1
     dev = devices[0]
-    measured = device_bandwidth.get_device_bandwidth(
-        hw.machine_key, dev.name, dev.description, device_bandwidth.installed_llama_version(),
-        client.measure_device, remeasure=True)
-    per_type = ", ".join(f"{t} {g:.2f}" for t, g in measured.matvec_gbs.items())
-    print(f"device: {measured.device} = {measured.description} ({measured.backend}), probe {measured.seconds:.1f} s, "
-          f"{measured.matrix_bytes >> 20} MiB matrix")
-    print(f"  matrix-vector read: {measured.read_gbs:.2f} GB/s best ({per_type})")
-    print(f"  copy: {measured.copy_gbs:.2f} GB/s (read + written); F16 matrix multiply: "
-          f"{measured.gemm_gflops:.1f} GFLOP/s")
+    def probe() -> DeviceBandwidth:
+        m = device_bandwidth.get_device_bandwidth(
+            hw.machine_key, dev.name, dev.description, device_bandwidth.installed_llama_version(),
+            client.measure_device, remeasure=True)
+        per_type = ", ".join(f"{t} {g:.3g}" for t, g in m.matvec_gbs.items())
+        print(f"  probe of {m.device} ({m.description}, {m.backend}), {m.seconds:.1f} s, "
+              f"{m.matrix_bytes >> 20} MiB matrix: matrix-vector {m.read_gbs:.3g} GB/s best ({per_type}); copy "
+              f"{m.copy_gbs:.3g} GB/s; F16 matrix multiply {m.gemm_gflops:.3g} GFLOP/s; {m.node_us:.3g} us a node",
+              flush=True)
+        return m
+
     bw = get_bandwidth(hw.machine_key)
-    rates = default_rates(hw, bw, device=measured)
-    assert rates.gpu is not None
-    print(f"rates.gpu: {rates.gpu.bandwidth_gbs:.2f} GB/s x eta {rates.gpu.efficiency}, source: {rates.gpu.source}")
 
     zoo_dir = Path(home) / "zoo"
     rows = []
@@ -89,8 +100,7 @@ def main() -> int:
         spec = kernel_probe(int(key.rsplit("-", 1)[1])) if key.startswith("kernel-probe-") else ZOO[key]
         path = zoo_path(spec, quant, zoo_dir, random_weights=not args.zero_weights)
         info = inspect_gguf(path)
-        cfg = MemoryConfig(n_gpu_layers=99, n_ctx=256)
-        pred = predict(info, rates, cfg, depth=0, n_prompt=args.n_prompt, n_gen=args.n_gen)
+        before = probe()  # a device that runs on a shared CPU drifts with the load: probed around each run
         cmd = [sys.executable, "-m", "app.cli", "bench", "-m", str(path), "-p", str(args.n_prompt),
                "-n", str(args.n_gen), "-r", str(args.repetitions), "-ngl", "99", "--json"]
         t = time.perf_counter()
@@ -98,13 +108,21 @@ def main() -> int:
         if done.returncode != 0:
             print(f"{spec.name} {quant}: roofline bench failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
             continue
+        after = probe()
+        measured = average(before, after)
+        rates = default_rates(hw, bw, device=measured)
+        assert rates.gpu is not None
+        print(f"  rates.gpu: {rates.gpu.bandwidth_gbs:.3g} GB/s x eta {rates.gpu.efficiency}, "
+              f"{rates.gpu.t_layer_s * 1e3:.3g} ms a layer; source: {rates.gpu.source}")
+        pred = predict(info, rates, MemoryConfig(n_gpu_layers=99, n_ctx=256), depth=0, n_prompt=args.n_prompt,
+                       n_gen=args.n_gen)
         bench = json.loads(done.stdout)
         pp = next(r["avg_ts"] for r in bench if r["n_prompt"] and not r["n_gen"])
         tg = next(r["avg_ts"] for r in bench if r["n_gen"] and not r["n_prompt"])
         gpu_bytes = pred.bytes_per_token_by_device["gpu"]
         rows.append((f"{spec.name} {quant}", gpu_bytes, pred.decode_tps, tg, pred.prefill_tps, pp))
         print(f"{spec.name} {quant}: {gpu_bytes / 1e6:.0f} MB a token on the device, decode {pred.decode_bound}; "
-              f"bench {time.perf_counter() - t:.0f} s")
+              f"bench {time.perf_counter() - t:.0f} s", flush=True)
 
     print()
     print(f"| model | bytes/token | tg{args.n_gen} predicted | measured | ratio | "
