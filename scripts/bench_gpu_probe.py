@@ -6,7 +6,9 @@
 2. measures `roofline bench -ngl 99` on zoo models of real shapes (random weights, as real files have: zeros
    run some kernels faster);
 3. predicts each model's decode (tgN) and prompt (ppN) speed at full offload from the probe's figures alone
-   (uncalibrated: `default_rates` with the measured device);
+   (uncalibrated: `default_rates` with the measured device), for the placement llama.cpp chose (its model buffer
+   on the device, read through the engine: a device may keep a too-large output matrix in RAM; the script then
+   times that matrix at the CPU's rates);
 4. prints predicted/measured ratios.
 On a machine without a GPU the device is Mesa's llvmpipe, a Vulkan device that runs on the CPU: the script sets
 GGML_VK_VISIBLE_DEVICES=0 for its children unless told otherwise (`--vk-devices ''`). llvmpipe is slow: the
@@ -40,6 +42,16 @@ def average(a: DeviceBandwidth, b: DeviceBandwidth) -> DeviceBandwidth:
         a, read_gbs=(a.read_gbs + b.read_gbs) / 2, copy_gbs=(a.copy_gbs + b.copy_gbs) / 2,
         gemm_gflops=(a.gemm_gflops + b.gemm_gflops) / 2, node_us=(a.node_us + b.node_us) / 2,
         matvec_gbs={t: (g + b.matvec_gbs.get(t, g)) / 2 for t, g in a.matvec_gbs.items()})
+
+
+def device_weights_mib(path: Path, device: str) -> float:
+    """MiB of the model's weights llama.cpp put on `device` at -ngl 99 (its own buffer log, through the engine)."""
+    from app.engine import protocol as P
+    from app.engine.client import EngineClient
+
+    with EngineClient() as engine:
+        loaded = engine.load(P.LoadConfig(model_path=str(path), n_ctx=256, n_gpu_layers=99))
+    return float(loaded.buffers_mib.get(f"model:{device}", 0.0))
 
 
 def main() -> int:
@@ -114,14 +126,28 @@ def main() -> int:
         assert rates.gpu is not None
         print(f"  rates.gpu: {rates.gpu.bandwidth_gbs:.3g} GB/s x eta {rates.gpu.efficiency}, "
               f"{rates.gpu.t_layer_s * 1e3:.3g} ms a layer; source: {rates.gpu.source}")
-        pred = predict(info, rates, MemoryConfig(n_gpu_layers=99, n_ctx=256), depth=0, n_prompt=args.n_prompt,
+        full = predict(info, rates, MemoryConfig(n_gpu_layers=99, n_ctx=256), depth=0, n_prompt=args.n_prompt,
                        n_gen=args.n_gen)
         bench = json.loads(done.stdout)
         pp = next(r["avg_ts"] for r in bench if r["n_prompt"] and not r["n_gen"])
         tg = next(r["avg_ts"] for r in bench if r["n_gen"] and not r["n_prompt"])
-        gpu_bytes = pred.bytes_per_token_by_device["gpu"]
-        rows.append((f"{spec.name} {quant}", gpu_bytes, pred.decode_tps, tg, pred.prefill_tps, pp))
-        print(f"{spec.name} {quant}: {gpu_bytes / 1e6:.0f} MB a token on the device, decode {pred.decode_bound}; "
+        # where llama.cpp really put the weights: a device may refuse a tensor (llvmpipe a matrix over its 128 MiB
+        # storage-buffer range) and the output matrix then stays in RAM, which the speed model's layout does not
+        # know: its decode time is moved from the device's rates to the CPU's here
+        on_device = device_weights_mib(path, dev.name) * 2**20
+        out = next(t for t in info.tensors if t.name == ("token_embd.weight" if info.tied_output else "output.weight"))
+        gpu_bytes = full.bytes_per_token_by_device["gpu"]
+        decode_s, where = full.decode_s_per_token, "all on the device"
+        if on_device < gpu_bytes - out.n_bytes / 2:
+            g, c = rates.gpu, rates.cpu
+            t_dev = max(out.n_bytes / g.effective_bandwidth, out.n_elements / (g.decode_rate(out.ggml_type) or 1e30))
+            t_cpu = max(out.n_bytes / c.effective_bandwidth, out.n_elements / (c.decode_rate(out.ggml_type) or 1e30))
+            decode_s, where = decode_s - t_dev + t_cpu, "the output matrix in RAM"
+            gpu_bytes -= out.n_bytes
+        rows.append((f"{spec.name} {quant} ({where})", gpu_bytes, 1 / decode_s, tg, full.prefill_tps, pp))
+        print(f"{spec.name} {quant}: llama.cpp's {dev.name} model buffer {on_device / 1e6:.0f} MB: {where}; "
+              f"{gpu_bytes / 1e6:.0f} MB a token on the device, decode {full.decode_bound}; as if all were on the "
+              f"device: tg {full.decode_tps:.3g} (ratio {full.decode_tps / tg:.2f}); "
               f"bench {time.perf_counter() - t:.0f} s", flush=True)
 
     print()
