@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     # Child-process roles of the frozen app (no `python -m` there), dispatched before argparse. Imported by
     # name: these roles run llama_cpp in their own process; the CLI process itself never imports it.
     roles = {"--engine-worker": "app.engine.llama.worker", "--quantize": "app.engine.llama.quantize",
-             "--batch-engine": "app.engine.llama.batch.__main__"}
+             "--batch-engine": "app.engine.llama.batch.__main__", "--device-probe": "app.engine.llama.device_probe"}
     if argv[:1] and argv[0] in roles:
         role = importlib.import_module(roles[argv[0]])
         return int(role.main() if argv[0] == "--engine-worker" else role.main(argv[1:]))

@@ -71,6 +71,22 @@ RECORDED_BANDWIDTH = {
     "gemm_gflops_1t": 29.4,
 }
 
+# The device probe's figures on Mesa's llvmpipe (a Vulkan device that runs on the CPU), recorded: no test starts
+# the probe's process or reads a live device measurement.
+RECORDED_DEVICE = {
+    "device": "Vulkan0", "description": "llvmpipe (LLVM 15.0.6, 256 bits)", "type": "gpu", "backend": "Vulkan",
+    "llama_cpp_version": "0.3.36", "read_gbs": 6.0,
+    "matvec_gbs": {"F16": 6.0, "Q8_0": 4.5, "Q4_0": 3.0, "Q4_K": 2.5, "Q6_K": 2.0, "Q5_0": 2.5},
+    "copy_gbs": 5.0, "gemm_gflops": 40.0, "node_us": 30.0, "matrix_bytes": 256 << 20, "seconds": 9.0,
+    "measured_at": "2026-12-01T12:00:00+00:00",
+}
+RECORDED_DEVICES = [
+    {"name": "CPU", "description": "recorded CPU", "type": "cpu", "backend": "CPU", "memory_total": 8 << 30,
+     "memory_free": 8 << 30},
+    {"name": "Vulkan0", "description": "llvmpipe (LLVM 15.0.6, 256 bits)", "type": "gpu", "backend": "Vulkan",
+     "memory_total": 8 << 30, "memory_free": 8 << 30},
+]
+
 
 @pytest.fixture(scope="session")
 def recorded_memory() -> tuple[int | None, int | None]:
@@ -90,12 +106,15 @@ def recorded_llama_devices() -> list[object] | None:
 
 @pytest.fixture(autouse=True)
 def recorded_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bandwidth and compute probes return the recorded figures, the machine never reads as busy, and
-    free memory (of RAM, and of the devices llama.cpp sees) is the figure read at the start of the run. Tests of
-    the probes themselves are marked `live_probe` and get the real ones."""
+    """The bandwidth and compute probes (the GPU device probe's process too) return the recorded figures, the
+    machine never reads as busy, and free memory (of RAM, and of the devices llama.cpp sees) is the figure read
+    at the start of the run. Tests of the probes themselves are marked `live_probe` and get the real ones."""
     if request.node.get_closest_marker("live_probe"):
         return
     from app.core.predict import bandwidth, hardware
+    from app.core.predict.device_bandwidth import DeviceBandwidth, installed_llama_version
+    from app.core.predict.hardware import LlamaDevice
+    from app.engine import device_probe_client
 
     def recorded_bandwidth(threads: int | None = None, **_: object) -> bandwidth.BandwidthResult:
         return bandwidth.BandwidthResult.from_dict(RECORDED_BANDWIDTH)
@@ -105,7 +124,17 @@ def recorded_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
         assert isinstance(per_core, float)
         return per_core * (threads or 1)
 
+    def recorded_device(device: str, *_: object, **__: object) -> DeviceBandwidth:
+        # the installed build's version, as the real probe reports it: the cache keeps results per version
+        return DeviceBandwidth.from_dict({**RECORDED_DEVICE, "device": device,
+                                          "llama_cpp_version": installed_llama_version()})
+
+    def recorded_devices(*_: object, **__: object) -> list[LlamaDevice]:
+        return [LlamaDevice(**d) for d in RECORDED_DEVICES]  # type: ignore[arg-type]
+
     memory = request.getfixturevalue("recorded_memory")
+    monkeypatch.setattr(device_probe_client, "measure_device", recorded_device)
+    monkeypatch.setattr(device_probe_client, "list_devices", recorded_devices)
     monkeypatch.setattr(bandwidth, "measure_bandwidth", recorded_bandwidth)
     monkeypatch.setattr(bandwidth, "measure_gemm", recorded_gemm)
     monkeypatch.setattr(bandwidth, "machine_busy", lambda: False)

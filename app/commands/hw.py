@@ -1,6 +1,7 @@
 """`roofline hw [--json] [--remeasure] [--no-engine]`: this machine's CPU, memory, GPUs, measured bandwidth, and
 which build of llama.cpp's CPU code the engine chose for this CPU (a portable build picks one variant per ISA
-level at start; the engine process is asked, since only it may load llama.cpp)."""
+level at start; the engine process is asked, since only it may load llama.cpp); the GPU devices' measured
+figures come from app.commands._device_figures."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hw", help="show CPU, RAM, GPUs and measured memory bandwidth (what bounds decode)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--remeasure", action="store_true", help="measure memory bandwidth again (about 1-2 s)")
+    p.add_argument("--remeasure", action="store_true",
+                   help="measure memory bandwidth again (about 1-2 s), and each GPU device's (seconds each)")
     p.add_argument("--no-engine", action="store_true",
                    help="do not start the engine to ask which llama.cpp CPU variant it uses")
     p.set_defaults(func=run)
@@ -24,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.commands._common import print_json
+    from app.commands._device_figures import describe_devices, device_figures
     from app.core.predict.bandwidth import get_bandwidth
     from app.core.predict.hardware import LlamaDevice, probe_hardware
 
@@ -34,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         asker.start()
     hw = probe_hardware()
     bw = get_bandwidth(hw.machine_key, remeasure=args.remeasure)
+    devices, problems = device_figures(hw, args.remeasure)
     if asker is not None:
         asker.join(ENGINE_TIMEOUT_S + 5)
     if "devices" in engine:
@@ -42,11 +46,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         data = hw.to_dict()
         data["bandwidth"] = bw.to_dict()
+        data["device_bandwidth"] = [d.to_dict() for d in devices] + [{"error": p} for p in problems]
         if engine:
             data["llama_cpp"] = engine
         print_json(data)
         return 0
-    for label, value in describe(hw, bw, engine or None):
+    for label, value in describe(hw, bw, engine or None) + describe_devices(devices, problems):
         print(f"{label:<18} {value}")
     return 0
 

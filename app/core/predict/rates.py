@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from app.core.gguf.quant_types import block_bits
 from app.core.predict.threads import default_threads
 
 # Published efficiencies (reference.md): decode reaches 0.85-0.95 of a GPU's theoretical bandwidth; t0 of
@@ -40,6 +41,8 @@ ETA_CPU, T0_CPU, T_LAYER_CPU = 0.9, 0.0005, 0.0003
 ETA_CPU_1T = 0.75  # one thread both computes and streams
 T_LAYER_1T = 0.000055  # one thread: no barrier to wait at, only dispatching ~25 graph nodes a layer
 ETA_GPU, T0_GPU = 0.90, 0.004
+ETA_MEASURED = 1.0  # a device probe's matrix-vector figure is already what decode achieves
+GPU_NODES_PER_LAYER = 25  # graph nodes a decode step runs per layer, each paying a measured device's node cost
 CPU_FLOPS_PER_CORE = 30e9  # float32 GEMM fallback when no probe ran
 # Decode kernel throughput in weights per second per GEMM FLOP/s of the float32 probe (type → factor), one
 # thread: Q4_K ≈ 34 G weights/s and Q4_0 ≈ 27 on a 104 GFLOP/s probe (both slower than their bytes arrive);
@@ -234,10 +237,36 @@ def cpu_rates(read_gbs: float, gemm_flops: float, source: str, *, threads: int =
                        source=source, threads=n, batch_rates=batch)
 
 
+def measured_gpu_rates(measured: Any) -> DeviceRates:
+    """GPU rates from a device probe (a device_bandwidth.DeviceBandwidth): its best matrix-vector bandwidth at
+    η = 1 (the probe's product is a decode step's own kernel, so its figure is already what decode gets), each
+    measured type's own matrix-vector rate as that type's decode roof (a type whose kernel runs below the best
+    bandwidth, as on a CPU-emulated device, costs its own time), the measured GEMM as the prefill rate, and the
+    measured cost of a graph node times the nodes of a layer as the per-layer overhead."""
+    decode = {t: gbs * 1e9 * 8 / block_bits(t) for t, gbs in measured.matvec_gbs.items() if gbs > 0}
+    gbs = float(measured.read_gbs)
+    flops = float(measured.gemm_gflops) * 1e9 or GPU_FLOPS_PER_BYTE.get("nvidia", 40.0) * gbs * 1e9
+    t_layer = float(getattr(measured, "node_us", 0.0) or 0.0) * 1e-6 * GPU_NODES_PER_LAYER
+    return DeviceRates("gpu", gbs, ETA_MEASURED, T0_GPU, flops, decode_rates=decode, t_layer_s=t_layer,
+                       source=f"measured: {measured.label()}")
+
+
+def _measured_device(hw: Any, best: Any) -> Any:
+    """The measured device for this machine's GPU (app.core.predict.device_bandwidth's cache), unless the
+    installed llama.cpp cannot offload."""
+    if hw is None or getattr(hw, "gpu_offload", None) is False or not hasattr(hw, "machine_key"):
+        return None
+    from app.core.predict.device_bandwidth import measured_gpu
+
+    return measured_gpu(hw.machine_key, best.name if best is not None else None)
+
+
 def default_rates(hw: Any, bandwidth: Any = None, threads: int | None = None,
-                  batch_threads: int | None = None) -> Rates:
+                  batch_threads: int | None = None, device: Any = None) -> Rates:
     """Uncalibrated rates for a machine: `hw` a HardwareInfo, `bandwidth` a BandwidthResult (or None), for
-    the threads a load uses (None: llama.cpp's default, see `threads_for`)."""
+    the threads a load uses (None: llama.cpp's default, see `threads_for`). The GPU's rates come from a
+    measured device (`device`, a DeviceBandwidth; None: the one cached for this machine) when there is one,
+    else from the best GPU's specification; `rates.gpu.source` says which."""
     n, nb = threads_for(hw, threads, batch_threads)
     cores = (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) if hw is not None else 1
     bw = float(getattr(bandwidth, "read_gbs", 0.0) or 0.0) or 20.0
@@ -251,10 +280,13 @@ def default_rates(hw: Any, bandwidth: Any = None, threads: int | None = None,
                     vnni=has_vnni(hw))
     gpu = None
     best = hw.best_gpu if hw is not None else None
-    if best is not None:
+    measured = device if device is not None else _measured_device(hw, best)
+    if measured is not None:
+        gpu = measured_gpu_rates(measured)
+    elif best is not None:
         # bandwidth unknown (an unlisted AMD card, NVML refusing): a mid-range figure, said so
         gbs = best.bandwidth_gbs or GPU_BANDWIDTH_GUESS.get(best.vendor, 300.0)
-        source = (f"{best.name} spec" if best.bandwidth_gbs
+        source = (f"{best.name} spec (theoretical)" if best.bandwidth_gbs
                   else f"{best.name}: bandwidth unknown, assumed {gbs:.0f} GB/s")
         gpu_flops = GPU_FLOPS_PER_BYTE.get(best.vendor, 40.0) * gbs * 1e9
         gpu = DeviceRates("gpu", gbs, ETA_GPU, T0_GPU, gpu_flops, source=source)

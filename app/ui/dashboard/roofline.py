@@ -60,11 +60,15 @@ class RooflinePanel(QGroupBox):
         rl.addWidget(self.roof_explain)
 
     def update_roofline(self, loaded: P.Loaded | None, history: list[PhaseMetrics], bandwidth: float | None,
-                        bandwidth_note: str, calibrated_peak: float | None, n_ubatch: int) -> None:
+                        bandwidth_note: str, calibrated_peak: float | None, n_ubatch: int,
+                        device: roofline_model.DeviceRoof | None = None) -> None:
         if loaded is None:
             self.roof_label.setText("Load a model to see where prefill and decode sit.")
             return
-        r = roofline_model.build(history, loaded.n_params, loaded.model_size, bandwidth, calibrated_peak, n_ubatch)
+        if device is not None:  # the weights sit on a measured GPU: its roofs, not the CPU's
+            bandwidth, bandwidth_note = device.bandwidth, device.note
+        r = roofline_model.build(history, loaded.n_params, loaded.model_size, bandwidth, calibrated_peak, n_ubatch,
+                                 device)
         pts = [p for p in (r.prefill, r.decode) if p is not None]
         lo = min([p.intensity for p in pts] + [0.5]) / 3
         hi = max([p.intensity for p in pts] + [(r.ridge or 1) * 4, 50.0]) * 3

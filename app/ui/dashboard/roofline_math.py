@@ -4,13 +4,20 @@ A decode step multiplies one token through every weight: ≈ 2·params FLOPs for
 read, so its arithmetic intensity is tiny and it sits on the bandwidth slope. Prefill pushes a batch of n
 tokens through the same weights read once per micro-batch, so its intensity is ≈ n times higher and it
 climbs toward the compute roof.
+
+With the model's weights on a GPU the roofs are that device's: its measured matrix-vector bandwidth and matrix
+multiply rate (app.core.predict.device_bandwidth, the same figures the speed model's GPU rates use).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.core.metrics.phase import PhaseMetrics
+
+if TYPE_CHECKING:
+    from app.core.predict.device_bandwidth import DeviceBandwidth
 
 
 @dataclass
@@ -43,6 +50,30 @@ class Roofline:
         return None
 
 
+@dataclass
+class DeviceRoof:
+    """A measured device's two roofs."""
+
+    bandwidth: float  # bytes/s: its matrix-vector read bandwidth
+    peak_flops: float  # FLOP/s: its F16 matrix multiply
+    note: str
+
+
+def device_roof(measured: DeviceBandwidth) -> DeviceRoof:
+    return DeviceRoof(measured.read_gbs * 1e9, measured.gemm_gflops * 1e9,
+                      f"measured on {measured.device}, {measured.measured_at[:10]}")
+
+
+def weights_device(buffers_mib: dict[str, float]) -> str | None:
+    """The device holding most of the model's weights (llama.cpp's "model:<device>" buffers), when it is not the
+    CPU: "Vulkan0", "CUDA0"; None for a model in RAM."""
+    model = {k.split(":", 1)[1]: v for k, v in buffers_mib.items() if k.startswith("model:")}
+    if not model:
+        return None
+    device = max(model, key=lambda d: model[d])
+    return None if device.upper().startswith("CPU") else device
+
+
 def flops_per_token(n_params: int) -> float:
     return 2.0 * n_params
 
@@ -65,8 +96,12 @@ def operating_points(m: PhaseMetrics, n_params: int, model_bytes: int, n_ubatch:
 
 
 def build(metrics: list[PhaseMetrics], n_params: int, model_bytes: int, bandwidth: float | None,
-          calibrated_peak: float | None = None, n_ubatch: int = 512) -> Roofline:
-    """Roofline of the latest reply; the compute roof is calibrated or the best prefill FLOP/s seen."""
+          calibrated_peak: float | None = None, n_ubatch: int = 512, device: DeviceRoof | None = None) -> Roofline:
+    """Roofline of the latest reply; the compute roof is calibrated or the best prefill FLOP/s seen. On a
+    measured GPU (`device`) its bandwidth replaces `bandwidth` and its matrix multiply is the compute roof unless
+    a calibration gives one."""
+    if device is not None:
+        bandwidth = device.bandwidth
     prefill = decode = None
     best_prefill = 0.0
     for m in metrics:
@@ -78,6 +113,8 @@ def build(metrics: list[PhaseMetrics], n_params: int, model_bytes: int, bandwidt
             decode = d
     if calibrated_peak:
         peak, source = calibrated_peak, "calibrated"
+    elif device is not None and device.peak_flops > 0:
+        peak, source = device.peak_flops, device.note
     elif best_prefill > 0:
         peak, source = best_prefill, "best prefill measured here"
     else:

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.core.metrics.phase import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
 from app.ui.dashboard import live_numbers as dashboard_live
+from app.ui.dashboard import roofline_math
 from app.ui.dashboard.cards import Card, CardGrid, itl_detail, show_message
 from app.ui.dashboard.context_line import attach_context_line
 from app.ui.dashboard.memory import MemoryPanel
@@ -77,6 +78,7 @@ class Dashboard(QWidget):
         self.bandwidth: float | None = None
         self.bandwidth_note = "not measured yet"
         self.calibrated_peak: float | None = None
+        self.device_roofs: dict[str, roofline_math.DeviceRoof] = {}  # measured GPUs by llama.cpp's device name
         self.n_ubatch = 512
         self._live_times: list[float] = []  # the reply being written: its token times so far
         self._prefilled: P.Prefilled | None = None  # this reply's prefill, known from its first token
@@ -195,6 +197,10 @@ class Dashboard(QWidget):
     def set_bandwidth(self, bytes_per_s: float | None, note: str = "") -> None:
         self.bandwidth = bytes_per_s
         self.bandwidth_note = note or ("measured" if bytes_per_s else "not measured yet")
+        self._update_roofline()
+
+    def set_device_roofs(self, roofs: dict[str, roofline_math.DeviceRoof]) -> None:
+        self.device_roofs = roofs
         self._update_roofline()
 
     def set_history(self, metrics: list[PhaseMetrics]) -> None:
@@ -401,8 +407,9 @@ class Dashboard(QWidget):
         self.memory.poll(self.engine)
 
     def _update_roofline(self) -> None:
+        device = roofline_math.weights_device(self.loaded.buffers_mib) if self.loaded is not None else None
         self.roofline.update_roofline(self.loaded, self.history, self.bandwidth, self.bandwidth_note,
-                                      self.calibrated_peak, self.n_ubatch)
+                                      self.calibrated_peak, self.n_ubatch, self.device_roofs.get(device or ""))
 
 
     def restyle(self) -> None:
