@@ -256,6 +256,8 @@ def _measured_device(hw: Any, best: Any) -> Any:
     installed llama.cpp cannot offload."""
     if hw is None or getattr(hw, "gpu_offload", None) is False or not hasattr(hw, "machine_key"):
         return None
+    if getattr(hw, "llama_devices", None) is not None and best is None:
+        return None  # llama.cpp was asked and sees no GPU (hidden, or its backend not built): a cached one is moot
     from app.core.predict.device_bandwidth import measured_gpu
 
     return measured_gpu(hw.machine_key, best.name if best is not None else None)

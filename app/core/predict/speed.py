@@ -152,12 +152,15 @@ def weight_groups(info: GGUFInfo, cfg: MemoryConfig, has_gpu: bool = True) -> di
     share = info.expert_used_count / info.expert_count if info.is_moe and info.expert_used_count else 1.0
     out_name = "token_embd.weight" if info.tied_output else "output.weight"
     groups: dict[str, dict[str, Group]] = {"cpu": {}, "gpu": {}}
+    device_in_use = has_gpu and (cfg.gpu_present or cfg.n_gpu_layers != 0)
+    limit = cfg.gpu_max_matrix if device_in_use else 0  # a weight the device refuses stays in RAM (memory.py)
     for t in info.tensors:
         il = _layer_of(t.name)
+        refused = bool(limit) and t.n_bytes > limit and len(t.shape) >= 2
         if il is not None and il < info.n_layers:
-            dev = "gpu" if on_gpu[il] and not expert_stays_on_cpu(t.name, il, cfg.n_cpu_moe) else "cpu"
+            dev = "gpu" if on_gpu[il] and not refused and not expert_stays_on_cpu(t.name, il, cfg.n_cpu_moe) else "cpu"
         elif t.name == out_name:
-            dev = "gpu" if output_on_gpu else "cpu"
+            dev = "gpu" if output_on_gpu and not refused else "cpu"
         else:
             continue  # the input embedding: a row lookup
         f = share if "_exps." in t.name else 1.0

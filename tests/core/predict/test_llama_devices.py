@@ -73,3 +73,19 @@ def test_the_setting_and_its_environment_variable(monkeypatch: pytest.MonkeyPatc
     assert vram_limit_from_settings() == int(1.5 * GiB)
     m = Machine.from_system(llama_devices=[CPU_DEVICE])
     assert m.vram_limit == int(1.5 * GiB) and m.hw.llama_devices == [CPU_DEVICE]
+
+
+def test_a_matrix_the_device_refuses_is_read_from_ram_and_held_there(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from app.core.bench.zoo import zoo_path
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.memory import MemoryConfig, estimate_memory
+    from app.core.predict.speed import decode_traffic
+
+    info = inspect_gguf(zoo_path("qwen2.5-0.5b", "Q4_K_M", tmp_path))  # tied 152k x 896 output: 138 MiB
+    out = next(t.n_bytes for t in info.tensors if t.name == "token_embd.weight")
+    small, big = (MemoryConfig(n_ctx=2048, n_gpu_layers=-1, gpu_present=True, gpu_max_matrix=limit)
+                  for limit in (128 << 20, 0))
+    refused, taken = decode_traffic(info, small, 0), decode_traffic(info, big, 0)
+    assert refused.weights["cpu"] - taken.weights["cpu"] == out == taken.weights["gpu"] - refused.weights["gpu"]
+    held, copied = estimate_memory(info, small), estimate_memory(info, big)
+    assert copied.gpu.weights - held.gpu.weights == out and not held.output_on_gpu  # no copy on the device
