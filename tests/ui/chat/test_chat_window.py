@@ -209,10 +209,16 @@ def test_gui_command_opens_the_window_on_the_default_model(default_model, tmp_pa
 
 def test_request_error_marks_reply_and_shows_reason(qtbot, default_model, monkeypatch):
     """A message longer than the context: the engine refuses it; the reply is `error`, the banner says why."""
+    from app.ui.chat import too_long
+
+    offered: list[object] = []
+    # the ways out are asked in a modal box (tests/ui/window/test_too_long_flow.py): here the user closes it
+    monkeypatch.setattr(too_long, "ask", lambda *args: offered.append(args) or None)
     monkeypatch.setenv("ROOFLINE_N_CTX", "256")
     win = _open(qtbot)
     assert win.engine.loaded_info is not None and win.engine.loaded_info.n_ctx == 256
     _send(qtbot, win, "word " * 400)
+    qtbot.waitUntil(lambda: bool(offered), timeout=10_000)
     _user, reply = _messages(win)
     assert reply.state == "error" and "context" in (reply.error or "")
     assert win.banner.isVisibleTo(win) and "context" in win.banner.label.text()
