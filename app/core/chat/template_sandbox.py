@@ -4,7 +4,7 @@ Jinja's immutable sandbox already refuses attribute walks into Python internals.
 allocate without producing output, so checks that only look at what it yields come too late. Here:
 
 - Steps: every loop item (the loop's iterable is wrapped when the template is parsed, filtered loops
-  included), every call (macros too) and every filter counts one step. Past `MAX_STEPS`, or past the wall-clock
+  included), every call (macros too) and every filter counts one step. Past `MAX_STEPS`, or past the CPU-time
   deadline (checked every few steps), the render stops with `SecurityError`.
 - Sizes: every operation that makes a string or list from others is checked *before* it runs — `~`, `+`, `*`,
   `**`, `%`-formatting (its widths and the values its keys pick), `str.format` (field by field, as the formatter
@@ -47,13 +47,15 @@ MAX_PIECE = 4_000_000  # the longest single string or list one operation may pro
 MAX_REPEAT = 100_000  # 'x' * n, [..] * n, str.center(n), format widths
 MAX_INT_BITS = 4096  # integers past ~1200 decimal digits are not chat formatting
 _SMALL = 1024  # results up to this size are not accounted for (the step budget bounds how many there are)
-_CLOCK_EVERY = 64  # steps between wall-clock checks (time.monotonic is cheap but not free)
+_CLOCK_EVERY = 64  # steps between clock checks (time.thread_time is cheap but not free)
 MAX_DATE_FORMAT = 256  # a date format in a chat template is a few directives; each expands to < 64 characters
 
 
 class _Budget:
+    # Seconds of this thread's CPU time, not of the wall clock: a runaway template burns CPU either way, while a
+    # normal one on a busy machine (other apps, a build, the decode of other streams) is not taken for hostile.
     def __init__(self, seconds: float, steps: int):
-        self.deadline = time.monotonic() + seconds
+        self.deadline = time.thread_time() + seconds
         self.steps_left = steps
         self.chars_left = MAX_CHARS
         self.seconds = seconds
@@ -67,7 +69,7 @@ def _budget() -> _Budget | None:
 
 
 def start_budget(seconds: float, steps: int | None = None) -> None:
-    """Give the renders that follow on this thread `seconds` of wall-clock time and `steps` (default
+    """Give the renders that follow on this thread `seconds` of CPU time and `steps` (default
     MAX_STEPS) steps."""
     _local.budget = _Budget(seconds, MAX_STEPS if steps is None else steps)
 
@@ -88,9 +90,9 @@ def tick() -> None:
 
 
 def check_clock() -> None:
-    """The render's wall clock, also checked from inside long scans and before big allocations."""
+    """The render's clock (its thread's CPU time), also checked from inside long scans and before big allocations."""
     b = _budget()
-    if b is not None and time.monotonic() > b.deadline:
+    if b is not None and time.thread_time() > b.deadline:
         raise SecurityError(f"the template ran longer than {b.seconds:g} s")
 
 

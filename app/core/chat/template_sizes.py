@@ -7,7 +7,7 @@ exact figure would cost as much as the operation itself (the escapes of a string
 Nothing here allocates in proportion to the result: widths are read from the format spec, `%` and `str.format`
 are scanned, not run, and containers are walked once, a shared item (`[big] * 100000`) measured once.
 
-Long scans call `every` now and then, so the sandbox can check its wall clock inside one call.
+Long scans call `every` now and then, so the sandbox can check its clock inside one call.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ from the architecture (Gemma turns for `gemma3`, ChatML for Qwen, ...).
 
 GGUF templates are untrusted input: they are rendered in a bounded Jinja sandbox (app/core/chat/template_sandbox.py),
 so a template cannot reach Python internals (attribute walks like `''.__class__.__mro__` raise SecurityError),
-and a step budget, a wall-clock budget and size checks on every string-building operation stop a template that
+and a step budget, a CPU-time budget and size checks on every string-building operation stop a template that
 spins or allocates, even one that never yields any output.
 
 Some templates refuse a system message (Gemma 2 raises "System role not supported") or drop it silently.
@@ -195,7 +195,7 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
             messages = fold_system_into_first_user(messages)
         chunks: list[str] = []
         size = 0
-        deadline = time.monotonic() + MAX_RENDER_SECONDS
+        deadline = time.thread_time() + MAX_RENDER_SECONDS
         # generate() yields as it goes, so a runaway loop is stopped by size or time, not by the OOM killer.
         for chunk in compiled.generate(
             messages=messages, bos_token=bos_token, eos_token=eos_token,
@@ -205,7 +205,7 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
             size += len(chunk)
             if size > MAX_PROMPT_CHARS:
                 raise ChatTemplateError("the chat template produced an absurdly long prompt and was stopped")
-            if time.monotonic() > deadline:
+            if time.thread_time() > deadline:
                 raise ChatTemplateError("the chat template took too long to render and was stopped")
         return "".join(chunks)
     except ChatTemplateError:
