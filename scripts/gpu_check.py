@@ -120,17 +120,17 @@ def main() -> int:
         os.environ["GGML_VK_VISIBLE_DEVICES"] = args.vk_devices
     home = tempfile.mkdtemp(prefix="roofline-gpu-check-home-")
     os.environ["ROOFLINE_HOME"] = home
-    device = offload_device()
-    if device is None and nvidia_present() and not args.in_cuda_env:
-        py = cuda_venv()
-        return subprocess.run([str(py), __file__, "--in-cuda-env", *sys.argv[1:]], check=False).returncode
-    if device is None:
-        print("llama.cpp sees no GPU here (no GPU backend built, or none visible): nothing to check.")
-        return 0
-    software = "llvmpipe" in device.description
-    n_prompt = args.n_prompt or (16 if software else 512)
-    n_gen = args.n_gen or (4 if software else 128)
     try:
+        device = offload_device()
+        if device is None and nvidia_present() and not args.in_cuda_env:
+            py = cuda_venv()
+            return subprocess.run([str(py), __file__, "--in-cuda-env", *sys.argv[1:]], check=False).returncode
+        if device is None:
+            print("llama.cpp sees no GPU here (no GPU backend built, or none visible): nothing to check.")
+            return 0
+        software = "llvmpipe" in device.description
+        n_prompt = args.n_prompt or (16 if software else 512)
+        n_gen = args.n_gen or (4 if software else 128)
         return check(args.repetitions, n_prompt, n_gen)
     finally:
         shutil.rmtree(home, ignore_errors=True)

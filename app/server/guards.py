@@ -11,12 +11,12 @@ a refusal is one OpenAI-shaped 403, before the route runs.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"})
-WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 ALLOW_HEADERS = "authorization, content-type, x-api-key, openai-organization, openai-project"
 PREFLIGHT_MAX_AGE_S = 600
 
@@ -54,11 +54,21 @@ def machine_names() -> set[str]:
     return names
 
 
+def is_wildcard(address: str) -> bool:
+    """An "every interface" address (IPv4's or IPv6's unspecified one, or none given)."""
+    if not address:
+        return True
+    try:
+        return ipaddress.ip_address(address).is_unspecified
+    except ValueError:  # a name, not an address
+        return False
+
+
 def allowed_hosts(listen_host: str, extra: Iterable[str] = ()) -> frozenset[str]:
     """The Host names served: loopback's, the listening address (a wildcard: this machine's names), `extra`."""
     names = set(LOOPBACK_NAMES) | {host_name(h) for h in extra}
     listen = host_name(listen_host)
-    if listen in WILDCARDS:
+    if is_wildcard(listen):
         names |= machine_names()
     else:
         names.add(listen)

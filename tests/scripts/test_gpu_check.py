@@ -1,4 +1,6 @@
-"""scripts/gpu_check: says plainly when there is no NVIDIA GPU, and its table arithmetic holds."""
+"""scripts/gpu_check: says plainly when llama.cpp sees no GPU, builds for CUDA on NVIDIA without a GPU backend
+(then runs itself there), and measures whatever device llama.cpp does see (the gpu test runs it on llvmpipe:
+docs/bench/2026-12-02-gpu-check-llvmpipe.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,16 @@ from types import ModuleType
 
 import pytest
 
+from app.core.predict.hardware import LlamaDevice
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # main() sets GGML_VK_VISIBLE_DEVICES and ROOFLINE_HOME for itself: each is put back after the test
+    monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "")  # recorded, so put back (or removed) after the test
+    monkeypatch.setenv("ROOFLINE_HOME", "unused")
 
 
 def _script() -> ModuleType:
@@ -20,24 +31,24 @@ def _script() -> ModuleType:
     return mod
 
 
-def test_without_an_nvidia_gpu_it_says_so_and_exits_0(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_a_gpu_llama_cpp_sees_it_says_so_and_exits_0(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     mod = _script()
-    monkeypatch.setattr(mod, "nvidia_gpus", list)
+    monkeypatch.setattr(mod, "offload_device", lambda: None)
+    monkeypatch.setattr(mod, "nvidia_present", lambda: False)
     built: list[bool] = []
-    monkeypatch.setattr(mod, "cuda_env", lambda: built.append(True))  # must not build anything
-    monkeypatch.setattr(sys, "argv", ["gpu_check"])
+    monkeypatch.setattr(mod, "cuda_venv", lambda: built.append(True))  # must not build anything
+    monkeypatch.setattr(sys, "argv", ["gpu_check", "--vk-devices", ""])
     assert mod.main() == 0
-    assert "no NVIDIA GPU" in capsys.readouterr().out and not built
+    assert "llama.cpp sees no GPU here" in capsys.readouterr().out and not built
 
 
-def test_with_a_gpu_it_builds_for_cuda_when_llama_cpp_cannot_offload(monkeypatch: pytest.MonkeyPatch,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_on_nvidia_without_a_gpu_backend_it_builds_for_cuda_and_runs_there(monkeypatch: pytest.MonkeyPatch) -> None:
     mod = _script()
-    monkeypatch.setattr(mod, "nvidia_gpus", lambda: ["NVIDIA H100"])
-    monkeypatch.setattr(mod, "cuda_offload_here", lambda: False)
+    monkeypatch.setattr(mod, "offload_device", lambda: None)
+    monkeypatch.setattr(mod, "nvidia_present", lambda: True)
+    monkeypatch.setattr(mod, "cuda_venv", lambda: Path("/venv-cuda/bin/python"))
     calls: list[list[str]] = []
-    monkeypatch.setattr(mod, "cuda_env", lambda: Path("/venv-cuda/bin/python"))
 
     class Done:
         returncode = 0
@@ -46,4 +57,14 @@ def test_with_a_gpu_it_builds_for_cuda_when_llama_cpp_cannot_offload(monkeypatch
     monkeypatch.setattr(sys, "argv", ["gpu_check", "-r", "2"])
     assert mod.main() == 0
     assert calls and calls[0][0] == "/venv-cuda/bin/python" and "--in-cuda-env" in calls[0]
-    assert "NVIDIA H100" in capsys.readouterr().out
+
+
+def test_a_device_llama_cpp_sees_is_measured_with_small_sizes_on_a_software_device(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = _script()
+    pipe = LlamaDevice("Vulkan0", "llvmpipe (LLVM 15.0.6, 256 bits)", "gpu", "Vulkan", 2 << 30, 2 << 30)
+    monkeypatch.setattr(mod, "offload_device", lambda: pipe)
+    asked: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(mod, "check", lambda r, p, n: asked.append((r, p, n)) or 0)
+    monkeypatch.setattr(sys, "argv", ["gpu_check", "-r", "1"])
+    assert mod.main() == 0 and asked == [(1, 16, 4)]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from app.server.guards import allowed_hosts, host_name
+from app.server.guards import allowed_hosts, host_name, is_wildcard
 from app_server import StubHub, app_server
 from reliability_plugin import record
 
@@ -60,6 +60,8 @@ def test_allowed_hosts_are_loopback_the_listening_address_and_the_extras() -> No
     assert {"localhost", "127.0.0.1", "::1", "192.168.1.5", "my-box.lan"} <= hosts
     assert "evil.example" not in hosts and "0.0.0.0" not in hosts
     assert "127.0.0.1" in allowed_hosts("0.0.0.0")  # a wildcard: this machine's own names and addresses
+    assert all(map(is_wildcard, ("0.0.0.0", "::", "", "0:0::0"))) and not any(
+        map(is_wildcard, ("192.168.1.5", "::1", "my-box.lan")))
 
 
 @pytest.mark.parametrize("ready", [True, False])
