@@ -385,15 +385,22 @@ def _ubatch(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
                  ), None
 
 
-def _threads(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
+def _both_phases(ms: list[Measurement], key: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                           list[dict[str, Any]]]:
+    """(points, those with a prefill, those with a decode) of a sweep over one load setting `key`: one point per
+    value, holding its prefill and decode tok/s (NaN where one was not measured)."""
     by: dict[int, dict[str, Any]] = {}
     for m in ms:
-        t = int(m.step.config_dict.get("n_threads", 0))
-        p = by.setdefault(t, {"n_threads": t, "prefill_tps": math.nan, "decode_tps": math.nan})
+        value = int(m.step.config_dict.get(key, 0))
+        p = by.setdefault(value, {key: value, "prefill_tps": math.nan, "decode_tps": math.nan})
         p["prefill_tps" if m.step.n_prompt else "decode_tps"] = m.tps
-    pts = [by[t] for t in sorted(by)]
-    pre = [p for p in pts if math.isfinite(p["prefill_tps"])]
-    dec = [p for p in pts if math.isfinite(p["decode_tps"])]
+    pts = [by[v] for v in sorted(by)]
+    return (pts, [p for p in pts if math.isfinite(p["prefill_tps"])],
+            [p for p in pts if math.isfinite(p["decode_tps"])])
+
+
+def _threads(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
+    pts, pre, dec = _both_phases(ms, "n_threads")
     if not pre or not dec:
         return pts, "Not enough measurements for a finding.", None
     bp = max(pre, key=lambda p: p["prefill_tps"])
@@ -403,14 +410,7 @@ def _threads(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
 
 
 def _offload(ms: list[Measurement]) -> tuple[list[dict[str, Any]], str, None]:
-    by: dict[int, dict[str, Any]] = {}
-    for m in ms:
-        n = int(m.step.config_dict.get("n_gpu_layers", 0))
-        p = by.setdefault(n, {"n_gpu_layers": n, "prefill_tps": math.nan, "decode_tps": math.nan})
-        p["prefill_tps" if m.step.n_prompt else "decode_tps"] = m.tps
-    pts = [by[n] for n in sorted(by)]
-    dec = [p for p in pts if math.isfinite(p["decode_tps"])]
-    pre = [p for p in pts if math.isfinite(p["prefill_tps"])]
+    pts, pre, dec = _both_phases(ms, "n_gpu_layers")
     if len(dec) < 2 or not pre:
         return pts, "Not enough measurements for a finding.", None
     lo, hi = dec[0], dec[-1]
