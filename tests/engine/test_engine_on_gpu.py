@@ -142,3 +142,43 @@ def test_the_batch_engine_of_serve_replies_with_its_layers_on_the_device(default
         assert done["b1"].text == done["b2"].text and done["b1"].text.strip()  # same prompt, greedy
     finally:
         client.close()
+
+
+def test_saved_kv_written_on_the_device_is_restored_by_a_new_engine(default_model: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chat's KV cache lives in device memory; the engine saves it to disk after the reply, and a new engine
+    process (its device cache empty) restores it instead of prefilling — the same greedy reply as a prefill."""
+    device = gpu_device()
+    monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "0")
+    folder = tmp_path / "kv"
+    sampling = greedy(12)  # with the question, past the 32 tokens below which a chat is not worth saving
+
+    def load(client: EngineClient, store: Path | None) -> None:
+        client.load(P.LoadConfig(model_path=str(default_model), n_ctx=512, n_threads=2, n_gpu_layers=-1,
+                                 warmup=False, kv_store_dir=str(store) if store else None, kv_store_budget_mib=64,
+                                 kv_save_eager_mib=64))
+        assert client.loaded is not None and client.loaded.buffers_mib.get(f"KV:{device['name']}", 0) > 0
+
+    def turn(client: EngineClient, messages: list[dict[str, str]]) -> P.Done:
+        req = P.Generate(request_id=client.new_request_id(), messages=messages, sampling=sampling,
+                         conversation_id="gpu-chat")
+        done = collect(client, req)[1]
+        client.stats()  # answered once the engine has written the chat's state (right after Done)
+        return done
+
+    messages = [{"role": "user", "content": "Write a short poem about the sea and the wind, please."}]
+    with EngineClient() as client:
+        load(client, folder)
+        first = turn(client, messages)
+    assert len(list(folder.iterdir())) == 1
+    messages += [{"role": "assistant", "content": first.text}, {"role": "user", "content": "Now one about mountains."}]
+    with EngineClient() as client:  # a new process: nothing in device memory
+        load(client, folder)
+        restored = turn(client, messages)
+    with EngineClient() as client:
+        load(client, None)
+        prefilled = turn(client, messages)
+    m = restored.metrics
+    assert m["kv_restored_tokens"] > 0 and m["prefill_tokens"] == m["prompt_tokens"] - m["kv_restored_tokens"]
+    assert prefilled.metrics["kv_restored_tokens"] == 0
+    assert restored.text == prefilled.text and restored.text.strip()
