@@ -78,7 +78,7 @@ class Generate:
 
     type: ClassVar[str] = "generate"
     request_id: str
-    messages: list[dict[str, str]] | None = None
+    messages: list[dict[str, Any]] | None = None  # role, content (an assistant's tool_calls, a tool_call_id)
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
     prompt_lookup: bool = False  # speculative prompt-lookup decoding
@@ -100,13 +100,22 @@ class Generate:
     # The chat this request belongs to: its KV cache is saved after the reply and restored from disk when a
     # later prompt starts with what was saved (LoadConfig.kv_store_dir). None: nothing saved.
     conversation_id: str | None = None
+    # OpenAI's `tools` (function definitions), rendered through the model's own chat template.
+    tools: list[dict[str, Any]] | None = None
+    # A forced call (tool_choice required / named): {"prefix", "options", "json_schema"} of
+    # app.core.chat.tool_choice.ForcedCall; the prompt ends with the prefix, sampling is held to the call.
+    forced_call: dict[str, Any] | None = None
+    # Reply text with the special tokens' text in it (a tool call's markers: [TOOL_CALLS], <|channel|> ...).
+    special_text: bool = False
 
     def prompt_bytes(self) -> int:
-        """The prompt's UTF-8 length before any template (a chat's message contents added up): a bound
-        checked before tokenizing."""
+        """The prompt's UTF-8 length before any template (a chat's message contents, tool calls and tools added
+        up): a bound checked before tokenizing."""
         if self.messages is None:
             return len((self.prompt or "").encode("utf-8"))
-        return sum(len(str(m.get("content", "")).encode("utf-8")) for m in self.messages)
+        size = sum(len(str(m.get("content") or "").encode("utf-8")) for m in self.messages)
+        extra = [m["tool_calls"] for m in self.messages if m.get("tool_calls")] + ([self.tools] if self.tools else [])
+        return size + sum(len(json.dumps(x, ensure_ascii=False).encode("utf-8")) for x in extra)
 
 
 @dataclass
@@ -193,6 +202,7 @@ class Loaded:
     n_threads_batch: int
     rss_bytes: int
     metadata: dict[str, str] = field(default_factory=dict)
+    tool_format: str = ""  # the family whose tool calls the chat template writes (tool_formats); "": no tools
 
 
 @dataclass

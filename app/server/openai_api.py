@@ -50,6 +50,7 @@ class ParsedRequest:
     stream: bool
     include_usage: bool
     chat: bool
+    tool_plan: Any = None  # app.server.tools_api.ToolPlan: the request's tools (set by tools_api.apply)
 
 
 def json_depth(value: Any) -> int:

@@ -28,6 +28,7 @@ import llama_cpp
 import numpy as np
 
 from app.core.chat.templates import render
+from app.core.sampling.call_constraint import call_constraint, pick
 from app.core.sampling.chain import PENALTY_LAST_N, Sampler, SamplerParams
 from app.engine import protocol as P
 from app.engine.batch.messages import Accepted, BatchStats, DropCaches
@@ -189,7 +190,9 @@ class BatchEngine(Engine):
         assert self.template is not None
         bos = llm._model.token_get_text(llm.token_bos()) if llm.token_bos() >= 0 else ""
         eos = llm._model.token_get_text(llm.token_eos()) if llm.token_eos() >= 0 else ""
-        text = render(self.template, list(req.messages), bos_token=bos, eos_token=eos)
+        text = render(self.template, list(req.messages), bos_token=bos, eos_token=eos, tools=req.tools)
+        if req.forced_call:  # the reply starts with the call's opening (tool_choice required / named)
+            text += str(req.forced_call.get("prefix", ""))
         add_bos = llm._model.add_bos_token() and not (bos and text.startswith(bos))
         return text.encode("utf-8"), True, add_bos
 
@@ -251,7 +254,8 @@ class BatchEngine(Engine):
         seq = Sequence(request_id=rid, prompt=tokens, sampler=sampler,
                        max_tokens=max(1, min(s.max_tokens, self.n_ctx_slot - len(tokens))),
                        requested_max_tokens=s.max_tokens, stop=[x for x in s.stop if x],
-                       ignore_eos=s.ignore_eos, t_submit=t_submit, salt=req.cache_salt)
+                       ignore_eos=s.ignore_eos, t_submit=t_submit, salt=req.cache_salt,
+                       constraint=call_constraint(req.forced_call), special_text=req.special_text)
         self.by_id[rid] = seq
         self.waiting.append(seq)
         self._stats_due = True
@@ -394,10 +398,10 @@ class BatchEngine(Engine):
         vocab = self.llm._model.vocab
         lines: list[str] = []
         for seq, idx in outputs:
-            token = seq.sampler.sample(logits_row(self.llm, idx))
+            token = self._sample(seq, logits_row(self.llm, idx))
             eog = bool(llama_cpp.llama_vocab_is_eog(vocab, token))
             emitted = seq.emitted
-            text = seq.accept(token, eog, b"" if eog else self._piece(token), now)
+            text = seq.accept(token, eog, b"" if eog else self._piece(token, seq.special_text), now)
             if seq.emitted > emitted:  # one Token per reply token, its text maybe empty (see Sequence)
                 lines.append(P.encode(P.Token(seq.request_id, text, seq.emitted - 1, now)))
             if seq.finish is not None:
@@ -407,6 +411,19 @@ class BatchEngine(Engine):
                 self._finish(seq)
         if lines:
             send_lines(lines)
+
+    def _sample(self, seq: Sequence, row: Any) -> int:
+        """The next token of `seq`; under a forced call's constraint, one that keeps to the call (the constraint
+        then ends the reply once the call is complete: Sequence.accept)."""
+        c = seq.constraint
+        if c is None:
+            return int(seq.sampler.sample(row))
+        token = pick(seq.sampler, row, lambda t: c.allows(self._piece(t, True)))
+        if token is None:  # no token of the vocabulary continues the call: the reply goes on unconstrained
+            seq.constraint = None
+            return int(seq.sampler.sample(row))
+        c.feed(self._piece(token, True))
+        return token
 
     # --------------------------------------------------------------- stats
     def batch_stats(self) -> BatchStats:

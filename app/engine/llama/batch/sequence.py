@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.sampling.call_constraint import CallConstraint
 from app.core.sampling.chain import Sampler
 
 
@@ -32,6 +33,8 @@ class Sequence:
     ignore_eos: bool
     t_submit: float
     salt: str = ""  # its cache_salt: its cells are reused only by requests with the same one
+    constraint: CallConstraint | None = None  # a forced tool call's (the engine samples under it)
+    special_text: bool = False  # special tokens' text is part of the reply (tool-call markers)
     slot: int = -1
     n_cached: int = 0  # prompt tokens found in the KV cache at admission (not evaluated again)
     n_prefilled: int = 0  # prompt tokens in the KV cache so far (cached ones included)
@@ -68,6 +71,8 @@ class Sequence:
             self.pending = None
             return ""
         self.token_times.append(now)
+        if self.constraint is not None and self.constraint.done:
+            self.finish = "stop"  # this token completed the forced call: its text goes out, nothing after it
         out = ""
         text = self._decoder.decode(piece)
         if text:
