@@ -1,8 +1,8 @@
 """Tool calling over HTTP, driven by the real `openai` and `langchain-openai` clients, with the engine scripted:
-the reply text is what a Qwen-style (Hermes) model writes (the text the real Qwen templates write for a call, as
-tests/core/chat/test_tool_calls.py checks), so what is checked is the server's side — the request reaching the engine (tools, tool turns, the
-forced call) and the calls coming back, whole and streamed. The end-to-end path on the real default model is in
-test_serve_tools_model.py.
+the reply text is what a Qwen-style (Hermes) model writes (the text the real Qwen templates write for a call,
+as tests/core/chat/test_tool_calls.py checks), so what is checked is the server's side — the request reaching
+the engine (tools, tool turns, the forced call) and the calls coming back, whole and streamed. The end-to-end
+path on the real default model is in test_serve_tools_model.py.
 """
 
 from __future__ import annotations
