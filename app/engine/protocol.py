@@ -100,6 +100,12 @@ class Generate:
     # The chat this request belongs to: its KV cache is saved after the reply and restored from disk when a
     # later prompt starts with what was saved (LoadConfig.kv_store_dir). None: nothing saved.
     conversation_id: str | None = None
+    # The output must match this grammar (app.core.sampling.constraint.GrammarSpec.to_wire(): a JSON schema,
+    # any JSON object, Lark or a regex), enforced while sampling. None: free text.
+    grammar: dict[str, str] | None = None
+    # Log-probabilities of each reply token with this many alternatives (0-20) in Done.metrics["logprobs"] and
+    # on each Token; None: none computed.
+    logprobs: int | None = None
 
     def prompt_bytes(self) -> int:
         """The prompt's UTF-8 length before any template (a chat's message contents added up): a bound
@@ -203,6 +209,7 @@ class Token:
     index: int
     t: float  # engine's monotonic time of this token (seconds)
     reasoning: str = ""  # thinking text in this piece (text is then the answer part, often "")
+    logprobs: list[dict[str, Any]] | None = None  # Generate.logprobs asked: this token's, in OpenAI's chat form
 
 
 @dataclass

@@ -232,6 +232,8 @@ async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
     try:
         if parsed.chat:
             yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, "", role=True))
+        elif parsed.output.echo and parsed.generate.prompt:
+            yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, parsed.generate.prompt))
         while True:
             try:
                 event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
@@ -239,7 +241,7 @@ async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
                 yield b": waiting\n\n"
                 continue
             if isinstance(event, P.Token):
-                yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, event.text))
+                yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, event.text, logprobs=event.logprobs))
             elif isinstance(event, P.Done):
                 finished = True
                 for chunk in _last_chunks(parsed, cid, model_id, created_at, event):
