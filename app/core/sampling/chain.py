@@ -137,7 +137,7 @@ class Sampler:
 
     def distribution(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(token ids, probabilities) the next token is drawn from, most likely first."""
-        ids, weights = self._candidates(logits)
+        ids, weights = self._candidates(logits if self.constraint is None else self.constraint.masked(logits))
         w = np.asarray(weights)
         return np.asarray(ids), w / w.sum()
 

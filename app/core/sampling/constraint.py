@@ -182,7 +182,12 @@ class TokenConstraint:
         self.steps = 0
 
     def allowed(self) -> np.ndarray:
-        """A bool array over the vocabulary: the tokens that may come next."""
+        """A bool array over the vocabulary: the tokens that may come next. A grammar in error (it cannot
+        happen through the sampler, which draws only allowed tokens) allows only the end of the reply."""
+        if self._matcher.is_error():
+            allowed = np.zeros(self.vocab.n_vocab, dtype=bool)
+            allowed[self.vocab.eog] = True
+            return allowed
         self._matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
         bits = np.unpackbits(self._bits.view(np.uint8), bitorder="little", count=self.vocab.n_vocab)
         return bits.view(bool)

@@ -153,3 +153,21 @@ def test_grammar_timings_say_what_the_mask_cost_the_decode_rate() -> None:
     assert t["grammar_decode_cost_pct"] == pytest.approx(100.0 * (1 - 100.0 / 125.0))
     assert grammar_timings(SimpleNamespace(mask_ms=0.0, steps=0, compile_ms=0.0), 1, 0.0)[  # type: ignore[arg-type]
         "grammar_decode_cost_pct"] == 0.0
+
+
+def test_a_failed_grammar_lets_the_reply_end_and_nothing_else(vocab: TokenVocab) -> None:
+    constraint = GrammarSpec.json_schema(SCHEMA).constraint(vocab)
+    constraint.accept(ord("x") + 2)  # forbidden: the grammar fails
+    assert constraint.error
+    assert np.flatnonzero(constraint.allowed()).tolist() == [EOS]
+    sampler = Sampler(SamplerParams(), len(PIECES), 0, constraint=constraint)
+    assert sampler.sample(hostile_logits(np.random.default_rng(0))) == EOS
+
+
+def test_the_distribution_is_the_masked_one(vocab: TokenVocab) -> None:
+    constraint = GrammarSpec.json_schema(SCHEMA).constraint(vocab)
+    sampler = Sampler(SamplerParams(top_k=0, top_p=1.0, min_p=0.0, temperature=1.0), len(PIECES), 0,
+                      constraint=constraint)
+    ids, probs = sampler.distribution(hostile_logits(np.random.default_rng(1)))
+    assert set(ids.tolist()) <= set(np.flatnonzero(constraint.allowed()).tolist())
+    assert probs.sum() == pytest.approx(1.0)
