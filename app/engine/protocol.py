@@ -100,11 +100,17 @@ class Generate:
     # The chat this request belongs to: its KV cache is saved after the reply and restored from disk when a
     # later prompt starts with what was saved (LoadConfig.kv_store_dir). None: nothing saved.
     conversation_id: str | None = None
+    # The output must match this grammar (app.core.sampling.constraint.GrammarSpec.to_wire(): a JSON schema,
+    # any JSON object, Lark or a regex), enforced while sampling. None: free text.
+    grammar: dict[str, str] | None = None
+    # Log-probabilities of each reply token with this many alternatives (0-20) in Done.metrics["logprobs"] and
+    # on each Token; None: none computed.
+    logprobs: int | None = None
     # OpenAI's `tools` (function definitions), rendered through the model's own chat template.
     tools: list[dict[str, Any]] | None = None
-    # A forced call (tool_choice required / named): {"prefix", "options", "json_schema"} of
-    # app.core.chat.tool_choice.ForcedCall; the prompt ends with the prefix, sampling is held to the call.
-    forced_call: dict[str, Any] | None = None
+    # Text the reply starts with, written after the generation prompt (a forced tool call's opening: tool_choice
+    # required / named, app.core.chat.tool_choice); the reply's text is what comes after it.
+    assistant_prefix: str = ""
     # Reply text with the special tokens' text in it (a tool call's markers: [TOOL_CALLS], <|channel|> ...).
     special_text: bool = False
 
@@ -213,6 +219,7 @@ class Token:
     index: int
     t: float  # engine's monotonic time of this token (seconds)
     reasoning: str = ""  # thinking text in this piece (text is then the answer part, often "")
+    logprobs: list[dict[str, Any]] | None = None  # Generate.logprobs asked: this token's, in OpenAI's chat form
 
 
 @dataclass

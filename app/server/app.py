@@ -237,6 +237,8 @@ async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
     try:
         if parsed.chat:
             yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, "", role=True))
+        elif parsed.output.echo and parsed.generate.prompt:
+            yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, parsed.generate.prompt))
         while True:
             try:
                 event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
@@ -245,7 +247,7 @@ async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
                 continue
             if isinstance(event, P.Token):
                 text = event.text if parsed.tool_plan is None else parsed.tool_plan.feed(event.text)
-                yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, text))
+                yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, text, logprobs=event.logprobs))
             elif isinstance(event, P.Done):
                 finished = True
                 for chunk in _tool_chunks(parsed, cid, model_id, created_at, event):

@@ -8,7 +8,8 @@ model whose template has no tool support gets a 400 saying so, never a silent dr
 - "none": the tools are not shown to the model and nothing is parsed (earlier tool turns still render);
 - "auto" (the default with tools): the model decides; a call it writes is parsed out of the reply;
 - "required" / {"type": "function", "function": {"name": ...}}: forced (app/core/chat/tool_choice.py): the reply
-  starts with the call's opening and sampling keeps to the call, so exactly one call comes back.
+  starts with the call's opening and the sampler's grammar (the one response_format uses) keeps it to one call of
+  the tools, arguments matching the function's schema, so exactly one call comes back.
 """
 
 from __future__ import annotations
@@ -174,7 +175,15 @@ def apply(body: dict[str, Any], parsed: ParsedRequest, tool_format: str) -> None
     gen.special_text = True  # the markers of some families are special tokens
     forced = tool_choice.forced_call(fmt, tools, name) if mode in ("required", "named") else None
     if forced is not None:
-        gen.forced_call = forced.to_wire()
+        if gen.grammar is not None:
+            raise _bad("'response_format' cannot be combined with a forced tool call (tool_choice required or "
+                       "a named function): the call's own grammar decides the reply.", "tool_choice")
+        spec = forced.grammar()
+        problem = spec.problem()
+        if problem:
+            raise _bad(f"The tools' parameter schemas cannot be enforced: {problem}")
+        gen.assistant_prefix = forced.prefix
+        gen.grammar = spec.to_wire()
     parsed.tool_plan = ToolPlan(fmt, forced, parallel)
 
 

@@ -81,7 +81,8 @@ def test_a_call_comes_back_as_message_tool_calls(served: AppServer) -> None:
     assert call.type == "function" and call.function.name == "get_weather"
     assert json.loads(call.function.arguments) == {"city": "Paris"} and call.id
     sent = hub.opened[0]
-    assert sent.tools == TOOLS and sent.forced_call is None and sent.special_text  # auto: the model decides
+    assert sent.tools == TOOLS and sent.special_text  # the markers of some families are special tokens
+    assert sent.grammar is None and sent.assistant_prefix == ""  # auto: the model decides
 
 
 def test_a_streamed_call_comes_as_tool_call_deltas_after_the_content(served: AppServer) -> None:
@@ -114,23 +115,24 @@ def test_tool_choice_required_and_named_force_the_call(served: AppServer) -> Non
     r = c.chat.completions.create(model="stub.gguf", messages=ASK, tools=TOOLS, tool_choice="required")
     (call,) = r.choices[0].message.tool_calls
     assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Paris"})
-    forced = hub.opened[0].forced_call
-    assert forced is not None and forced["prefix"] == '<tool_call>\n{"name": "'
-    assert forced["options"] == ['get_weather", "arguments": ', 'add", "arguments": ']
+    sent = hub.opened[0]
+    assert sent.assistant_prefix == '<tool_call>\n{"name": "'
+    assert sent.grammar is not None and sent.grammar["kind"] == "lark"
+    assert '"get_weather\\", \\"arguments\\": " %json' in sent.grammar["source"]
     r = c.chat.completions.create(model="stub.gguf", messages=ASK, tools=TOOLS,
                                   tool_choice={"type": "function", "function": {"name": "add"}})
     (call,) = r.choices[0].message.tool_calls
     assert (call.function.name, json.loads(call.function.arguments)) == ("add", {"a": 1, "b": 2})
-    forced = hub.opened[1].forced_call
-    assert forced is not None and forced["prefix"].endswith('"add", "arguments": ') and forced["options"] == []
-    assert forced["json_schema"] == {"type": "object"}
+    sent = hub.opened[1]
+    assert sent.assistant_prefix.endswith('"add", "arguments": ')
+    assert sent.grammar == {"kind": "json_schema", "source": '{"type": "object"}'}
 
 
 def test_tool_choice_none_shows_no_tools_and_parses_nothing(served: AppServer) -> None:
     hub = script(served, CALL_TEXT)
     r = client(served).chat.completions.create(model="stub.gguf", messages=ASK, tools=TOOLS, tool_choice="none")
     assert r.choices[0].message.content == CALL_TEXT and not r.choices[0].message.tool_calls
-    assert hub.opened[0].tools is None and hub.opened[0].forced_call is None
+    assert hub.opened[0].tools is None and hub.opened[0].grammar is None and not hub.opened[0].assistant_prefix
 
 
 def test_tool_turns_reach_the_engine(served: AppServer) -> None:
@@ -154,6 +156,9 @@ def test_tool_turns_reach_the_engine(served: AppServer) -> None:
     ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice"),
     ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
     ({"tool_choice": "required"}, "tool_choice"),
+    ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "x": {"type": "string", "pattern": "(unclosed"}}}}}], "tool_choice": "required"}, "tools"),
     ({"tools": TOOLS, "parallel_tool_calls": "yes"}, "parallel_tool_calls"),
     ({"messages": [*ASK, {"role": "tool", "content": "18 C"}]}, "messages"),
     ({"messages": [*ASK, {"role": "assistant", "tool_calls": [{"function": {}}]}]}, "messages"),

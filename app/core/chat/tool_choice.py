@@ -1,12 +1,11 @@
-"""`tool_choice` required / named, forced: the prompt ends with the family's call opening and sampling is held
-to the rest of one call.
+"""`tool_choice` required / named, forced: the prompt ends with the family's call opening and a grammar holds
+sampling to the rest of one call.
 
-`ForcedCall` is the constraint handed to the engine, kept to a small interface so that any constraint engine can
-enforce it: the text the reply starts with (`prefix`, written into the prompt), the name choices still open after
-it (`options`, each "NAME<sep>"; empty when the function is named), and the JSON schema of what follows (the
-arguments object, or for a choice of names `{"anyOf": [...]}` of whole calls). The engine's own enforcement
-(app/core/sampling/call_constraint.py) is prefix forcing: the name from the options and JSON syntax; the schema is
-there for a grammar engine to enforce as well.
+`ForcedCall` is what the engine gets: the text the reply starts with (`prefix`, written into the prompt after the
+generation prompt), and the grammar of what follows (`grammar()`, for the sampler's constraint engine:
+app/core/sampling/constraint.py) — for a named function (or a single tool) its parameters' JSON schema, for a
+choice of functions one of "NAME<sep>" followed by that function's arguments schema. The call is thus a valid
+call of one of the tools, with arguments that match its schema, and the reply ends there.
 
 `read_forced` turns the text sampled after the prefix back into the call.
 """
@@ -19,8 +18,10 @@ from typing import Any
 
 from app.core.chat.tool_calls import ToolCall, _json_at
 from app.core.chat.tool_formats import ToolFormat
+from app.core.sampling.constraint import GrammarSpec
 
 OBJECT = {"type": "object"}
+COMPACT = {"whitespace_flexible": False}  # llguidance's JSON option, as for response_format: no runaway whitespace
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,19 @@ class ForcedCall:
     json_schema: dict[str, Any]
     name: str | None = None  # the function, when tool_choice named it (or only one tool was given)
 
+    schemas: tuple[dict[str, Any], ...] = ()  # each name's arguments schema (a choice of names)
+
     @property
     def options(self) -> tuple[str, ...]:
         return tuple(n + self.sep for n in self.names)
 
-    def to_wire(self) -> dict[str, Any]:
-        return {"prefix": self.prefix, "options": list(self.options), "json_schema": self.json_schema}
+    def grammar(self) -> GrammarSpec:
+        """What the sampler must keep to after the prefix."""
+        if not self.names:
+            return GrammarSpec.json_schema(self.json_schema)
+        rules = [f"c{i}: {json.dumps(option)} %json {json.dumps({**schema, 'x-guidance': COMPACT})}"
+                 for i, (option, schema) in enumerate(zip(self.options, self.schemas, strict=True))]
+        return GrammarSpec.lark("start: " + " | ".join(f"c{i}" for i in range(len(rules))) + "\n" + "\n".join(rules))
 
 
 def _parameters(tool: dict[str, Any]) -> dict[str, Any]:
@@ -54,7 +62,8 @@ def forced_call(fmt: ToolFormat, tools: list[dict[str, Any]], name: str | None) 
     schema = {"anyOf": [{"type": "object", "properties": {"name": {"const": t["function"]["name"]},
                                                           "arguments": _parameters(t)},
                          "required": ["name", "arguments"]} for t in tools]}
-    return ForcedCall(fmt.head, tuple(t["function"]["name"] for t in tools), fmt.sep, schema)
+    return ForcedCall(fmt.head, tuple(t["function"]["name"] for t in tools), fmt.sep, schema,
+                      schemas=tuple(_parameters(t) for t in tools))
 
 
 def read_forced(forced: ForcedCall, text: str) -> ToolCall | None:

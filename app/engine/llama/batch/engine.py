@@ -28,13 +28,14 @@ import llama_cpp
 import numpy as np
 
 from app.core.chat.templates import render
-from app.core.sampling.call_constraint import call_constraint, pick
 from app.core.sampling.chain import PENALTY_LAST_N, Sampler, SamplerParams
+from app.core.sampling.logprobs import logprob_entry
 from app.engine import protocol as P
 from app.engine.batch.messages import Accepted, BatchStats, DropCaches
 from app.engine.llama.batch.sequence import Sequence
 from app.engine.llama.batch.tokenizer import Prepared, PromptTokenizer
 from app.engine.llama.decoding import logits_row
+from app.engine.llama.grammar_vocab import constraint_for
 from app.engine.llama.worker.engine import Engine
 from app.engine.llama.worker.stream import send, send_lines
 
@@ -71,7 +72,8 @@ class BatchEngine(Engine):
         self.tokenizing: dict[str, tuple[P.Generate, float]] = {}  # at the tokenizer thread (since when)
         self.cancelled_early: set[str] = set()  # of those, the ones whose client gave up meanwhile
         self.slot_salt: list[str] = [""] * self.n_slots  # whose prefix each slot's cache is (cache_salt)
-        self.tokenizer = PromptTokenizer(inbox, self._prompt_bytes, self._tokenize_bytes)
+        self.tokenizer = PromptTokenizer(inbox, self._prompt_bytes, self._tokenize_bytes,
+                                         lambda req: constraint_for(self.llm, req.grammar))
 
     # --------------------------------------------------------------- the context, built for N sequences
     def _construct(self, cfg: P.LoadConfig) -> Any:
@@ -191,8 +193,7 @@ class BatchEngine(Engine):
         bos = llm._model.token_get_text(llm.token_bos()) if llm.token_bos() >= 0 else ""
         eos = llm._model.token_get_text(llm.token_eos()) if llm.token_eos() >= 0 else ""
         text = render(self.template, list(req.messages), bos_token=bos, eos_token=eos, tools=req.tools)
-        if req.forced_call:  # the reply starts with the call's opening (tool_choice required / named)
-            text += str(req.forced_call.get("prefix", ""))
+        text += req.assistant_prefix  # a forced tool call's opening (tool_choice required / named)
         add_bos = llm._model.add_bos_token() and not (bos and text.startswith(bos))
         return text.encode("utf-8"), True, add_bos
 
@@ -236,9 +237,9 @@ class BatchEngine(Engine):
             reason = self._over(f"over {self.n_ctx_slot} tokens") if prepared.over else prepared.error
             send(P.Error(rid, "bad_request", reason or "The prompt could not be tokenized."))
             return
-        self._accept(req, prepared.tokens, entry[1])
+        self._accept(req, prepared.tokens, entry[1], prepared.constraint)
 
-    def _accept(self, req: P.Generate, tokens: list[int], t_submit: float) -> None:
+    def _accept(self, req: P.Generate, tokens: list[int], t_submit: float, constraint: Any = None) -> None:
         rid = req.request_id
         if len(tokens) >= self.n_ctx_slot:
             send(P.Error(rid, "bad_request", self._over(f"{len(tokens)} tokens")))
@@ -250,12 +251,12 @@ class BatchEngine(Engine):
         sampler = Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
                                         repeat_penalty=s.repeat_penalty, frequency_penalty=s.frequency_penalty,
                                         presence_penalty=s.presence_penalty, penalty_last_n=window),
-                          self.llm.n_vocab(), seed)
+                          self.llm.n_vocab(), seed, constraint=constraint, logprobs=req.logprobs)
         seq = Sequence(request_id=rid, prompt=tokens, sampler=sampler,
                        max_tokens=max(1, min(s.max_tokens, self.n_ctx_slot - len(tokens))),
                        requested_max_tokens=s.max_tokens, stop=[x for x in s.stop if x],
                        ignore_eos=s.ignore_eos, t_submit=t_submit, salt=req.cache_salt,
-                       constraint=call_constraint(req.forced_call), special_text=req.special_text)
+                       special_text=req.special_text)
         self.by_id[rid] = seq
         self.waiting.append(seq)
         self._stats_due = True
@@ -398,12 +399,14 @@ class BatchEngine(Engine):
         vocab = self.llm._model.vocab
         lines: list[str] = []
         for seq, idx in outputs:
-            token = self._sample(seq, logits_row(self.llm, idx))
+            token = seq.sampler.sample(logits_row(self.llm, idx))
             eog = bool(llama_cpp.llama_vocab_is_eog(vocab, token))
             emitted = seq.emitted
             text = seq.accept(token, eog, b"" if eog else self._piece(token, seq.special_text), now)
             if seq.emitted > emitted:  # one Token per reply token, its text maybe empty (see Sequence)
-                lines.append(P.encode(P.Token(seq.request_id, text, seq.emitted - 1, now)))
+                entry = self._logprob(seq)
+                lines.append(P.encode(P.Token(seq.request_id, text, seq.emitted - 1, now,
+                                              logprobs=None if entry is None else [entry])))
             if seq.finish is not None:
                 if lines:
                     send_lines(lines)
@@ -412,18 +415,14 @@ class BatchEngine(Engine):
         if lines:
             send_lines(lines)
 
-    def _sample(self, seq: Sequence, row: Any) -> int:
-        """The next token of `seq`; under a forced call's constraint, one that keeps to the call (the constraint
-        then ends the reply once the call is complete: Sequence.accept)."""
-        c = seq.constraint
-        if c is None:
-            return int(seq.sampler.sample(row))
-        token = pick(seq.sampler, row, lambda t: c.allows(self._piece(t, True)))
-        if token is None:  # no token of the vocabulary continues the call: the reply goes on unconstrained
-            seq.constraint = None
-            return int(seq.sampler.sample(row))
-        c.feed(self._piece(token, True))
-        return token
+    def _logprob(self, seq: Sequence) -> dict[str, Any] | None:
+        """The last drawn token's log-probabilities, in OpenAI's form, kept for Done too (None: not asked)."""
+        drawn = seq.sampler.logprobs
+        if seq.sampler.logprobs_top is None or not drawn:
+            return None
+        entry = logprob_entry(drawn[-1], self._piece)
+        seq.logprobs.append(entry)
+        return entry
 
     # --------------------------------------------------------------- stats
     def batch_stats(self) -> BatchStats:
