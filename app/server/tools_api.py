@@ -190,9 +190,10 @@ def apply(body: dict[str, Any], parsed: ParsedRequest, tool_format: str) -> None
 def rewrite_body(plan: ToolPlan, body: dict[str, Any], text: str) -> None:
     """A whole chat completion's message with its tool calls split out of the text."""
     content, calls = plan.split(text)
-    if not calls:
-        return
     choice = body["choices"][0]
+    if not calls:
+        choice["message"]["content"] = content  # a forced call cut short: its text, prefix included
+        return
     choice["message"] = {"role": "assistant", "content": content or None,
                          "tool_calls": [c.openai() for c in calls]}
     choice["finish_reason"] = "tool_calls"

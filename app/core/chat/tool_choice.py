@@ -48,8 +48,16 @@ class ForcedCall:
 
 
 def _parameters(tool: dict[str, Any]) -> dict[str, Any]:
+    """The function's arguments schema as the grammar enforces it: an object whose properties are the ones the
+    schema names unless it says otherwise (additionalProperties defaults to false, as in llama.cpp's grammars and
+    OpenAI's strict calls): JSON Schema's own default lets a model that follows no instruction invent keys
+    until max_tokens."""
     params = tool["function"].get("parameters")
-    return params if isinstance(params, dict) and params else OBJECT
+    if not isinstance(params, dict) or not params:
+        return OBJECT
+    if "properties" in params and "additionalProperties" not in params:
+        return {**params, "additionalProperties": False}
+    return params
 
 
 def forced_call(fmt: ToolFormat, tools: list[dict[str, Any]], name: str | None) -> ForcedCall:

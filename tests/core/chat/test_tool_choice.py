@@ -81,3 +81,18 @@ def test_required_with_one_tool_is_that_tool_named() -> None:
     assert forced.name == "get_weather" and forced.prefix == '{"name": "get_weather", "parameters": '
     assert read_forced(forced, '{"city": "Paris"}') is not None
     assert read_forced(forced, '{"city": ') is None  # cut short (max_tokens): not a call
+
+
+def test_a_forced_call_invents_no_keys_unless_the_schema_allows_them(vocab: TokenVocab) -> None:
+    """JSON Schema lets any other key in by default, and a model that follows nothing writes keys until it runs
+    out of tokens: a forced call keeps to the keys the schema names (as llama.cpp's grammars do)."""
+    loose = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 8}}}}}]
+    forced = forced_call(tool_formats.HERMES, loose, None)
+    assert forced.json_schema["additionalProperties"] is False
+    for seed in range(4):
+        call = read_forced(forced, draw(vocab, forced, seed))
+        assert call is not None and set(json.loads(call.arguments)) <= {"city"}
+    open_ended = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {}, "additionalProperties": True}}}]
+    assert forced_call(tool_formats.HERMES, open_ended, None).json_schema["additionalProperties"] is True
