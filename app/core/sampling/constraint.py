@@ -31,17 +31,18 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llguidance
 import numpy as np
 
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions
+
 KINDS = ("json_schema", "json_object", "lark", "regex")
 CONTROL_PREFIX = b"\xff"  # llguidance's mark of a special token: no grammar text can spell it
-# A schema's compilation is bounded: a hostile one fails with a message instead of running for seconds.
-LIMITS = {"max_grammar_size": 500_000, "step_max_items": 50_000, "max_items_in_row": 2_000}
-_JSON_OPTIONS: dict[str, Any] = {"whitespace_flexible": False}  # compact JSON: fewer tokens, and no runaway
-# whitespace from a small model (OpenAI's strict outputs are compact too)
+# compact JSON: fewer tokens, and no runaway whitespace from a small model (OpenAI's strict outputs are compact too)
+_JSON_OPTIONS: JsonCompileOptions = {"whitespace_flexible": False}
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,10 @@ class GrammarSpec:
 
 
 def _limits() -> llguidance.LLParserLimits:
-    return llguidance.LLParserLimits(verbose_errors=False, **LIMITS)
+    """llguidance's own bounds on a grammar's size and each step's work (a hostile schema fails with a
+    message instead of running for seconds), without the grammar's text in error messages."""
+    return llguidance.LLParserLimits(max_grammar_size=500_000, step_max_items=50_000, max_items_in_row=2_000,
+                                     verbose_errors=False)
 
 
 class _Tokenizer:

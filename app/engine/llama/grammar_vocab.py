@@ -29,7 +29,7 @@ def token_pieces(vocab: Any, n_vocab: int) -> list[bytes]:
     pieces = []
     for token in range(n_vocab):
         n = llama_cpp.llama_token_to_piece(vocab, token, buf, _PIECE_BYTES, 0, True)
-        piece = bytes(buf[:n]) if n > 0 else b""
+        piece = buf.raw[:n] if n > 0 else b""
         attr = llama_cpp.llama_token_get_attr(vocab, token)
         if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL or (
                 attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED and piece.startswith(b"<") and piece.endswith(b">")):
