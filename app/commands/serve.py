@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-type", default=DEFAULT_KV_TYPE, choices=KV_TYPES)
     p.add_argument("--api-key", default=None, help="required key (default: $ROOFLINE_API_KEY)")
     p.add_argument("--model-name", default=None, help="the model's id in the API (default: the file name)")
+    p.add_argument("--chat-template", default=None, metavar="FILE",
+                   help="a Jinja chat template file used instead of the model's own (e.g. one with tool support)")
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)  # the window's: see exit_with_parent
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="a Host name the server is reached by, besides loopback's and --host (repeatable)")
@@ -128,6 +130,12 @@ def run(args: argparse.Namespace) -> int:
     from app.server.guards import allowed_hosts
 
     model = resolve_model(args.model)
+    template = None
+    if args.chat_template:
+        try:
+            template = Path(args.chat_template).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            return fail(f"cannot read the chat template {args.chat_template}: {exc}")
     try:
         sock = bind(args.host, args.port)
     except OSError as exc:
@@ -135,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     config = P.LoadConfig(model_path=str(model), n_ctx=args.ctx, n_threads=args.threads,
                           n_gpu_layers=args.n_gpu_layers, n_cpu_moe=args.n_cpu_moe, type_k=args.kv_type,
                           type_v=args.kv_type,
-                          n_batch=max(args.ubatch, 512), n_ubatch=args.ubatch)
+                          n_batch=max(args.ubatch, 512), n_ubatch=args.ubatch, chat_template=template)
     hub = Hub(config, args.parallel, args.queue)
     try:
         loaded = hub.start()

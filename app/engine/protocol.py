@@ -78,7 +78,7 @@ class Generate:
 
     type: ClassVar[str] = "generate"
     request_id: str
-    messages: list[dict[str, str]] | None = None
+    messages: list[dict[str, Any]] | None = None  # role, content (an assistant's tool_calls, a tool_call_id)
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
     prompt_lookup: bool = False  # speculative prompt-lookup decoding
@@ -100,13 +100,28 @@ class Generate:
     # The chat this request belongs to: its KV cache is saved after the reply and restored from disk when a
     # later prompt starts with what was saved (LoadConfig.kv_store_dir). None: nothing saved.
     conversation_id: str | None = None
+    # The output must match this grammar (app.core.sampling.constraint.GrammarSpec.to_wire(): a JSON schema,
+    # any JSON object, Lark or a regex), enforced while sampling. None: free text.
+    grammar: dict[str, str] | None = None
+    # Log-probabilities of each reply token with this many alternatives (0-20) in Done.metrics["logprobs"] and
+    # on each Token; None: none computed.
+    logprobs: int | None = None
+    # OpenAI's `tools` (function definitions), rendered through the model's own chat template.
+    tools: list[dict[str, Any]] | None = None
+    # Text the reply starts with, written after the generation prompt (a forced tool call's opening: tool_choice
+    # required / named, app.core.chat.tool_choice); the reply's text is what comes after it.
+    assistant_prefix: str = ""
+    # Reply text with the special tokens' text in it (a tool call's markers: [TOOL_CALLS], <|channel|> ...).
+    special_text: bool = False
 
     def prompt_bytes(self) -> int:
-        """The prompt's UTF-8 length before any template (a chat's message contents added up): a bound
-        checked before tokenizing."""
+        """The prompt's UTF-8 length before any template (a chat's message contents, tool calls and tools added
+        up): a bound checked before tokenizing."""
         if self.messages is None:
             return len((self.prompt or "").encode("utf-8"))
-        return sum(len(str(m.get("content", "")).encode("utf-8")) for m in self.messages)
+        size = sum(len(str(m.get("content") or "").encode("utf-8")) for m in self.messages)
+        extra = [m["tool_calls"] for m in self.messages if m.get("tool_calls")] + ([self.tools] if self.tools else [])
+        return size + sum(len(json.dumps(x, ensure_ascii=False).encode("utf-8")) for x in extra)
 
 
 @dataclass
@@ -193,6 +208,7 @@ class Loaded:
     n_threads_batch: int
     rss_bytes: int
     metadata: dict[str, str] = field(default_factory=dict)
+    tool_format: str = ""  # the family whose tool calls the chat template writes (tool_formats); "": no tools
 
 
 @dataclass
@@ -203,6 +219,7 @@ class Token:
     index: int
     t: float  # engine's monotonic time of this token (seconds)
     reasoning: str = ""  # thinking text in this piece (text is then the answer part, often "")
+    logprobs: list[dict[str, Any]] | None = None  # Generate.logprobs asked: this token's, in OpenAI's chat form
 
 
 @dataclass

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.server import openai_api as api
+from app.server import tools_api
 from app.server.engine_queue import Hub, Unavailable
 from app.server.guards import Guard, allowed_hosts
 
@@ -160,6 +161,7 @@ async def _complete(request: Request, chat: bool) -> Response:
         body = api.parse_json(await _read_body(request, body_limit(hub)))
         key = _presented_key(request) if served.api_key else ""
         parsed = api.parse_request(body, chat, hub.new_request_id(), served.model_names, client_key=key)
+        tools_api.apply(body, parsed, hub.loaded.tool_format if hub.loaded else "")
         _check_size(hub, parsed.generate, chat)
     except api.ApiError as exc:
         return _error(exc)
@@ -214,8 +216,11 @@ async def _collect(request: Request, served: Served, parsed: api.ParsedRequest, 
                 continue
             if isinstance(event, P.Done):
                 finished = True
-                return JSONResponse(api.completion_body(parsed, cid, served.model_id, event.text,
-                                                        event.finish_reason, event.metrics))
+                reply = api.completion_body(parsed, cid, served.model_id, event.text, event.finish_reason,
+                                            event.metrics)
+                if parsed.tool_plan is not None:
+                    tools_api.rewrite_body(parsed.tool_plan, reply, event.text)
+                return JSONResponse(reply)
             if isinstance(event, P.Error):
                 finished = True
                 return _error(api.ApiError(500, event.message, type_="server_error"))
@@ -232,6 +237,8 @@ async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
     try:
         if parsed.chat:
             yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, "", role=True))
+        elif parsed.output.echo and parsed.generate.prompt:
+            yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, parsed.generate.prompt))
         while True:
             try:
                 event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
@@ -239,9 +246,12 @@ async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
                 yield b": waiting\n\n"
                 continue
             if isinstance(event, P.Token):
-                yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, event.text))
+                text = event.text if parsed.tool_plan is None else parsed.tool_plan.feed(event.text)
+                yield api.sse(api.chunk_body(parsed, cid, model_id, created_at, text, logprobs=event.logprobs))
             elif isinstance(event, P.Done):
                 finished = True
+                for chunk in _tool_chunks(parsed, cid, model_id, created_at, event):
+                    yield chunk
                 for chunk in _last_chunks(parsed, cid, model_id, created_at, event):
                     yield chunk
                 return
@@ -252,6 +262,22 @@ async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
                 return
     finally:
         served.hub.release(rid, finished)
+
+
+def _tool_chunks(parsed: api.ParsedRequest, cid: str, model_id: str, created_at: int, event: P.Done) -> list[bytes]:
+    """A tool request's held-back content and its calls, before the last chunk (whose finish reason is then
+    "tool_calls")."""
+    plan = parsed.tool_plan
+    if plan is None:
+        return []
+    content, calls = plan.finish()
+    chunks = [api.sse(api.chunk_body(parsed, cid, model_id, created_at, content))] if content else []
+    if calls:
+        delta = api.chunk_body(parsed, cid, model_id, created_at, None)
+        delta["choices"][0]["delta"] = tools_api.call_deltas(calls)
+        chunks.append(api.sse(delta))
+        event.finish_reason = "tool_calls"
+    return chunks
 
 
 def _last_chunks(parsed: api.ParsedRequest, cid: str, model_id: str, created_at: int,

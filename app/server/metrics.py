@@ -62,6 +62,9 @@ class ServerMetrics:
         self.decode_steps = 0
         self.ttft = Histogram(TTFT_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
+        self.grammar_requests = 0  # finished requests that had a grammar (response_format, a forced tool call)
+        self.grammar_decode_seconds = 0.0  # their decode time...
+        self.grammar_seconds = 0.0  # ... and the part of it their grammar took (masks and steps)
 
     def on_stats(self, running: int, waiting: int, kv_tokens: int, n_ctx: int, steps: int) -> None:
         self.running, self.waiting, self.kv_tokens, self.n_ctx, self.decode_steps = (
@@ -80,6 +83,11 @@ class ServerMetrics:
             self.ttft.observe(float(metrics["ttft_ms"]) / 1000.0)
         for ms in metrics.get("itl_ms", ()):
             self.itl.observe(float(ms) / 1000.0)
+        if "grammar_per_token_ms" in metrics:
+            self.grammar_requests += 1
+            decode_tokens = max(0, int(metrics.get("predicted_n", 0)) - 1)
+            self.grammar_decode_seconds += float(metrics.get("predicted_ms", 0.0)) / 1000.0
+            self.grammar_seconds += float(metrics["grammar_per_token_ms"]) * decode_tokens / 1000.0
 
     def render(self) -> str:
         def per_second(tokens: float, seconds: float) -> float:
@@ -107,6 +115,12 @@ class ServerMetrics:
              self.kv_tokens),
             ("requests_processing", "gauge", "Number of requests processing.", self.running),
             ("requests_deferred", "gauge", "Number of requests deferred.", self.waiting),
+            # Roofline's own: what grammars (structured output) cost the requests that had one
+            ("grammar_requests_total", "counter", "Requests finished under a grammar (response_format, tools).",
+             self.grammar_requests),
+            ("grammar_decode_cost_ratio", "gauge", "Share of those requests' decode time spent in their grammar "
+             "(1 - decode rate with it / without it).",
+             min(1.0, self.grammar_seconds / self.grammar_decode_seconds) if self.grammar_decode_seconds > 0 else 0.0),
         ]
         out: list[str] = []
         for name, kind, help_text, value in rows:

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.sampling import defaults as D
+from app.core.sampling.constraint import GRAMMAR_TIMING_KEYS
 from app.engine import protocol as P
+from app.server.output_options import OptionError, OutputOptions, parse_output_options, response_logprobs
 
 UNLIMITED_TOKENS = 1 << 30  # the engine clips max_tokens to what the slot's context leaves
 TIMING_KEYS = ("prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_n",
@@ -50,6 +52,8 @@ class ParsedRequest:
     stream: bool
     include_usage: bool
     chat: bool
+    output: OutputOptions = OutputOptions()  # response_format, logprobs, echo (app.server.output_options)
+    tool_plan: Any = None  # app.server.tools_api.ToolPlan: the request's tools (set by tools_api.apply)
 
 
 def json_depth(value: Any) -> int:
@@ -209,12 +213,17 @@ def parse_request(body: dict[str, Any], chat: bool, request_id: str,
     )
     if sampling.seed is not None:
         sampling.seed %= 1 << 63
+    try:
+        output = parse_output_options(body, chat)
+    except OptionError as exc:
+        raise ApiError(400, str(exc), param=exc.param) from None
     salt = _salt(body)
     if client_key or salt:
         salt = hashlib.sha256(f"{client_key}\0{salt}".encode()).hexdigest()[:32]
     generate = P.Generate(request_id=request_id, messages=messages, prompt=prompt, sampling=sampling,
-                          cache_salt=salt)
-    return ParsedRequest(generate, stream, include_usage, chat)
+                          cache_salt=salt, grammar=output.grammar.to_wire() if output.grammar else None,
+                          logprobs=output.logprobs)
+    return ParsedRequest(generate, stream, include_usage, chat, output)
 
 
 def new_id(chat: bool) -> str:
@@ -229,24 +238,32 @@ def usage(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def timings(metrics: dict[str, Any]) -> dict[str, Any]:
-    return {k: metrics.get(k, 0) for k in TIMING_KEYS}
+    """llama-server's timings, and what the grammar cost when the request had one."""
+    out = {k: metrics.get(k, 0) for k in TIMING_KEYS}
+    out.update({k: metrics[k] for k in GRAMMAR_TIMING_KEYS if k in metrics})
+    return out
 
 
 def completion_body(parsed: ParsedRequest, cid: str, model: str, text: str, finish: str,
                     metrics: dict[str, Any]) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+    echo = (parsed.generate.prompt or "") if parsed.output.echo and not parsed.chat else ""
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish,
+                              "logprobs": response_logprobs(parsed.output, parsed.chat, metrics.get("logprobs"))}
     if parsed.chat:
         choice["message"] = {"role": "assistant", "content": text}
     else:
-        choice["text"] = text
+        choice["text"] = echo + text
     return {"id": cid, "object": "chat.completion" if parsed.chat else "text_completion",
             "created": int(time.time()), "model": model, "choices": [choice], "usage": usage(metrics),
             "timings": timings(metrics)}
 
 
 def chunk_body(parsed: ParsedRequest, cid: str, model: str, created: int, text: str | None,
-               finish: str | None = None, role: bool = False) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+               finish: str | None = None, role: bool = False,
+               logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish,
+                              "logprobs": response_logprobs(parsed.output, parsed.chat, logprobs) if logprobs
+                              else None}
     if parsed.chat:
         delta: dict[str, Any] = {"role": "assistant"} if role else {}
         if text is not None:

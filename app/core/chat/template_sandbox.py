@@ -27,6 +27,7 @@ engine process that renders templates runs under address-space and CPU limits (a
 from __future__ import annotations
 
 import datetime
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -196,6 +197,16 @@ def strftime_now(fmt: Any = "%Y-%m-%d") -> str:
     return datetime.datetime.now().strftime(fmt)
 
 
+def tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
+           sort_keys: bool = False) -> str:
+    """`tojson` as `transformers` (and llama.cpp) give it to templates: plain JSON in the object's own key order,
+    not Jinja's HTML-safe variant (keys sorted, `<` as \\u003c, a Markup that escapes what it is added to),
+    so a tool's schema reads as its author wrote it."""
+    if separators is not None and sum(len(str(x)) for x in separators) > 16:
+        raise SecurityError("tojson separators too long")  # the size estimate counts one-character ones
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
 class BoundedSandbox(ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox with the step, time and size budgets described above."""
 
@@ -207,6 +218,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         super().__init__(finalize=_finalize, extensions=extensions, **kwargs)
         self.globals.pop("lipsum", None)
         self.globals["strftime_now"] = strftime_now
+        self.filters["tojson"] = tojson
         self.filters = {name: _filter_with_steps(f, name) for name, f in self.filters.items()}
         self.filters.update(_bounded_filters(self.filters))
         self.filters["_steps"] = _counted

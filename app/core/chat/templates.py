@@ -9,6 +9,10 @@ spins or allocates, even one that never yields any output.
 Some templates refuse a system message (Gemma 2 raises "System role not supported") or drop it silently.
 Like llama.cpp (minja's system-role polyfill) and LM Studio, such a template gets the system prompt folded
 into the first user turn instead: whether a template keeps a system message is probed once per template.
+
+Tools (OpenAI's `tools`, an assistant's `tool_calls`, `tool` results) go through the template's own `tools`
+variable and messages, as `transformers` renders them, prepared for what the template handles
+(app/core/chat/template_tools.py); a template without tool support, or a built-in format, refuses them.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from typing import Any
 
 from jinja2.exceptions import SecurityError, TemplateError
 
+from app.core.chat import template_tools
 from app.core.chat.template_compile import TemplateTooBig
 from app.core.chat.template_sandbox import BoundedSandbox, end_budget, start_budget
 
-Message = dict[str, str]
+Message = dict[str, Any]  # role, content; an assistant's tool_calls, a tool result's tool_call_id
 
 
 class ChatTemplateError(ValueError):
@@ -160,6 +165,22 @@ def keeps_system_messages(source: str) -> bool:
     return _SYSTEM_NEEDLE in text
 
 
+def tool_format(template: ChatTemplate) -> str:
+    """The family whose tool calls `template` writes (app/core/chat/tool_formats.py), "" when it has no tool
+    support (built-in formats have none)."""
+    if template.jinja is None:
+        return ""
+    try:
+        _compile(template.jinja)
+        start_budget(MAX_RENDER_SECONDS)
+        support = template_tools.probe(template.jinja)
+    except (TemplateError, TypeError, ValueError, RecursionError, MemoryError):
+        return ""  # a template that cannot even be probed renders nothing either: render says why
+    finally:
+        end_budget()
+    return support.fmt.name if support.usable and support.fmt else ""
+
+
 def fold_system_into_first_user(messages: list[Message]) -> list[Message]:
     """System messages joined onto the user turn that follows them, as llama.cpp does for templates without a
     system role; a system prompt followed by no user turn becomes a user turn of its own."""
@@ -181,16 +202,40 @@ def fold_system_into_first_user(messages: list[Message]) -> list[Message]:
     return out
 
 
-def render(template: ChatTemplate, messages: list[Message], bos_token: str = "", eos_token: str = "") -> str:
-    """The prompt text for `messages`, ending where the assistant's reply starts."""
+def _check(m: Message) -> bool:
+    role, content = m.get("role"), m.get("content")
+    if role == "tool":
+        return isinstance(content, str)
+    if role == "assistant" and m.get("tool_calls"):
+        return content is None or isinstance(content, str)
+    return role in ("system", "user", "assistant") and isinstance(content, str)
+
+
+def render(template: ChatTemplate, messages: list[Message], bos_token: str = "", eos_token: str = "",
+           tools: list[dict[str, Any]] | None = None) -> str:
+    """The prompt text for `messages` (and `tools`, the functions the model may call), ending where the
+    assistant's reply starts."""
     for m in messages:
-        if m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
+        if not _check(m):
             raise ChatTemplateError(f"bad message: {m!r}")
+    uses_tools = bool(tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
     if template.jinja is None:
+        if uses_tools:
+            raise ChatTemplateError(f"the built-in '{template.name}' format has no tool support; tools need a "
+                                    "model whose own chat template handles them")
         return BUILTIN[template.name](messages, bos_token)
     try:
         compiled = _compile(template.jinja)  # under its own budget: size, tokens, nodes and time
         start_budget(MAX_RENDER_SECONDS)  # counted inside the sandbox: loops, calls and filters, not just output
+        extra: dict[str, Any] = {}
+        if uses_tools:
+            support = template_tools.probe(template.jinja)
+            if not support.usable:
+                raise ChatTemplateError("this model's chat template has no tool support (it writes neither "
+                                        "the tools nor tool calls)")
+            messages = template_tools.prepare(support, messages, tools)
+            if tools and support.lists_tools:
+                extra["tools"] = tools
         if any(m["role"] == "system" for m in messages) and not keeps_system_messages(template.jinja):
             messages = fold_system_into_first_user(messages)
         chunks: list[str] = []
@@ -199,7 +244,7 @@ def render(template: ChatTemplate, messages: list[Message], bos_token: str = "",
         # generate() yields as it goes, so a runaway loop is stopped by size or time, not by the OOM killer.
         for chunk in compiled.generate(
             messages=messages, bos_token=bos_token, eos_token=eos_token,
-            add_generation_prompt=True, raise_exception=_raise_exception,
+            add_generation_prompt=True, raise_exception=_raise_exception, **extra,
         ):
             chunks.append(chunk)
             size += len(chunk)

@@ -17,7 +17,8 @@ from typing import IO, Any
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
 _WANTED = ("tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.merges",
-           "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")
+           "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.token_type")
+TOKEN_CONTROL = 3  # llama.cpp's LLAMA_TOKEN_TYPE_CONTROL in tokenizer.ggml.token_type
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Vocabulary:
     merges: list[bytes] = field(default_factory=list)
     bos: int | None = None
     eos: int | None = None
+    token_types: list[int] = field(default_factory=list)  # per token: 1 normal, 3 control, 6 byte, ...
 
 
 def _read(f: IO[bytes], n: int) -> bytes:
@@ -64,7 +66,10 @@ def _value(f: IO[bytes], vtype: int, keep: bool) -> Any:
                 f.seek(n, 1)
             return None
         if etype in _SCALARS:
-            f.seek(count * struct.calcsize(_SCALARS[etype]), 1)
+            size = struct.calcsize(_SCALARS[etype])
+            if keep:
+                return list(struct.unpack(f"<{count}{_SCALARS[etype][1]}", _read(f, count * size)))
+            f.seek(count * size, 1)
             return None
         raise ValueError(f"unsupported array element type {etype}")
     raise ValueError(f"unknown header value type {vtype}")
@@ -94,6 +99,8 @@ def read_vocabulary(path: str) -> Vocabulary:
                 vocab.bos = int(value)
             elif key == "tokenizer.ggml.eos_token_id":
                 vocab.eos = int(value)
+            elif key == "tokenizer.ggml.token_type":
+                vocab.token_types = value or []
     return vocab
 
 

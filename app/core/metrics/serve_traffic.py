@@ -47,6 +47,8 @@ class Traffic:
     ttft_ms: float | None  # mean TTFT of the requests that finished in the interval (None: none finished)
     finished: int  # requests finished in the interval
     tokens_total: int  # reply tokens since the server started
+    grammar_requests: int = 0  # requests finished under a grammar since the server started
+    grammar_cost: float = 0.0  # the share of their decode time their grammar took (0.04: decode 4 % slower)
 
     @property
     def in_flight(self) -> int:
@@ -77,4 +79,6 @@ def traffic(now: dict[str, float], t: float, before: dict[str, float] | None = N
     return Traffic(t=t, processing=int(_get(now, "requests_processing")),
                    deferred=int(_get(now, "requests_deferred")), kv_tokens=int(_get(now, "kv_cache_tokens")),
                    kv_ratio=min(1.0, max(0.0, _get(now, "kv_cache_usage_ratio"))), decode_tps=rate,
-                   ttft_ms=ttft, finished=finished, tokens_total=int(tokens))
+                   ttft_ms=ttft, finished=finished, tokens_total=int(tokens),
+                   grammar_requests=int(_get(now, "grammar_requests_total")),
+                   grammar_cost=min(1.0, max(0.0, _get(now, "grammar_decode_cost_ratio"))))

@@ -19,6 +19,11 @@ at install time that finds it in one pass over the row: ~0.19 ms a token in all 
 both paths keep the same tokens. Without a C compiler the module is not built and numpy does the work;
 the tests run every case through both.
 
+A `TokenConstraint` (app.core.sampling.constraint: a JSON schema, say) masks the row before the chain: the
+tokens it forbids are -inf, so every step above sees only what the grammar allows. With `logprobs` set, each
+draw also records the drawn token's log-probability and the most likely alternatives, from the model's own
+row (before penalties and mask, as llama-server reports them): one log-sum-exp over the row, only when asked.
+
 The random stream is numpy's (PCG64), not llama.cpp's mt19937: the same seed gives the same reply every
 time, but not the reply llama.cpp's sampler would have drawn. No llama_cpp, no Qt (numpy, and the
 optional C module of this package).
@@ -30,8 +35,14 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from app.core.sampling.logprobs import TokenLogprob, token_logprob
+
+if TYPE_CHECKING:
+    from app.core.sampling.constraint import TokenConstraint
 
 native_topk: ModuleType | None
 try:  # the optional C top-k (app/core/sampling/_topk.c); numpy does the same work where it is not built
@@ -75,8 +86,12 @@ class Sampler:
     Like llama.cpp's chain as llama-cpp-python builds it per `generate` call, only tokens accepted by
     this sampler (the reply so far) are penalised, not the prompt."""
 
-    def __init__(self, params: SamplerParams, n_vocab: int, seed: int) -> None:
+    def __init__(self, params: SamplerParams, n_vocab: int, seed: int,
+                 constraint: TokenConstraint | None = None, logprobs: int | None = None) -> None:
         self.params = params
+        self.constraint = constraint
+        self.logprobs_top = logprobs  # None: no log-probabilities; else how many alternatives each
+        self.logprobs: list[TokenLogprob] = []
         self.n_vocab = n_vocab
         self._mask = np.empty(n_vocab, dtype=bool)
         self._rng = np.random.Generator(np.random.PCG64(seed))
@@ -122,13 +137,14 @@ class Sampler:
 
     def distribution(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(token ids, probabilities) the next token is drawn from, most likely first."""
-        ids, weights = self._candidates(logits)
+        ids, weights = self._candidates(logits if self.constraint is None else self.constraint.masked(logits))
         w = np.asarray(weights)
         return np.asarray(ids), w / w.sum()
 
     def sample(self, logits: np.ndarray) -> int:
         """Draw the next token from `logits` (one row, at least n_vocab floats) and accept it."""
-        ids, weights = self._candidates(logits)
+        row = logits if self.constraint is None else self.constraint.masked(logits[: self.n_vocab])
+        ids, weights = self._candidates(row)
         token = ids[0]
         if len(ids) > 1:
             r = self._rng.random() * sum(weights)
@@ -137,7 +153,11 @@ class Sampler:
                 acc += w
                 if acc > r:
                     break
+        if self.logprobs_top is not None:
+            self.logprobs.append(token_logprob(logits[: self.n_vocab], token, self.logprobs_top))
         self.accept(token)
+        if self.constraint is not None:
+            self.constraint.accept(token)
         return token
 
     def _candidates(self, logits: np.ndarray) -> tuple[list[int], list[float]]:

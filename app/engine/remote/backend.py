@@ -232,7 +232,7 @@ class RemoteClient:
             chat_template_name=f"the server at {self.host}", chat_template_source="server",
             n_gpu_layers=0, type_k="", type_v="", flash_attn=None, swa_full=False, buffers_mib={},
             kv_bytes_allocated=0, kv_cells_allocated=0, n_threads=0, n_threads_batch=0, rss_bytes=0,
-            metadata={"remote.models": ",".join(ids)},
+            metadata={"remote.models": ",".join(ids)}, tool_format="",  # the remote server parses its own calls
         )
         if self._on_event is not None:
             self._on_event(self.loaded)

@@ -29,11 +29,13 @@ import numpy as np
 
 from app.core.chat.templates import render
 from app.core.sampling.chain import PENALTY_LAST_N, Sampler, SamplerParams
+from app.core.sampling.logprobs import logprob_entry
 from app.engine import protocol as P
 from app.engine.batch.messages import Accepted, BatchStats, DropCaches
 from app.engine.llama.batch.sequence import Sequence
 from app.engine.llama.batch.tokenizer import Prepared, PromptTokenizer
 from app.engine.llama.decoding import logits_row
+from app.engine.llama.grammar_vocab import constraint_for
 from app.engine.llama.worker.engine import Engine
 from app.engine.llama.worker.stream import send, send_lines
 
@@ -70,7 +72,8 @@ class BatchEngine(Engine):
         self.tokenizing: dict[str, tuple[P.Generate, float]] = {}  # at the tokenizer thread (since when)
         self.cancelled_early: set[str] = set()  # of those, the ones whose client gave up meanwhile
         self.slot_salt: list[str] = [""] * self.n_slots  # whose prefix each slot's cache is (cache_salt)
-        self.tokenizer = PromptTokenizer(inbox, self._prompt_bytes, self._tokenize_bytes)
+        self.tokenizer = PromptTokenizer(inbox, self._prompt_bytes, self._tokenize_bytes,
+                                         lambda req: constraint_for(self.llm, req.grammar))
 
     # --------------------------------------------------------------- the context, built for N sequences
     def _construct(self, cfg: P.LoadConfig) -> Any:
@@ -189,7 +192,8 @@ class BatchEngine(Engine):
         assert self.template is not None
         bos = llm._model.token_get_text(llm.token_bos()) if llm.token_bos() >= 0 else ""
         eos = llm._model.token_get_text(llm.token_eos()) if llm.token_eos() >= 0 else ""
-        text = render(self.template, list(req.messages), bos_token=bos, eos_token=eos)
+        text = render(self.template, list(req.messages), bos_token=bos, eos_token=eos, tools=req.tools)
+        text += req.assistant_prefix  # a forced tool call's opening (tool_choice required / named)
         add_bos = llm._model.add_bos_token() and not (bos and text.startswith(bos))
         return text.encode("utf-8"), True, add_bos
 
@@ -233,9 +237,9 @@ class BatchEngine(Engine):
             reason = self._over(f"over {self.n_ctx_slot} tokens") if prepared.over else prepared.error
             send(P.Error(rid, "bad_request", reason or "The prompt could not be tokenized."))
             return
-        self._accept(req, prepared.tokens, entry[1])
+        self._accept(req, prepared.tokens, entry[1], prepared.constraint)
 
-    def _accept(self, req: P.Generate, tokens: list[int], t_submit: float) -> None:
+    def _accept(self, req: P.Generate, tokens: list[int], t_submit: float, constraint: Any = None) -> None:
         rid = req.request_id
         if len(tokens) >= self.n_ctx_slot:
             send(P.Error(rid, "bad_request", self._over(f"{len(tokens)} tokens")))
@@ -247,11 +251,12 @@ class BatchEngine(Engine):
         sampler = Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
                                         repeat_penalty=s.repeat_penalty, frequency_penalty=s.frequency_penalty,
                                         presence_penalty=s.presence_penalty, penalty_last_n=window),
-                          self.llm.n_vocab(), seed)
+                          self.llm.n_vocab(), seed, constraint=constraint, logprobs=req.logprobs)
         seq = Sequence(request_id=rid, prompt=tokens, sampler=sampler,
                        max_tokens=max(1, min(s.max_tokens, self.n_ctx_slot - len(tokens))),
                        requested_max_tokens=s.max_tokens, stop=[x for x in s.stop if x],
-                       ignore_eos=s.ignore_eos, t_submit=t_submit, salt=req.cache_salt)
+                       ignore_eos=s.ignore_eos, t_submit=t_submit, salt=req.cache_salt,
+                       special_text=req.special_text)
         self.by_id[rid] = seq
         self.waiting.append(seq)
         self._stats_due = True
@@ -397,9 +402,11 @@ class BatchEngine(Engine):
             token = seq.sampler.sample(logits_row(self.llm, idx))
             eog = bool(llama_cpp.llama_vocab_is_eog(vocab, token))
             emitted = seq.emitted
-            text = seq.accept(token, eog, b"" if eog else self._piece(token), now)
+            text = seq.accept(token, eog, b"" if eog else self._piece(token, seq.special_text), now)
             if seq.emitted > emitted:  # one Token per reply token, its text maybe empty (see Sequence)
-                lines.append(P.encode(P.Token(seq.request_id, text, seq.emitted - 1, now)))
+                entry = self._logprob(seq)
+                lines.append(P.encode(P.Token(seq.request_id, text, seq.emitted - 1, now,
+                                              logprobs=None if entry is None else [entry])))
             if seq.finish is not None:
                 if lines:
                     send_lines(lines)
@@ -407,6 +414,15 @@ class BatchEngine(Engine):
                 self._finish(seq)
         if lines:
             send_lines(lines)
+
+    def _logprob(self, seq: Sequence) -> dict[str, Any] | None:
+        """The last drawn token's log-probabilities, in OpenAI's form, kept for Done too (None: not asked)."""
+        drawn = seq.sampler.logprobs
+        if seq.sampler.logprobs_top is None or not drawn:
+            return None
+        entry = logprob_entry(drawn[-1], self._piece)
+        seq.logprobs.append(entry)
+        return entry
 
     # --------------------------------------------------------------- stats
     def batch_stats(self) -> BatchStats:

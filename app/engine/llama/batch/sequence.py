@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.sampling.chain import Sampler
+from app.core.sampling.constraint import grammar_timings
 
 
 def find_stop(text: str, stops: list[str]) -> int | None:
@@ -32,6 +33,7 @@ class Sequence:
     ignore_eos: bool
     t_submit: float
     salt: str = ""  # its cache_salt: its cells are reused only by requests with the same one
+    special_text: bool = False  # special tokens' text is part of the reply (tool-call markers)
     slot: int = -1
     n_cached: int = 0  # prompt tokens found in the KV cache at admission (not evaluated again)
     n_prefilled: int = 0  # prompt tokens in the KV cache so far (cached ones included)
@@ -44,6 +46,7 @@ class Sequence:
     t_first: float = 0.0
     token_times: list[float] = field(default_factory=list)
     text_parts: list[str] = field(default_factory=list)
+    logprobs: list[dict[str, Any]] = field(default_factory=list)  # per reply token, when the request asked
     _held: str = ""  # text held back while it could still be the start of a stop string
 
     def __post_init__(self) -> None:
@@ -116,4 +119,11 @@ class Sequence:
             "t_first": self.t_first,
             "prompt_tokens": len(self.prompt),
             "completion_tokens": self.generated,
+            **self._grammar_timings(predicted_n, predicted_ms),
+            **({"logprobs": self.logprobs} if self.sampler.logprobs_top is not None else {}),
         }
+
+    def _grammar_timings(self, predicted_n: int, predicted_ms: float) -> dict[str, Any]:
+        """What the grammar cost (nothing without one): see app.core.sampling.constraint.grammar_timings."""
+        c = self.sampler.constraint
+        return {} if c is None else grammar_timings(c, predicted_n, predicted_ms)

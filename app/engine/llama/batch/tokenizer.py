@@ -34,6 +34,7 @@ class Prepared:
     tokens: list[int] | None
     over: bool = False
     error: str | None = None
+    constraint: Any = None  # the request's compiled grammar (app.core.sampling.constraint), if it has one
 
     @property
     def request_id(self) -> str:  # the engine answers a failure while admitting it to this id
@@ -88,14 +89,17 @@ class PromptTokenizer:
 
     `text_of(request)` gives the prompt's bytes, whether its special tokens are parsed (chat) and whether
     a BOS is added; it runs on this thread too (a chat template's rendering); `tokenize(data, special,
-    add_bos)` is llama.cpp's. `lock` is
+    add_bos)` is llama.cpp's; `constrain(request)` compiles a request's grammar (ValueError: it cannot), here
+    too, since a large schema takes milliseconds and the model's first one builds the vocabulary. `lock` is
     held while a job runs: the engine takes it to load or unload the model under no job."""
 
     def __init__(self, inbox: queue.Queue[Any], text_of: Callable[[P.Generate], tuple[bytes, bool, bool]],
-                 tokenize: Callable[[bytes, bool, bool], list[int]]) -> None:
+                 tokenize: Callable[[bytes, bool, bool], list[int]],
+                 constrain: Callable[[P.Generate], Any] | None = None) -> None:
         self.inbox = inbox
         self.text_of = text_of
         self.tokenize = tokenize
+        self.constrain = constrain
         self.lock = threading.RLock()  # load() unloads first, under the same lock
         self.jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self.max_prompt_bytes = 0  # 0 until the vocabulary's longest token is known
@@ -136,6 +140,7 @@ class PromptTokenizer:
         try:
             data, special, add_bos = self.text_of(request)
             tokens = bounded_tokenize(lambda b: self.tokenize(b, special, add_bos), data, limit)
+            constraint = self.constrain(request) if tokens and request.grammar and self.constrain else None
         except Exception as exc:  # noqa: BLE001 - a template that fails is this request's error, not the thread's
             return Prepared(request, None, error=f"{exc}" if isinstance(exc, ValueError)
                             else f"{type(exc).__name__}: {exc}")
@@ -143,4 +148,4 @@ class PromptTokenizer:
             return Prepared(request, None, over=True)
         if not tokens:
             return Prepared(request, None, error="The prompt is empty.")
-        return Prepared(request, tokens)
+        return Prepared(request, tokens, constraint=constraint)

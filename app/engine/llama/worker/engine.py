@@ -122,12 +122,12 @@ class Engine:
     def _perf(self) -> Perf:
         return read_perf(self.llm)
 
-    def _piece(self, token: int) -> bytes:
+    def _piece(self, token: int, special: bool = False) -> bytes:
         buf = self._piece_buf
-        n = llama_cpp.llama_token_to_piece(self.llm._model.vocab, token, buf, len(buf), 0, False)
+        n = llama_cpp.llama_token_to_piece(self.llm._model.vocab, token, buf, len(buf), 0, special)
         if n < 0:  # buffer too small: llama.cpp tells the size it needs
             self._piece_buf = buf = ctypes.create_string_buffer(-n)
-            n = llama_cpp.llama_token_to_piece(self.llm._model.vocab, token, buf, len(buf), 0, False)
+            n = llama_cpp.llama_token_to_piece(self.llm._model.vocab, token, buf, len(buf), 0, special)
         return buf.raw[:n]
 
     def kv_cells_used(self) -> int:

@@ -18,10 +18,13 @@ import llama_cpp
 from app.core.chat.templates import render
 from app.core.metrics.phase import PhaseMetrics
 from app.core.sampling.chain import Sampler, SamplerParams
+from app.core.sampling.constraint import TokenConstraint, grammar_timings
+from app.core.sampling.logprobs import logprob_entry
 from app.engine import protocol as P
 from app.engine.llama.context_overflow import ContextOverflow, context_limit, fit_prompt
 from app.engine.llama.decoding import plain_tokens
 from app.engine.llama.draft_model import DraftModelLookup
+from app.engine.llama.grammar_vocab import constraint_for
 from app.engine.llama.live import prefilled_event
 from app.engine.llama.prompt_lookup import PromptLookup
 from app.engine.llama.worker import saved_kv
@@ -113,7 +116,7 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
     tokens, overflow = fit_prompt(engine.llm, req, tokens, engine.template)
     max_tokens = overflow.max_tokens(req.sampling.max_tokens, len(tokens))
     restored = saved_kv.restore(engine, req, tokens)  # the chat's saved KV, when it holds more than the cache
-    sampler = _sampler(engine.llm, req.sampling)
+    sampler = _sampler(engine.llm, req.sampling, constraint_for(engine.llm, req.grammar), req.logprobs)
     run = _start(engine, req, tokens, t_request, restored)
     gen, lookup = _token_source(engine, req, tokens, overflow, sampler)
     try:
@@ -124,16 +127,31 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
     _end_stream(run)
     _phase_metrics(engine, run, lookup)
     data = _done_data(engine, run, dropped, overflow, lookup)
+    data.update(_sampler_data(engine, run, sampler))
     _remember_rates(engine, run.metrics, lookup)
     send(P.Done(req.request_id, run.reply.answer, run.finish, data, reasoning=run.reply.reasoning))
     saved_kv.save(engine, req, shifted=bool(data.get("context_shifts")))  # after Done: the reply is not kept waiting
 
 
-def _sampler(llm: Any, s: P.Sampling) -> Sampler:
-    """The request's sampler, on its seed or a random one."""
+def _sampler(llm: Any, s: P.Sampling, constraint: TokenConstraint | None = None,
+             logprobs: int | None = None) -> Sampler:
+    """The request's sampler, on its seed or a random one, with its grammar and log-probabilities if asked."""
     seed = s.seed if s.seed is not None and s.seed >= 0 else random.randint(0, 2**31 - 1)
     return Sampler(SamplerParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
-                                 repeat_penalty=s.repeat_penalty), llm.n_vocab(), seed)
+                                 repeat_penalty=s.repeat_penalty), llm.n_vocab(), seed,
+                   constraint=constraint, logprobs=logprobs)
+
+
+def _sampler_data(engine: Engine, run: _Run, sampler: Sampler) -> dict[str, Any]:
+    """What the grammar cost (over the decode's wall time: llama.cpp's counters leave sampling out) and the
+    reply tokens' log-probabilities (not the end-of-generation token's), where the request had them."""
+    data: dict[str, Any] = {}
+    if sampler.constraint is not None:
+        wall = (run.times[-1] - run.times[0]) * 1000.0 if len(run.times) > 1 else 0.0
+        data.update(grammar_timings(sampler.constraint, len(run.times), wall))
+    if sampler.logprobs_top is not None:
+        data["logprobs"] = [logprob_entry(d, engine._piece) for d in sampler.logprobs[:len(run.times)]]
+    return data
 
 
 def _start(engine: Engine, req: P.Generate, tokens: list[int], t_request: float,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import llama_cpp
 
-from app.core.chat.templates import select_template
+from app.core.chat.templates import select_template, tool_format
 from app.core.predict.threads import default_threads
 from app.engine import protocol as P
 from app.engine.llama.draft_model import open_draft
@@ -86,6 +86,7 @@ def load_model(engine: Engine, cfg: P.LoadConfig) -> None:
         n_threads_batch=llm.context_params.n_threads_batch,
         rss_bytes=rss(),
         metadata={k: v for k, v in meta.items() if not k.startswith("tokenizer.ggml.")},
+        tool_format=tool_format(engine.template),
     )
     if cfg.draft_model:
         engine.draft, problem = open_draft(cfg.model_path, cfg.draft_model, llm, cfg.draft_max)
