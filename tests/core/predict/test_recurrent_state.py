@@ -85,3 +85,42 @@ def test_info_names_the_layer_kinds(zoo: dict[str, Path], capsys: pytest.Capture
     data = json.loads(capsys.readouterr().out)
     assert data["layer_kinds"] == [{"layers": 2, "kind": "attention"}, {"layers": 14, "kind": "Mamba-2"}]
     assert data["recurrent_state_bytes_per_sequence"] == 14 * (3 * (4096 + 256) + 128 * 4096) * F32
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("key", ["granite-4.0-h-micro", "lfm2-1.2b"])
+def test_llama_cpp_allocates_the_state_per_sequence(zoo: dict[str, Path], key: str) -> None:
+    """llama.cpp's own "RS buffer size" line for 1 and 3 sequences (a context made with n_seq_max)."""
+    import ctypes
+    import re
+
+    import llama_cpp
+
+    lines: list[str] = []
+
+    def on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        lines.append(text.decode("utf-8", errors="replace"))
+
+    callback = llama_cpp.llama_log_callback(on_log)
+    info = inspect_gguf(zoo[key])
+    llama_cpp.llama_backend_init()
+    model = llama_cpp.llama_model_load_from_file(str(zoo[key]).encode(), llama_cpp.llama_model_default_params())
+    assert model
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    try:
+        for n_seq in (1, 3):
+            lines.clear()
+            params = llama_cpp.llama_context_default_params()
+            params.n_ctx, params.n_batch, params.n_ubatch, params.n_seq_max = 3072, 512, 512, n_seq
+            ctx = llama_cpp.llama_init_from_model(model, params)
+            assert ctx
+            llama_cpp.llama_free(ctx)
+            found = re.findall(r"CPU RS buffer size =\s*([\d.]+) MiB", "".join(lines))
+            assert len(found) == 1, "".join(lines)[-2000:]
+            est = estimate_memory(info, MemoryConfig(n_ctx=3072, n_seq=n_seq), has_gpu=False)
+            assert f"{est.cpu.state / MiB:.2f}" == found[0], (key, n_seq)
+    finally:
+        from llama_cpp import _logger
+
+        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+        llama_cpp.llama_model_free(model)
