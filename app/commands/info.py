@@ -59,6 +59,8 @@ def describe(info: GGUFInfo, template_name: str, template_source: str) -> list[t
         swa = f"{info.sliding_window} tokens on {info.n_swa_layers} of {info.n_layers} layers"
         if info.swa_pattern:
             swa += f" ({info.swa_pattern} sliding:full)"
+    if any(t.name.endswith(".attn_sinks.weight") for t in info.tensors):  # gpt-oss: a learned logit per head
+        swa += "; attention sinks (one learned logit per head)"
     experts = f"{info.expert_used_count} of {info.expert_count} active" if info.is_moe else "dense (no experts)"
     if template_source == "gguf":
         template = f"in the file ({len(info.chat_template or '')} characters)"

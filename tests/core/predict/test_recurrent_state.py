@@ -124,3 +124,25 @@ def test_llama_cpp_allocates_the_state_per_sequence(zoo: dict[str, Path], key: s
 
         llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
         llama_cpp.llama_model_free(model)
+
+
+def test_info_names_sinks_and_sliding_windows(zoo: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+
+    assert main(["info", "-m", str(zoo["gpt-oss-20b"])]) == 0
+    out = capsys.readouterr().out
+    assert "16: 8 attention + 8 sliding-window attention layers" in out  # alternating, 16 of the 24 layers here
+    assert "128 tokens on 8 of 16 layers (1:1 sliding:full); attention sinks" in out
+    assert main(["info", "-m", str(zoo["qwen3-8b"])]) == 0
+    assert "sinks" not in capsys.readouterr().out
+
+
+def test_recommend_counts_the_state_beside_the_kv_cache(zoo: dict[str, Path],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+
+    main(["recommend", "-m", str(zoo["granite-4.0-h-micro"]), "--ctx", "4096", "-t", "2"])
+    out = capsys.readouterr().out
+    assert "recurrent state 28.7 MiB" in out, out  # 14 Mamba-2 layers of the 16 kept here
+    main(["recommend", "-m", str(zoo["qwen3-8b"]), "--ctx", "4096", "-t", "2"])
+    assert "recurrent state" not in capsys.readouterr().out
