@@ -14,7 +14,9 @@ the output matrix (or a tied embedding) is Q6_K in every 4-bit mix; Q4_K_M keeps
 at Q6_K in the first and last eighth of the layers and every third one between; k-quant rows that are
 not a multiple of 256 fall back to Q5_0 / Q8_0 as llama.cpp does (Qwen2.5-0.5B's 896-wide rows);
 MoE router weights stay F32, and so do vectors, convolution kernels, Mamba's A and D and attention sinks; the
-MXFP4 mix (gpt-oss's release) keeps the experts in MXFP4 and every other matrix in Q8_0.
+MXFP4 mix (gpt-oss's release) keeps the experts in MXFP4 and every other matrix in Q8_0. In a hybrid the Q4_K_M
+rule for attn_v counts all layers where llama.cpp counts the attention layers only: a few attn_v matrices differ
+in type from a real release's (megabytes), the shapes do not.
 """
 
 from __future__ import annotations
