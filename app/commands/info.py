@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from app.core.gguf.info import choose_chat_template
+    from app.core.predict.recurrent import layer_kinds, state_bytes
 
     info = inspect_or_fail(resolve_model(args.model))
     if info is None:
@@ -30,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         data = info.to_dict(tensors=args.tensors)
         data["chat_template_choice"] = {"name": choice.name, "source": choice.source}
+        data["layer_kinds"] = [{"layers": n, "kind": kind} for n, kind in layer_kinds(info)]
+        data["recurrent_state_bytes_per_sequence"] = state_bytes(info)
         data["metadata"] = {k: v for k, v in data["metadata"].items() if v is not None}
         print_json(data)
         return 0
@@ -41,14 +44,23 @@ def run(args: argparse.Namespace) -> int:
 def describe(info: GGUFInfo, template_name: str, template_source: str) -> list[tuple[str, str]]:
     """Label/value lines for humans."""
     from app.core.metrics.phase import fmt_bytes
+    from app.core.predict.recurrent import layer_summary, recurrent_layers
 
     heads = _per_layer_text(info.n_head)
-    kv_heads = _per_layer_text(info.n_head_kv)
+    recurrent = set(recurrent_layers(info))
+    if recurrent and len(recurrent) < info.n_layers:  # a hybrid: KV heads only where there is attention
+        kv_heads = _per_layer_text([h for il, h in enumerate(info.n_head_kv) if il not in recurrent])
+        kv_heads += f" (in the attention layers; {len(recurrent)} recurrent layers keep none)"
+    else:
+        kv_heads = _per_layer_text(info.n_head_kv)
+    kinds = layer_summary(info)
     swa = "none"
     if info.sliding_window:
         swa = f"{info.sliding_window} tokens on {info.n_swa_layers} of {info.n_layers} layers"
         if info.swa_pattern:
             swa += f" ({info.swa_pattern} sliding:full)"
+    if any(t.name.endswith(".attn_sinks.weight") for t in info.tensors):  # gpt-oss: a learned logit per head
+        swa += "; attention sinks (one learned logit per head)"
     experts = f"{info.expert_used_count} of {info.expert_count} active" if info.is_moe else "dense (no experts)"
     if template_source == "gguf":
         template = f"in the file ({len(info.chat_template or '')} characters)"
@@ -64,7 +76,7 @@ def describe(info: GGUFInfo, template_name: str, template_source: str) -> list[t
         ("quantization", f"{info.file_type} ({info.bits_per_weight:.2f} bits/weight)"),
         ("parameters", f"{info.n_params:,} ({info.n_params / 1e6:.0f} M)"),
         ("tensor data", f"{fmt_bytes(info.tensor_bytes)} (file {fmt_bytes(info.file_size or 0)})"),
-        ("layers", str(info.n_layers)),
+        ("layers", f"{info.n_layers}: {kinds}" if kinds else str(info.n_layers)),
         ("embedding", str(info.n_embd)),
         ("attention heads", heads),
         ("KV heads", kv_heads),

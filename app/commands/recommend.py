@@ -132,8 +132,10 @@ def print_report(rec: Recommendation) -> None:
     if pick is not None and pick.memory is not None:
         m = pick.memory
         gpu = f", GPU {fmt_bytes(m.gpu.total)}" if m.gpu.total else ""
+        state = m.cpu.state + m.gpu.state  # a hybrid's recurrent layers: fixed per sequence, beside the KV cache
         print(f"memory for {pick.name} at {pick.n_ctx} context: RAM {fmt_bytes(m.cpu.total)}{gpu} "
-              f"(KV cache {fmt_bytes(m.kv_bytes)}, weights {fmt_bytes(m.cpu.weights + m.gpu.weights)}, "
+              f"(KV cache {fmt_bytes(m.kv_bytes)}" + (f", recurrent state {fmt_bytes(state)}" if state else "")
+              + f", weights {fmt_bytes(m.cpu.weights + m.gpu.weights)}, "
               f"compute {fmt_bytes(m.cpu.compute + m.gpu.compute)})")
     if pick is not None and pick.curve:
         points = ", ".join(f"{n}:{tps:.0f}" for n, tps in pick.curve[:: max(1, len(pick.curve) // 8)])

@@ -1,7 +1,8 @@
 """A model zoo without downloads: sparse GGUF files with the real shapes of popular models.
 
 `write_zoo_model(spec, quant, path)` writes the header, metadata and tensor table of a real model
-(Qwen2.5-0.5B ... Llama-3.1-8B, an OLMoE mixture of experts) in a llama.cpp-style quantization mix, and
+(app.core.bench.zoo_specs: Qwen2.5-0.5B ... Llama-3.1-8B, OLMoE, and the 2025-26 generation: gpt-oss-20b,
+Qwen3, Gemma 3, the LFM2 and Granite 4 hybrids) in a llama.cpp-style quantization mix, and
 leaves the tensor data as a hole by extending the file with truncate(): an 8B file takes a few MB of
 disk. llama.cpp's compute and memory traffic do not depend on the weights' values (zeros stay finite:
 RMS norm of a zero vector is zero), so such a model's outputs are meaningless while its speed and
@@ -12,80 +13,43 @@ Quantization mixes follow llama.cpp's `llama_tensor_get_type` closely enough for
 the output matrix (or a tied embedding) is Q6_K in every 4-bit mix; Q4_K_M keeps attn_v and ffn_down
 at Q6_K in the first and last eighth of the layers and every third one between; k-quant rows that are
 not a multiple of 256 fall back to Q5_0 / Q8_0 as llama.cpp does (Qwen2.5-0.5B's 896-wide rows);
-MoE router weights stay F32.
+MoE router weights stay F32, and so do vectors, convolution kernels, Mamba's A and D and attention sinks; the
+MXFP4 mix (gpt-oss's release) keeps the experts in MXFP4 and every other matrix in Q8_0. In a hybrid the Q4_K_M
+rule for attn_v counts all layers where llama.cpp counts the attention layers only: a few attn_v matrices differ
+in type from a real release's (megabytes), the shapes do not.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import gguf
 
+from app.core.bench.zoo_specs import ZOO, ZooSpec
 from app.core.gguf.writing import add_byte_tokenizer, add_hparams, add_sparse_tensor, finish_sparse
 
-QUANTS = ("Q4_K_M", "Q4_0", "Q6_K", "Q8_0", "F16")
+__all__ = ["QUANTS", "ZOO", "ZooSpec", "kernel_probe", "quants_for", "tensor_table", "tensor_type", "write_zoo_model",
+           "zoo_path", "fill_weights", "file_name"]
+
+QUANTS = ("Q4_K_M", "Q4_0", "Q6_K", "Q8_0", "F16", "MXFP4")
 _FILE_TYPE = {
     "Q4_K_M": gguf.LlamaFileType.MOSTLY_Q4_K_M, "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
     "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-    "F16": gguf.LlamaFileType.MOSTLY_F16,
+    "F16": gguf.LlamaFileType.MOSTLY_F16, "MXFP4": gguf.LlamaFileType.MOSTLY_MXFP4_MOE,
 }
-_BASE_TYPE = {"Q4_K_M": "Q4_K", "Q4_0": "Q4_0", "Q6_K": "Q6_K", "Q8_0": "Q8_0", "F16": "F16"}
+# MXFP4 (gpt-oss's release): the experts in MXFP4 as trained, every other matrix Q8_0
+_BASE_TYPE = {"Q4_K_M": "Q4_K", "Q4_0": "Q4_0", "Q6_K": "Q6_K", "Q8_0": "Q8_0", "F16": "F16", "MXFP4": "Q8_0"}
+# kept in float32 by llama.cpp's quantizer whatever the mix: vectors, convolution kernels, Mamba's A and D, sinks
+_F32 = re.compile(r"(_norm\.weight|\.bias|ffn_gate_inp\.weight|attn_sinks\.weight|ssm_conv1d\.weight|"
+                  r"shortconv\.conv\.weight|\.ssm_[ad])$")
+_EXPERTS = re.compile(r"\.ffn_(gate|up|down)_exps\.weight$")
 # llama.cpp's fallback when a row is not a multiple of a k-quant's 256-element super-block
 _FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 N_SPECIAL_AND_BYTES = 260  # <unk> <s> </s>, 256 byte tokens, '▁'
-
-
-@dataclass(frozen=True)
-class ZooSpec:
-    """The shapes and metadata llama.cpp reads for one published model."""
-
-    key: str  # short name used on the command line and in file names
-    name: str
-    arch: str  # "llama" | "qwen2" | "gemma2" | "olmoe"
-    n_layers: int
-    n_embd: int
-    n_ff: int  # per expert for MoE
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_vocab: int
-    n_ctx: int
-    tied: bool
-    rope_base: float = 10000.0
-    rms_eps: float = 1e-5
-    sliding_window: int = 0
-    n_expert: int = 0
-    n_expert_used: int = 0
-    qkv_bias: bool = False
-    params_b: float = 0.0  # published parameter count (billions), for display
-
-    @property
-    def small(self) -> bool:
-        """Small enough for F16 files and quick tests."""
-        return self.params_b < 2.5
-
-
-ZOO: dict[str, ZooSpec] = {s.key: s for s in (
-    ZooSpec("qwen2.5-0.5b", "Qwen2.5-0.5B", "qwen2", 24, 896, 4864, 14, 2, 64, 151936, 32768, True,
-            rope_base=1e6, rms_eps=1e-6, qkv_bias=True, params_b=0.49),
-    ZooSpec("llama-3.2-1b", "Llama-3.2-1B", "llama", 16, 2048, 8192, 32, 8, 64, 128256, 131072, True,
-            rope_base=5e5, params_b=1.24),
-    ZooSpec("gemma-2-2b", "Gemma-2-2B", "gemma2", 26, 2304, 9216, 8, 4, 256, 256000, 8192, True,
-            rms_eps=1e-6, sliding_window=4096, params_b=2.61),
-    ZooSpec("llama-3.2-3b", "Llama-3.2-3B", "llama", 28, 3072, 8192, 24, 8, 128, 128256, 131072, True,
-            rope_base=5e5, params_b=3.21),
-    ZooSpec("qwen2.5-7b", "Qwen2.5-7B", "qwen2", 28, 3584, 18944, 28, 4, 128, 152064, 32768, False,
-            rope_base=1e6, rms_eps=1e-6, qkv_bias=True, params_b=7.62),
-    ZooSpec("mistral-7b", "Mistral-7B-v0.3", "llama", 32, 4096, 14336, 32, 8, 128, 32768, 32768, False,
-            rope_base=1e6, params_b=7.25),
-    ZooSpec("llama-3.1-8b", "Llama-3.1-8B", "llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072, False,
-            rope_base=5e5, params_b=8.03),
-    ZooSpec("olmoe-1b-7b", "OLMoE-1B-7B", "olmoe", 16, 2048, 1024, 16, 16, 128, 50304, 4096, False,
-            n_expert=64, n_expert_used=8, params_b=6.92),
-)}
 
 
 def kernel_probe(layers: int = 4) -> ZooSpec:
@@ -134,8 +98,8 @@ def fill_weights(path: str | Path, seed: int = 0) -> Path:
 
 
 def quants_for(spec: ZooSpec) -> tuple[str, ...]:
-    """The quantizations the zoo offers for a model (F16 only for the small ones)."""
-    return QUANTS if spec.small else tuple(q for q in QUANTS if q != "F16")
+    """The quantizations the zoo offers for a model (F16 only for the small ones, MXFP4 only for MoE)."""
+    return tuple(q for q in QUANTS if (q != "F16" or spec.small) and (q != "MXFP4" or spec.n_expert))
 
 
 def _use_more_bits(il: int, n: int) -> bool:
@@ -145,12 +109,14 @@ def _use_more_bits(il: int, n: int) -> bool:
 
 def tensor_type(quant: str, name: str, row: int, n_layers: int, tied: bool) -> str:
     """The ggml type llama.cpp's quantizer would give tensor `name` (row length `row`) in a `quant` file."""
-    if name.endswith(("_norm.weight", ".bias")) or "ffn_gate_inp" in name:
+    if _F32.search(name):
         return "F32"
     base = _BASE_TYPE[quant]
     is_output = name == "output.weight" or (tied and name == "token_embd.weight")
     qtype = base
-    if quant in ("Q4_K_M", "Q4_0") and is_output:
+    if quant == "MXFP4" and _EXPERTS.search(name):
+        qtype = "MXFP4"
+    elif quant in ("Q4_K_M", "Q4_0") and is_output:
         qtype = "Q6_K"
     elif quant == "Q4_K_M" and (".attn_v." in name or ".ffn_down" in name):
         il = int(name.split(".")[1])
@@ -163,30 +129,63 @@ def tensor_type(quant: str, name: str, row: int, n_layers: int, tied: bool) -> s
 
 
 def _tensors(spec: ZooSpec) -> list[tuple[str, list[int]]]:
-    """(name, ggml shape: row length first) of every tensor, in llama.cpp's names."""
+    """(name, ggml shape: row length first) of every tensor, in llama.cpp's names and the order it creates them."""
     e, hd = spec.n_embd, spec.head_dim
     q, kv = spec.n_head * hd, spec.n_head_kv * hd
-    out: list[tuple[str, list[int]]] = [("token_embd.weight", [e, spec.n_vocab]), ("output_norm.weight", [e])]
+    out_norm = "token_embd_norm.weight" if spec.arch == "lfm2" else "output_norm.weight"  # LFM2's name for it
+    out: list[tuple[str, list[int]]] = [("token_embd.weight", [e, spec.n_vocab]), (out_norm, [e])]
     if not spec.tied:
         out.append(("output.weight", [e, spec.n_vocab]))
     for il in range(spec.n_layers):
         b = f"blk.{il}."
-        out += [(b + "attn_norm.weight", [e]), (b + "attn_q.weight", [e, q]), (b + "attn_k.weight", [e, kv]),
-                (b + "attn_v.weight", [e, kv]), (b + "attn_output.weight", [q, e])]
-        if spec.qkv_bias:
-            out += [(b + "attn_q.bias", [q]), (b + "attn_k.bias", [kv]), (b + "attn_v.bias", [kv])]
-        if spec.arch == "olmoe":  # OLMoE normalises the whole q and k rows
-            out += [(b + "attn_q_norm.weight", [e]), (b + "attn_k_norm.weight", [kv])]
+        out.append((b + "attn_norm.weight", [e]))
+        if spec.has_attention(il):
+            out += _attention(spec, b, q, kv)
+        elif spec.recurrent == "shortconv":
+            out += [(b + "shortconv.conv.weight", [spec.conv_kernel, e]),
+                    (b + "shortconv.in_proj.weight", [e, 3 * e]), (b + "shortconv.out_proj.weight", [e, e])]
+        else:  # Mamba-2
+            d_in, g_s, heads = spec.ssm_inner, spec.ssm_groups * spec.ssm_state, spec.ssm_heads
+            out += [(b + "ssm_in.weight", [e, 2 * d_in + 2 * g_s + heads]),
+                    (b + "ssm_conv1d.weight", [spec.conv_kernel, d_in + 2 * g_s]),
+                    (b + "ssm_conv1d.bias", [d_in + 2 * g_s]), (b + "ssm_dt.bias", [heads]),
+                    (b + "ssm_a", [1, heads]), (b + "ssm_d", [1, heads]),
+                    (b + "ssm_norm.weight", [d_in // spec.ssm_groups, spec.ssm_groups]),
+                    (b + "ssm_out.weight", [d_in, e])]
         if spec.arch == "gemma2":
             out += [(b + "post_attention_norm.weight", [e]), (b + "post_ffw_norm.weight", [e])]
-        out.append((b + "ffn_norm.weight", [e]))
+        if spec.arch != "gpt-oss":  # gpt-oss normalises the FFN's input with its post-attention norm
+            out.append((b + "ffn_norm.weight", [e]))
         if spec.n_expert:
-            x = spec.n_expert
-            out += [(b + "ffn_gate_inp.weight", [e, x]), (b + "ffn_gate_exps.weight", [e, spec.n_ff, x]),
-                    (b + "ffn_down_exps.weight", [spec.n_ff, e, x]), (b + "ffn_up_exps.weight", [e, spec.n_ff, x])]
+            x, f = spec.n_expert, spec.n_ff
+            out += [(b + "ffn_gate_inp.weight", [e, x]), (b + "ffn_gate_exps.weight", [e, f, x]),
+                    (b + "ffn_down_exps.weight", [f, e, x]), (b + "ffn_up_exps.weight", [e, f, x])]
+            if spec.sinks:
+                out += [(b + "ffn_gate_inp.bias", [x]), (b + "ffn_gate_exps.bias", [f, x]),
+                        (b + "ffn_down_exps.bias", [e, x]), (b + "ffn_up_exps.bias", [f, x])]
         else:
             out += [(b + "ffn_gate.weight", [e, spec.n_ff]), (b + "ffn_down.weight", [spec.n_ff, e]),
                     (b + "ffn_up.weight", [e, spec.n_ff])]
+        if spec.arch == "gemma3":
+            out.append((b + "post_ffw_norm.weight", [e]))
+    return out
+
+
+def _attention(spec: ZooSpec, b: str, q: int, kv: int) -> list[tuple[str, list[int]]]:
+    e, hd = spec.n_embd, spec.head_dim
+    out = [(b + "attn_q.weight", [e, q]), (b + "attn_k.weight", [e, kv]), (b + "attn_v.weight", [e, kv]),
+           (b + "attn_output.weight", [q, e])]
+    if spec.qkv_bias:
+        out += [(b + "attn_q.bias", [q]), (b + "attn_k.bias", [kv]), (b + "attn_v.bias", [kv])]
+    if spec.sinks:
+        out += [(b + "attn_output.bias", [e]), (b + "attn_sinks.weight", [spec.n_head]),
+                (b + "post_attention_norm.weight", [e])]
+    if spec.qk_norm:  # one weight per head dimension, shared by the heads
+        out += [(b + "attn_q_norm.weight", [hd]), (b + "attn_k_norm.weight", [hd])]
+    if spec.arch == "olmoe":  # OLMoE normalises the whole q and k rows
+        out += [(b + "attn_q_norm.weight", [e]), (b + "attn_k_norm.weight", [kv])]
+    if spec.arch == "gemma3":
+        out.append((b + "post_attention_norm.weight", [e]))
     return out
 
 
@@ -218,7 +217,7 @@ def _metadata(w: gguf.GGUFWriter, spec: ZooSpec, quant: str) -> None:
         w, name=f"{spec.name} (zoo, sparse: meaningless output)", file_type=int(_FILE_TYPE[quant]),
         quantization_version=gguf.GGML_QUANT_VERSION, context_length=spec.n_ctx, embedding_length=spec.n_embd,
         block_count=spec.n_layers, feed_forward_length=spec.n_ff, head_count=spec.n_head,
-        head_count_kv=spec.n_head_kv, key_length=spec.head_dim, value_length=spec.head_dim,
+        head_count_kv=spec.head_count_kv, key_length=spec.head_dim, value_length=spec.head_dim,
         rope_dimension_count=spec.head_dim, rope_freq_base=spec.rope_base, layer_norm_rms_eps=spec.rms_eps,
         vocab_size=spec.n_vocab)
     if spec.sliding_window:
@@ -227,6 +226,13 @@ def _metadata(w: gguf.GGUFWriter, spec: ZooSpec, quant: str) -> None:
         add_hparams(w, attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
     if spec.n_expert:
         add_hparams(w, expert_count=spec.n_expert, expert_used_count=spec.n_expert_used)
+        if spec.arch != "olmoe":  # the others read the experts' width from their own key
+            add_hparams(w, expert_feed_forward_length=spec.n_ff)
+    if spec.recurrent == "shortconv":
+        add_hparams(w, shortconv_l_cache=spec.conv_kernel)
+    elif spec.recurrent == "mamba2":
+        add_hparams(w, ssm_conv_kernel=spec.conv_kernel, ssm_inner_size=spec.ssm_inner, ssm_state_size=spec.ssm_state,
+                    ssm_time_step_rank=spec.ssm_heads, ssm_group_count=spec.ssm_groups)
     add_byte_tokenizer(w, *_vocab(spec.n_vocab))
 
 
@@ -241,6 +247,8 @@ def write_zoo_model(spec: ZooSpec | str, quant: str, path: str | Path, uniform: 
     spec = ZOO[spec] if isinstance(spec, str) else spec
     if quant not in QUANTS:
         raise ValueError(f"unknown zoo quantization {quant!r}; use one of {', '.join(QUANTS)}")
+    if quant == "MXFP4" and not spec.n_expert:
+        raise ValueError(f"MXFP4 is a mixture-of-experts quantization; {spec.name} has no experts")
     path = Path(path)
     if path.is_dir():
         path = path / file_name(spec, quant)

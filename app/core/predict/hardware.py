@@ -29,7 +29,7 @@ X86_FLAGS = {  # /proc/cpuinfo flag -> feature
     "amx_tile": "AMX", "f16c": "F16C", "fma": "FMA", "avx512_bf16": "AVX512_BF16",
 }
 ARM_FLAGS = {"asimd": "NEON", "sve": "SVE", "asimddp": "DOTPROD", "i8mm": "I8MM"}
-ALL_FEATURES = ["AVX2", "AVX512F", "AVX512_VNNI", "AVX_VNNI", "AMX", "F16C", "FMA", "NEON", "SVE", "DOTPROD"]
+ALL_FEATURES = ["AVX2", "AVX512F", "AVX512_VNNI", "AVX_VNNI", "AMX", "F16C", "FMA", "NEON", "SVE", "DOTPROD", "I8MM"]
 
 # Apple Silicon: unified-memory bandwidth (GB/s, Apple's published figures). Variants with a cut-down
 # memory bus (M3 Max 14-core CPU, M4 Max 14-core) are keyed with their CPU core count.
@@ -205,6 +205,8 @@ def probe_cpu(cpuinfo_text: str | None = None, sysctl: Callable[[str], str | Non
             feats.append("NEON")
             if get("hw.optional.arm.FEAT_DotProd") == "1":
                 feats.append("DOTPROD")
+            if get("hw.optional.arm.FEAT_I8MM") == "1":
+                feats.append("I8MM")
         else:
             leaf7 = (get("machdep.cpu.leaf7_features") or "").split()
             base = (get("machdep.cpu.features") or "").split()

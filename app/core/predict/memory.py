@@ -7,10 +7,12 @@ buffer-size log lines, see tests/core/predict/test_memory_estimate.py):
   as layer n_layer, so it is the first thing offloaded (any n_gpu_layers >= 1) and n_gpu_layers =
   n_layer leaves block 0 on the CPU; full offload is n_layer + 1 (or -1). The input embedding always
   stays on the CPU; a tied output matrix is duplicated onto the GPU when the output layer is there.
-  On x86 (AVX2) and ARM the CPU backend keeps an extra "REPACK" copy of Q4_0/Q4_K/IQ4_NL matrices
-  in an interleaved layout. With mmap (the default) the CPU weights are one mapping of the file spanning
-  the tensors that stay there (`mapped_span`); read into memory (no mmap) the CPU buffer holds only the
-  tensors that are not repacked, so a Q4_K_M model takes its repacked share less (a 1B: 1054 vs 1490 MiB).
+  The CPU backend keeps an extra "CPU_REPACK" copy, in an interleaved layout, of the matrices whose type it
+  has kernels for on this CPU (app.core.predict.repack: Q4_0/Q4_K/IQ4_NL/MXFP4 with AVX2, Q2_K with AVX-512,
+  more on ARM). A tied output matrix in such a type gets its own repacked copy (the embedding lookup keeps the
+  plain one). With mmap the CPU weights are one mapping of the file spanning the tensors that stay there
+  (`mapped_span`); read into memory (no mmap) the CPU buffer holds only the tensors that are not repacked, so a
+  Q4_K_M model takes its repacked share less (a 1B: 1054 vs 1490 MiB).
 * KV cache (exact): n_ctx is padded to a multiple of 256; each layer stores K and V rows of
   head_dim * n_head_kv(il) elements per cell; full-attention layers have n_ctx cells, sliding-window
   layers pad(min(n_ctx, n_swa * n_seq + n_ubatch), 256) unless the full-size SWA cache is requested
@@ -19,6 +21,8 @@ buffer-size log lines, see tests/core/predict/test_memory_estimate.py):
   between ops, so the buffer is the largest of three peaks: the logits (n_vocab x n_ubatch f32, which
   dominates small models with big vocabularies), attention (without flash attention the KQ matrix
   n_ctx x n_ubatch x n_head f32 plus the masks) and the feed-forward activations.
+* recurrent state (app.core.predict.recurrent): llama.cpp's "RS buffer", a fixed block per sequence for every
+  short-convolution or Mamba layer of a hybrid, with its layer's device; such layers have no KV cache.
 * output buffer: the logits kept for the caller, n_vocab x 4 bytes per sequence, on the CPU.
 * with a GPU device in use (`gpu_present`, or layers offloaded), llama.cpp keeps the CPU side's weights in the
   device's pinned host buffer ("Vulkan_Host", "CUDA_Host") ahead of the CPU's repacking buffer, so nothing is
@@ -37,12 +41,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.core.config.defaults import DEFAULT_N_CTX
+from app.core.gguf.facts import TensorInfo
 from app.core.gguf.info import GGUFInfo
 from app.core.gguf.kv_types import block_size
+from app.core.predict.recurrent import recurrent_layers, state_bytes_per_layer
+from app.core.predict.repack import host_features, repacked
 
 MiB = 1 << 20
 CTX_PAD = 256  # llama.cpp pads n_ctx (and the SWA cache) to a multiple of 256
-REPACK_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})  # CPU "REPACK" buffer (x86 AVX2 / ARM)
 
 
 def pad(x: int, n: int) -> int:
@@ -71,6 +77,7 @@ class MemoryConfig:
     swa_full: bool = True  # llama-cpp-python's default
     n_seq: int = 1
     cpu_repack: bool = True  # the CPU backend repacks some quant types (x86 with AVX2, ARM)
+    cpu_features: frozenset[str] | None = None  # whose repack rules (None: this machine's CPU)
     use_mmap: bool = False  # the engine's default (protocol.LoadConfig): weights read into memory
     n_cpu_moe: int = 0  # MoE: keep the expert matrices of the first N blocks in CPU memory
     gpu_present: bool = False  # a GPU device is in use even at n_gpu_layers 0 (host buffers, op offload)
@@ -100,10 +107,11 @@ class DeviceMemory:
     kv: int = 0
     compute: int = 0
     output: int = 0
+    state: int = 0  # recurrent layers' state (llama.cpp's RS buffer)
 
     @property
     def total(self) -> int:
-        return self.weights + self.repack + self.kv + self.compute + self.output
+        return self.weights + self.repack + self.kv + self.compute + self.output + self.state
 
 
 @dataclass
@@ -228,6 +236,7 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
     on_gpu, output_on_gpu = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
     device_in_use = has_gpu and (cfg.gpu_present or cfg.n_gpu_layers != 0)
     repack = cfg.cpu_repack and not device_in_use  # the device's host buffer comes first
+    features = host_features() if cfg.cpu_features is None else cfg.cpu_features
     limit = cfg.gpu_max_matrix if device_in_use else 0
     too_big = {t.name for t in info.tensors if limit and t.n_bytes > limit and len(t.shape) >= 2}
     out_name = "token_embd.weight" if info.tied_output else "output.weight"
@@ -249,7 +258,7 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
             continue
         if on_gpu[il] and (expert_stays_on_cpu(t.name, il, cfg.n_cpu_moe) or t.name in too_big):
             kept_experts[il] += t.n_bytes
-        elif t.ggml_type in REPACK_TYPES:
+        elif is_repacked(t, features):
             repackable[il] += t.n_bytes
     for il in range(info.n_layers):
         if on_gpu[il]:
@@ -259,17 +268,20 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
             cpu.weights += info.layer_bytes[il]
             if repack:
                 cpu.repack += repackable[il]
-    out_type = next((t.ggml_type for t in info.tensors if t.name == "output.weight"), None)
+    out_tensor = next((t for t in info.tensors if t.name == out_name), None)
+    out_repacked = repack and out_tensor is not None and is_repacked(out_tensor, features)
     if output_on_gpu:
         gpu.weights += info.output_bytes  # a tied output is duplicated onto the GPU
     elif not info.tied_output:
         cpu.weights += info.output_bytes
-        if repack and out_type in REPACK_TYPES:
+        if out_repacked:
             cpu.repack += info.output_bytes
     if cfg.use_mmap:
-        cpu.weights = mapped_span(info, on_gpu, output_on_gpu, repack, cfg.n_cpu_moe)
+        cpu.weights = mapped_span(info, on_gpu, output_on_gpu, repack, cfg.n_cpu_moe, features)
     else:
         cpu.weights -= cpu.repack  # read into memory: a repacked tensor is only in the REPACK buffer
+    if out_repacked and info.tied_output and not output_on_gpu:
+        cpu.repack += info.output_bytes  # the output's own repacked copy; the lookup keeps token_embd as it is
 
     # KV cache: each layer's cache lives with its layer
     caches = kv_caches(info, n_ctx, cfg.type_k, cfg.type_v, n_ubatch, cfg.swa_full, cfg.n_seq)
@@ -278,6 +290,11 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
             k_el, v_el = info.kv_row_elements(il)
             layer_bytes = (row_bytes(k_el, cfg.type_k) + row_bytes(v_el, cfg.type_v)) * c.cells
             (gpu if on_gpu[il] else cpu).kv += layer_bytes
+
+    # recurrent state: a fixed block per sequence for each recurrent layer, with its layer
+    per_layer_state = state_bytes_per_layer(info, cfg.n_seq)
+    for il in recurrent_layers(info):
+        (gpu if on_gpu[il] else cpu).state += per_layer_state
 
     # compute buffers: the graph's peak, on the device that runs that part
     peaks = compute_peaks(info, n_ctx, n_ubatch, flash, caches)
@@ -335,19 +352,26 @@ def vulkan_compute(info: GGUFInfo, cfg: MemoryConfig, peaks: dict[str, int], cac
     return gpu, cpu
 
 
-def mapped_span(info: GGUFInfo, on_gpu: list[bool], output_on_gpu: bool, cpu_repack: bool, n_cpu_moe: int = 0) -> int:
+def is_repacked(t: TensorInfo, features: frozenset[str]) -> bool:
+    """A matrix (2-D, or 3-D experts) that llama.cpp's CPU backend repacks on a CPU with `features`."""
+    return len(t.shape) in (2, 3) and repacked(t.ggml_type, t.shape[1], features)
+
+
+def mapped_span(info: GGUFInfo, on_gpu: list[bool], output_on_gpu: bool, cpu_repack: bool, n_cpu_moe: int = 0,
+                features: frozenset[str] | None = None) -> int:
     """Bytes of llama.cpp's CPU_Mapped model buffer: one mapping from the first to the last byte of the
     tensors that stay in the mapped file on the CPU (not offloaded, not moved to the REPACK buffer).
     Repacked or offloaded tensors between two mapped ones stay inside the span; at either end they fall out
     of it (a file whose last tensors are a repacked FFN maps that much less)."""
+    features = host_features() if features is None else features
     lo, hi = None, 0
     for t in info.tensors:
         il = int(t.name.split(".")[1]) if t.name.startswith("blk.") else None
         if il is not None and il < len(on_gpu):
             kept = on_gpu[il] and expert_stays_on_cpu(t.name, il, n_cpu_moe)
-            if (on_gpu[il] and not kept) or (not on_gpu[il] and cpu_repack and t.ggml_type in REPACK_TYPES):
+            if (on_gpu[il] and not kept) or (not on_gpu[il] and cpu_repack and is_repacked(t, features)):
                 continue
-        elif t.name == "output.weight" and (output_on_gpu or (cpu_repack and t.ggml_type in REPACK_TYPES)):
+        elif t.name == "output.weight" and (output_on_gpu or (cpu_repack and is_repacked(t, features))):
             continue
         lo = t.offset if lo is None else min(lo, t.offset)
         hi = max(hi, t.offset + t.n_bytes)

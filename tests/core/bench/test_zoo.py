@@ -26,13 +26,17 @@ MiB = 1 << 20
 
 def test_every_zoo_model_has_its_published_shape(tmp_path: Path) -> None:
     for spec in ZOO.values():
-        path = write_zoo_model(spec, "Q4_K_M", tmp_path)
+        path = write_zoo_model(spec, spec.release, tmp_path)
         info = inspect_gguf(path)
         assert info.architecture == spec.arch and info.n_layers == spec.n_layers
-        assert set(info.n_head) == {spec.n_head} and set(info.n_head_kv) == {spec.n_head_kv}
+        assert set(info.n_head) == {spec.n_head}
+        # hybrids: KV heads only in the attention layers, 0 where a layer keeps a recurrent state
+        kv = [0 if spec.recurrent and il not in spec.attn_layers else spec.n_head_kv for il in range(spec.n_layers)]
+        assert info.n_head_kv == kv
         assert info.head_dim_k == spec.head_dim and info.n_vocab == spec.n_vocab and info.n_embd == spec.n_embd
         assert info.tied_output == spec.tied and info.expert_count == spec.n_expert
-        assert info.expert_used_count == spec.n_expert_used and info.file_type == "Q4_K_M"
+        assert info.expert_used_count == spec.n_expert_used
+        assert info.file_type == {"MXFP4": "MXFP4_MOE"}.get(spec.release, spec.release)
         # the parameter count the model card gives, from the tensor shapes alone
         assert info.n_params / 1e9 == pytest.approx(spec.params_b, rel=0.02), spec.key
         # sparse: gigabytes long, a few MB on disk
@@ -58,9 +62,20 @@ def test_quantization_mixes_follow_llama_cpp() -> None:
     assert tensor_type("Q8_0", "output.weight", 4096, 32, False) == "Q8_0"
     assert tensor_type("Q8_0", "blk.0.ffn_gate_inp.weight", 2048, 16, False) == "F32"  # MoE router
     assert tensor_type("F16", "blk.0.attn_norm.weight", 2048, 16, False) == "F32"
-    assert quants_for(ZOO["llama-3.2-1b"]) == QUANTS and "F16" not in quants_for(ZOO["llama-3.1-8b"])
+    assert quants_for(ZOO["llama-3.2-1b"]) == tuple(q for q in QUANTS if q != "MXFP4")
+    assert "F16" not in quants_for(ZOO["llama-3.1-8b"]) and "MXFP4" in quants_for(ZOO["gpt-oss-20b"])
     with pytest.raises(ValueError):
         write_zoo_model("llama-3.2-1b", "Q3_K_S", "/nonexistent")
+    with pytest.raises(ValueError, match="mixture-of-experts"):
+        write_zoo_model("llama-3.2-1b", "MXFP4", "/nonexistent")
+    # MXFP4 (gpt-oss's release): experts in MXFP4, the other matrices Q8_0, vectors and sinks F32
+    assert tensor_type("MXFP4", "blk.0.ffn_down_exps.weight", 2880, 24, False) == "MXFP4"
+    assert tensor_type("MXFP4", "blk.0.attn_q.weight", 2880, 24, False) == "Q8_0"
+    assert tensor_type("MXFP4", "output.weight", 2880, 24, False) == "Q8_0"
+    for name in ("blk.0.attn_sinks.weight", "blk.0.ffn_up_exps.bias", "blk.0.ssm_a", "blk.0.ssm_conv1d.weight",
+                 "blk.0.shortconv.conv.weight", "token_embd_norm.weight"):
+        assert tensor_type("Q4_K_M", name, 4096, 24, False) == "F32", name
+    assert tensor_type("Q4_K_M", "blk.0.ssm_in.weight", 2048, 40, True) == "Q4_K"
 
 
 def test_a_uniform_file_has_every_matrix_in_one_type(tmp_path: Path) -> None:
@@ -121,7 +136,7 @@ def test_filled_weights_are_random_blocks_under_a_small_scale(tmp_path: Path, qu
 
 
 def test_file_size_tracks_the_quantization(tmp_path: Path) -> None:
-    sizes = {q: zoo_path("llama-3.2-1b", q, tmp_path).stat().st_size for q in QUANTS}
+    sizes = {q: zoo_path("llama-3.2-1b", q, tmp_path).stat().st_size for q in quants_for(ZOO["llama-3.2-1b"])}
     assert sizes["Q4_0"] < sizes["Q4_K_M"] < sizes["Q6_K"] < sizes["Q8_0"] < sizes["F16"]
     assert sizes["F16"] / 1e9 == pytest.approx(1.24 * 2, rel=0.03)
     assert zoo_path("llama-3.2-1b", "Q8_0", tmp_path).stat().st_mtime > 0  # written once, then reused

@@ -168,7 +168,7 @@ def test_cpuinfo_flags() -> None:
     assert model == "Intel(R) Xeon(R) Platinum 8488C"
     assert feats == ["AVX2", "AVX512F", "AVX512_VNNI", "AMX", "F16C", "FMA"]
     _, arm = parse_cpuinfo(GRAVITON_CPUINFO)
-    assert arm == ["NEON", "SVE", "DOTPROD"]
+    assert arm == ["NEON", "SVE", "DOTPROD", "I8MM"]  # i8mm: llama.cpp's repack kernels use it
     assert parse_cpuinfo("") == ("unknown", [])
 
 

@@ -22,7 +22,7 @@ from synth_gguf import write_synthetic_gguf
 
 KV_LINE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers.*?"
                      r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB")
-BUFFER_LINE = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size =\s*([\d.]+) MiB")
+BUFFER_LINE = re.compile(r"(\S+)\s+(model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")
 GGML_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
 
 

@@ -17,7 +17,7 @@ import llama_cpp
 class LogCapture:
     """Collects llama.cpp's log lines (the ground truth for buffer sizes) and keeps a tail for errors."""
 
-    BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output)\s+buffer size\s*=\s*([\d.]+)\s*MiB")
+    BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|RS|compute|output)\s+buffer size\s*=\s*([\d.]+)\s*MiB")
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -42,7 +42,8 @@ class LogCapture:
         return len(self.lines)
 
     def buffers_since(self, mark: int) -> dict[str, float]:
-        """{'model:CPU_Mapped': 247.81, 'KV:CPU': 72.0, 'compute:CPU': 514.5, ...} summed per kind:device."""
+        """{"model:CPU_Mapped": 247.81, "KV:CPU": 72.0, "RS:CPU": 73.79, "compute:CPU": 514.5, ...} per kind:device
+        (RS: the recurrent layers' state)."""
         out: dict[str, float] = {}
         for line in self.lines[mark:]:
             m = self.BUFFER_RE.search(line)
