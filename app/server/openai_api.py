@@ -18,6 +18,7 @@ from typing import Any
 
 from app.core.sampling import defaults as D
 from app.engine import protocol as P
+from app.server import params
 
 UNLIMITED_TOKENS = 1 << 30  # the engine clips max_tokens to what the slot's context leaves
 TIMING_KEYS = ("prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_n",
@@ -26,6 +27,7 @@ CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_STOPS = 16
 MAX_JSON_DEPTH = 400  # arrays and objects inside each other; no OpenAI body comes near it
 MAX_SALT_CHARS = 256
+ANY_MODEL = "*"  # among the served names: any name is served as the loaded model (llama-server's way)
 
 
 class ApiError(Exception):
@@ -136,9 +138,17 @@ def check_model(body: dict[str, Any], model_names: tuple[str, ...]) -> None:
     model = body.get("model")
     if model is None or model == "":
         return  # llama-server serves its one model whatever the name; so do we when none is given
-    if not isinstance(model, str) or model not in model_names:
+    if not isinstance(model, str) or (model not in model_names and ANY_MODEL not in model_names):
         raise ApiError(400, f"The model {model!r} does not exist here; this server has {model_names[0]!r}.",
                        param="model", code="model_not_found")
+
+
+def check_params(body: dict[str, Any], endpoint: str) -> None:
+    """A 400 naming the first field `endpoint` does not honour (app.server.params has the tables)."""
+    try:
+        params.check_fields(body, endpoint)
+    except params.UnsupportedField as exc:
+        raise ApiError(400, str(exc), param=exc.field, code="unsupported_parameter") from None
 
 
 def _content(message: Any, index: int) -> dict[str, str]:
@@ -170,6 +180,7 @@ def parse_request(body: dict[str, Any], chat: bool, request_id: str,
     `client_key` (the API key the request came with) and the body's `cache_salt` make the engine's cache
     salt: a cached prefix is reused, and counted in cached_tokens, only for the same key and salt."""
     check_model(body, model_names)
+    check_params(body, "chat" if chat else "completions")
     messages: list[dict[str, str]] | None = None
     prompt: str | None = None
     if chat:

@@ -1,5 +1,6 @@
 """The server's HTTP layer without a model: `roofline serve`'s application and connection limits on uvicorn
-in a thread, over a stand-in Hub whose engine never runs (what a test needs it to answer, it sets)."""
+in a thread, over a stand-in Hub whose engine never runs (what a test needs it to answer, it sets):
+`StubHub` refuses every request (503), `ScriptedHub` answers each with a scripted reply, token by token."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.engine import protocol as P
+from app.engine.batch.messages import Accepted
 from app.server.app import build_app
 from app.server.connections import guarded_h11
 from app.server.engine_queue import Unavailable
@@ -44,6 +46,34 @@ class StubHub:
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         pass
+
+
+@dataclass
+class ScriptedHub(StubHub):
+    """Answers every request with `reply` in `pieces` tokens (cut by a stop string, as the engine does),
+    ending with `finish`; the metrics say `prompt_tokens` prompt tokens."""
+
+    reply: str = "Hello there, friend."
+    pieces: int = 4
+    finish: str = "stop"
+    prompt_tokens: int = 12
+
+    async def open(self, request: P.Generate) -> Any:
+        self.opened.append(request)
+        rid = request.request_id
+        text, finish = self.reply, self.finish
+        for stop in request.sampling.stop:
+            if stop in text:
+                text, finish = text[:text.index(stop)], "stop"
+        step = max(1, -(-len(text) // self.pieces))
+        parts = [text[i:i + step] for i in range(0, len(text), step)]
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        for i, part in enumerate(parts):
+            queue.put_nowait(P.Token(rid, part, i, float(i)))
+        metrics = {"prompt_tokens": self.prompt_tokens, "completion_tokens": len(parts), "cache_n": 0,
+                   "prompt_n": self.prompt_tokens, "predicted_n": len(parts)}
+        queue.put_nowait(P.Done(rid, text, finish, metrics))
+        return Accepted(rid, self.prompt_tokens), queue
 
 
 @dataclass
