@@ -28,13 +28,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from app.engine import protocol as P
+from app.server import anthropic_api, submit
 from app.server import openai_api as api
-from app.server import submit
 from app.server.engine_queue import Hub
 from app.server.guards import Guard, allowed_hosts
 
 MAX_BODY_BYTES = 32 * 2**20  # far above any prompt a context holds; a bigger body is refused unread
-KEEPALIVE_S = 5.0  # an SSE comment this often while a request waits: a client that left is noticed
+KEEPALIVE_S = submit.KEEPALIVE_S  # an SSE comment this often while a request waits: a client gone is noticed
 BODY_SLACK_BYTES = 2**20  # a body's JSON besides its prompt text (fields, the messages' own braces)
 BODY_TIMEOUT_S = 60.0  # a body still arriving after this is refused (408): a trickle cannot hold a slot
 
@@ -176,7 +176,7 @@ async def _complete(request: Request, chat: bool) -> Response:
         body = api.parse_json(await _read_body(request, body_limit(hub)))
         key = _presented_key(request) if served.api_key else ""
         parsed = api.parse_request(body, chat, hub.new_request_id(), served.model_names, client_key=key)
-        queue = await submit.open_generate(hub, parsed.generate, "messages" if chat else "prompt")
+        _accepted, queue = await submit.open_generate(hub, parsed.generate, "messages" if chat else "prompt")
     except api.ApiError as exc:
         return _error(exc)
     cid = api.new_id(chat)
@@ -188,25 +188,14 @@ async def _complete(request: Request, chat: bool) -> Response:
 
 async def _collect(request: Request, served: Served, parsed: api.ParsedRequest, cid: str,
                    queue: asyncio.Queue[Any]) -> Response:
-    rid = parsed.generate.request_id
-    finished = False
     try:
-        while True:
-            try:
-                event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-            except TimeoutError:
-                if await request.is_disconnected():
-                    return Response(status_code=499)
-                continue
-            if isinstance(event, P.Done):
-                finished = True
-                return JSONResponse(api.completion_body(parsed, cid, served.model_id, event.text,
-                                                        event.finish_reason, event.metrics))
-            if isinstance(event, P.Error):
-                finished = True
-                return _error(api.ApiError(500, event.message, type_="server_error"))
-    finally:
-        served.hub.release(rid, finished)
+        done = await submit.wait_done(request, served.hub, parsed.generate.request_id, queue)
+    except api.ApiError as exc:
+        return _error(exc)
+    if done is None:
+        return Response(status_code=499)
+    return JSONResponse(api.completion_body(parsed, cid, served.model_id, done.text, done.finish_reason,
+                                            done.metrics))
 
 
 async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
@@ -255,6 +244,19 @@ def _last_chunks(parsed: api.ParsedRequest, cid: str, model_id: str, created_at:
     return chunks
 
 
+async def messages(request: Request) -> Response:
+    """Anthropic's Messages API (app.server.anthropic_api), its errors in Anthropic's shape."""
+    if not _authorized(request):
+        return anthropic_api.error_response(api.ApiError(401, "Invalid or missing API key: send 'x-api-key'."))
+    served = _served(request)
+    try:
+        body = api.parse_json(await _read_body(request, body_limit(served.hub)))
+    except api.ApiError as exc:
+        return anthropic_api.error_response(exc)
+    key = _presented_key(request) if served.api_key else ""
+    return await anthropic_api.handle(request, served.hub, served.model_id, served.model_names, body, key)
+
+
 async def not_found(request: Request, exc: Exception) -> Response:
     return _error(api.ApiError(404, f"No route {request.method} {request.url.path}.", code="not_found"))
 
@@ -278,6 +280,7 @@ ROUTES = [
     Route("/chat/completions", chat_completions, methods=["POST"]),
     Route("/v1/completions", completions, methods=["POST"]),
     Route("/completions", completions, methods=["POST"]),
+    Route("/v1/messages", messages, methods=["POST"]),
     Route("/health", health, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
 ]

@@ -220,12 +220,19 @@ def parse_request(body: dict[str, Any], chat: bool, request_id: str,
     )
     if sampling.seed is not None:
         sampling.seed %= 1 << 63
-    salt = _salt(body)
-    if client_key or salt:
-        salt = hashlib.sha256(f"{client_key}\0{salt}".encode()).hexdigest()[:32]
+    salt = key_salt(client_key, _salt(body))
     generate = P.Generate(request_id=request_id, messages=messages, prompt=prompt, sampling=sampling,
                           cache_salt=salt)
     return ParsedRequest(generate, stream, include_usage, chat)
+
+
+def key_salt(client_key: str, salt: str) -> str:
+    """The engine's cache salt for a request with this API key and cache_salt ("" when neither is set)."""
+    return hashlib.sha256(f"{client_key}\0{salt}".encode()).hexdigest()[:32] if client_key or salt else ""
+
+
+# the validators, for the other endpoints' modules (anthropic_api, embeddings, infill)
+number, integer, boolean, stops = _number, _integer, _bool, _stops
 
 
 def new_id(chat: bool) -> str:

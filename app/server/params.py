@@ -49,7 +49,9 @@ INFORMATIONAL: dict[str, frozenset[str]] = {
     "completions": frozenset({"user"}),
     "embeddings": frozenset({"user"}),
     "infill": frozenset(),
-    "messages": frozenset({"metadata"}),
+    # cache_control marks prompt-cache breakpoints; ours caches every slot's prefix anyway
+    "messages": frozenset({"metadata", "cache_control", "inference_geo", "user_profile_id", "workspace_id",
+                           "diagnostics"}),
 }
 
 _ANY = object()
@@ -62,7 +64,7 @@ NEUTRAL: dict[str, dict[str, tuple[Any, ...]]] = {
     "embeddings": {"dimensions": ()},
     "infill": {},
     "messages": {"tools": ([],), "tool_choice": (), "thinking": ({"type": "disabled"},), "service_tier": ("auto",),
-                 "container": (), "mcp_servers": ([],)},
+                 "container": (), "mcp_servers": ([],), "output_config": (), "speed": ()},
 }
 
 WHY: dict[str, str] = {  # what to say instead of only "not supported", where there is something to say

@@ -11,10 +11,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from starlette.requests import Request
+
 from app.engine import protocol as P
+from app.engine.batch.messages import Accepted
 from app.engine.client import EngineError
 from app.server.engine_queue import Hub, Unavailable
 from app.server.openai_api import ApiError
+
+KEEPALIVE_S = 5.0  # how often a request that waits looks whether its client is still there
 
 
 def check_size(hub: Hub, generate: P.Generate, param: str) -> None:
@@ -39,15 +44,38 @@ def refused(exc: EngineError, param: str) -> ApiError:
     return ApiError(500, exc.error.message, type_="server_error")
 
 
-async def open_generate(hub: Hub, generate: P.Generate, param: str) -> asyncio.Queue[Any]:
-    """Submit `generate`; the queue of its events once the engine accepted it, else the ApiError."""
+async def open_generate(hub: Hub, generate: P.Generate, param: str) -> tuple[Accepted, asyncio.Queue[Any]]:
+    """Submit `generate`; the engine's Accepted (the prompt's tokens) and the queue of its events, else the
+    ApiError to answer."""
     check_size(hub, generate, param)
     try:
-        _accepted, queue = await hub.open(generate)
+        accepted, queue = await hub.open(generate)
     except Unavailable as exc:
         raise ApiError(503, str(exc), type_="server_error", code="unavailable") from None
     except TimeoutError:
         raise ApiError(503, "The engine did not answer in time.", type_="server_error") from None
     except EngineError as exc:
         raise refused(exc, param) from None
-    return queue
+    return accepted, queue
+
+
+async def wait_done(request: Request, hub: Hub, request_id: str, queue: asyncio.Queue[Any]) -> P.Done | None:
+    """The request's Done (its token events skipped), or None when its client went away meanwhile; an
+    engine Error is raised as a 500. The request is cancelled in the engine unless it ended there."""
+    finished = False
+    try:
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+            except TimeoutError:
+                if await request.is_disconnected():
+                    return None
+                continue
+            if isinstance(event, P.Done):
+                finished = True
+                return event
+            if isinstance(event, P.Error):
+                finished = True
+                raise ApiError(500, event.message, type_="server_error")
+    finally:
+        hub.release(request_id, finished)

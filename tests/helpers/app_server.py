@@ -61,17 +61,17 @@ class ScriptedHub(StubHub):
     async def open(self, request: P.Generate) -> Any:
         self.opened.append(request)
         rid = request.request_id
-        text, finish = self.reply, self.finish
+        text, finish, word = self.reply, self.finish, ""
         for stop in request.sampling.stop:
             if stop in text:
-                text, finish = text[:text.index(stop)], "stop"
+                text, finish, word = text[:text.index(stop)], "stop", stop
         step = max(1, -(-len(text) // self.pieces))
         parts = [text[i:i + step] for i in range(0, len(text), step)]
         queue: asyncio.Queue[Any] = asyncio.Queue()
         for i, part in enumerate(parts):
             queue.put_nowait(P.Token(rid, part, i, float(i)))
         metrics = {"prompt_tokens": self.prompt_tokens, "completion_tokens": len(parts), "cache_n": 0,
-                   "prompt_n": self.prompt_tokens, "predicted_n": len(parts)}
+                   "prompt_n": self.prompt_tokens, "predicted_n": len(parts), "stopping_word": word}
         queue.put_nowait(P.Done(rid, text, finish, metrics))
         return Accepted(rid, self.prompt_tokens), queue
 

@@ -45,6 +45,7 @@ class Sequence:
     token_times: list[float] = field(default_factory=list)
     text_parts: list[str] = field(default_factory=list)
     _held: str = ""  # text held back while it could still be the start of a stop string
+    stopping_word: str = ""  # the stop string that ended the reply (llama-server's name); "" for any other end
 
     def __post_init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -74,6 +75,7 @@ class Sequence:
             self._held += text
             hit = find_stop(self._held, self.stop)
             if hit is not None:
+                self.stopping_word = min((s for s in self.stop if s and s in self._held), key=self._held.find)
                 self._held = self._held[:hit]
                 self.finish = "stop"
             keep = 0 if self.finish else (self._stop_len - 1 if self._stop_len else 0)
@@ -116,4 +118,5 @@ class Sequence:
             "t_first": self.t_first,
             "prompt_tokens": len(self.prompt),
             "completion_tokens": self.generated,
+            "stopping_word": self.stopping_word,
         }
