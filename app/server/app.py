@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from app.engine import protocol as P
-from app.server import anthropic_api, submit
+from app.server import anthropic_api, embeddings, infill_api, submit
 from app.server import openai_api as api
 from app.server.engine_queue import Hub
 from app.server.guards import Guard, allowed_hosts
@@ -257,6 +257,31 @@ async def messages(request: Request) -> Response:
     return await anthropic_api.handle(request, served.hub, served.model_id, served.model_names, body, key)
 
 
+async def embed(request: Request) -> Response:
+    """POST /v1/embeddings (app.server.embeddings)."""
+    if not _authorized(request):
+        return _unauthorized()
+    served = _served(request)
+    try:
+        body = api.parse_json(await _read_body(request, body_limit(served.hub)))
+        return JSONResponse(await embeddings.embed(served.hub, served.model_id, served.model_names, body))
+    except api.ApiError as exc:
+        return _error(exc)
+
+
+async def infill(request: Request) -> Response:
+    """POST /infill (app.server.infill_api)."""
+    if not _authorized(request):
+        return _unauthorized()
+    served = _served(request)
+    try:
+        body = api.parse_json(await _read_body(request, body_limit(served.hub)))
+    except api.ApiError as exc:
+        return _error(exc)
+    key = _presented_key(request) if served.api_key else ""
+    return await infill_api.handle(request, served.hub, served.model_id, served.model_names, body, key)
+
+
 async def not_found(request: Request, exc: Exception) -> Response:
     return _error(api.ApiError(404, f"No route {request.method} {request.url.path}.", code="not_found"))
 
@@ -281,6 +306,9 @@ ROUTES = [
     Route("/v1/completions", completions, methods=["POST"]),
     Route("/completions", completions, methods=["POST"]),
     Route("/v1/messages", messages, methods=["POST"]),
+    Route("/v1/embeddings", embed, methods=["POST"]),
+    Route("/embeddings", embed, methods=["POST"]),
+    Route("/infill", infill, methods=["POST"]),
     Route("/health", health, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
 ]

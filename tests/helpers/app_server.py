@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.engine import protocol as P
-from app.engine.batch.messages import Accepted
+from app.engine.batch.messages import Accepted, Embed, Embeddings
+from app.engine.client import EngineError
 from app.server.app import build_app
 from app.server.connections import guarded_h11
 from app.server.engine_queue import Unavailable
@@ -51,16 +52,33 @@ class StubHub:
 @dataclass
 class ScriptedHub(StubHub):
     """Answers every request with `reply` in `pieces` tokens (cut by a stop string, as the engine does),
-    ending with `finish`; the metrics say `prompt_tokens` prompt tokens."""
+    ending with `finish`; the metrics say `prompt_tokens` prompt tokens. An Embed gets one vector per input
+    (its length, its index, 1, normalized: 3 numbers) and a token per byte. With `refuse`, the engine
+    refuses every request with that message (a bad_request Error: a 400)."""
 
     reply: str = "Hello there, friend."
     pieces: int = 4
     finish: str = "stop"
     prompt_tokens: int = 12
+    refuse: str | None = None
+    embedded: list[Embed] = field(default_factory=list)
+
+    async def embed(self, command: Embed) -> Embeddings:
+        self.embedded.append(command)
+        if self.refuse:
+            raise EngineError(P.Error(command.request_id, "bad_request", self.refuse))
+        vectors = []
+        for i, item in enumerate(command.inputs):
+            v = [float(len(item)), float(i), 1.0]
+            norm = sum(x * x for x in v) ** 0.5
+            vectors.append([x / norm for x in v])
+        return Embeddings(command.request_id, vectors, sum(len(str(x).encode()) for x in command.inputs))
 
     async def open(self, request: P.Generate) -> Any:
         self.opened.append(request)
         rid = request.request_id
+        if self.refuse:
+            raise EngineError(P.Error(rid, "bad_request", self.refuse))
         text, finish, word = self.reply, self.finish, ""
         for stop in request.sampling.stop:
             if stop in text:

@@ -30,9 +30,10 @@ import numpy as np
 from app.core.chat.templates import render
 from app.core.sampling.chain import PENALTY_LAST_N, Sampler, SamplerParams
 from app.engine import protocol as P
-from app.engine.batch.messages import Accepted, BatchStats, DropCaches
+from app.engine.batch.messages import Accepted, BatchStats, DropCaches, Embed
+from app.engine.llama.batch.embedding import Embedder
 from app.engine.llama.batch.sequence import Sequence
-from app.engine.llama.batch.tokenizer import Prepared, PromptTokenizer
+from app.engine.llama.batch.tokenizer import Prepared, PromptTokenizer, infill_prompt
 from app.engine.llama.decoding import logits_row
 from app.engine.llama.worker.engine import Engine
 from app.engine.llama.worker.stream import send, send_lines
@@ -70,7 +71,9 @@ class BatchEngine(Engine):
         self.tokenizing: dict[str, tuple[P.Generate, float]] = {}  # at the tokenizer thread (since when)
         self.cancelled_early: set[str] = set()  # of those, the ones whose client gave up meanwhile
         self.slot_salt: list[str] = [""] * self.n_slots  # whose prefix each slot's cache is (cache_salt)
-        self.tokenizer = PromptTokenizer(inbox, self._prompt_bytes, self._tokenize_bytes)
+        self.tokenizer = PromptTokenizer(inbox, self._prompt_bytes, self._tokenize_bytes,
+                                         lambda req: infill_prompt(self.llm, req))
+        self.embedder = Embedder()  # /v1/embeddings' own context, made at its first request
 
     # --------------------------------------------------------------- the context, built for N sequences
     def _construct(self, cfg: P.LoadConfig) -> Any:
@@ -94,6 +97,7 @@ class BatchEngine(Engine):
         with self.tokenizer.lock:  # no prompt is tokenized while the model changes
             self.tokenizer.forget()
             self._drop_all("The model was reloaded.")
+            self.embedder.close("The model was reloaded.")
             super().load(cfg)
         if self.llm is None:
             return
@@ -113,6 +117,7 @@ class BatchEngine(Engine):
         with self.tokenizer.lock:
             self.tokenizer.forget()
             self._drop_all("The model was unloaded.")
+            self.embedder.close("The model was unloaded.")
             if self.batch is not None:
                 llama_cpp.llama_batch_free(self.batch)
                 self.batch = None
@@ -131,7 +136,7 @@ class BatchEngine(Engine):
 
     def _serve(self) -> None:
         while not self.shutdown:
-            busy = bool(self.waiting) or any(s is not None for s in self.slots)
+            busy = bool(self.waiting) or any(s is not None for s in self.slots) or self.embedder.busy
             self._drain(block=not busy)
             if self.shutdown:
                 break
@@ -139,6 +144,8 @@ class BatchEngine(Engine):
                 self._admit()
                 if any(s is not None for s in self.slots):
                     self._step()
+                if self.embedder.busy:  # one input between two steps
+                    self.embedder.step(self.llm)
             except Exception as exc:  # noqa: BLE001 - fail the requests in flight, keep serving
                 self._drop_all(f"{type(exc).__name__}: {exc}")
             self._maybe_stats()
@@ -174,6 +181,9 @@ class BatchEngine(Engine):
             send(self.batch_stats())
         elif isinstance(cmd, DropCaches):
             self.drop_caches()
+        elif isinstance(cmd, Embed):
+            arch = self.loaded.architecture if self.loaded else "general"
+            self.embedder.submit(self.llm, cmd, self.n_ctx_slot, arch)
         elif isinstance(cmd, P.Bench):
             send(P.Error(cmd.request_id, "bad_request", "The batch engine does not run benchmarks."))
         else:
@@ -260,6 +270,8 @@ class BatchEngine(Engine):
     def cancel(self, request_id: str) -> None:
         if request_id in self.tokenizing:  # answered (Done, cancelled) when its tokens come back
             self.cancelled_early.add(request_id)
+            return
+        if self.embedder.cancel(request_id):
             return
         seq = self.by_id.get(request_id)
         if seq is None:
