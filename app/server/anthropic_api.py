@@ -161,8 +161,9 @@ async def _events(hub: Hub, rid: str, mid: str, model: str, prompt_tokens: int,
                   queue: asyncio.Queue[Any]) -> AsyncIterator[bytes]:
     finished = False
     try:
-        start = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": [],
-                 "stop_reason": None, "stop_sequence": None, "usage": usage({}, prompt_tokens)}
+        start: dict[str, Any] = {"id": mid, "type": "message", "role": "assistant", "model": model,
+                                 "content": [], "stop_reason": None, "stop_sequence": None,
+                                 "usage": usage({}, prompt_tokens)}
         yield event("message_start", {"message": start})
         yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
         while True:
