@@ -11,6 +11,7 @@ import openai
 import pytest
 from openai.resources.chat.completions import Completions as ChatCompletions
 from openai.resources.completions import Completions
+from openai.resources.embeddings import Embeddings
 
 from app.server import openai_api as api
 from app.server import params
@@ -24,7 +25,8 @@ def sdk_fields(method: object) -> set[str]:
 
 
 @pytest.mark.parametrize(("method", "endpoint"), [(ChatCompletions.create, "chat"),
-                                                  (Completions.create, "completions")])
+                                                  (Completions.create, "completions"),
+                                                  (Embeddings.create, "embeddings")])
 def test_every_field_the_openai_client_sends_is_decided(method: object, endpoint: str) -> None:
     undecided = sdk_fields(method) - params.known(endpoint)
     assert not undecided, f"decide in app/server/params.py what {endpoint} does with {sorted(undecided)}"
