@@ -74,6 +74,22 @@ def test_embeddings_are_llama_cpp_pythons_own_and_generation_goes_on(embedder: t
     assert isinstance(engine.answer("g", (P.Done,)), P.Done)  # the slot kept generating meanwhile
 
 
+def test_the_decode_loop_keeps_stepping_while_inputs_are_evaluated(embedder: tuple[Engine, Path]) -> None:
+    engine, _ = embedder
+    engine.client.send(P.Generate("g2", prompt="abc", sampling=P.Sampling(max_tokens=250, ignore_eos=True)))
+    deadline = time.monotonic() + 60
+    while not any(isinstance(e, P.Token) and e.request_id == "g2" for e in list(engine.events)):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    # ~100 times the reply's tokens, evaluated one input after another
+    engine.client.send(Embed("many", ["ab" * 120] * 100))
+    answer = engine.answer("many", (Embeddings, P.Error), timeout=300)
+    assert isinstance(answer, Embeddings)
+    done = engine.answer("g2", (P.Done,))
+    # the reply ends while the embeddings are still being computed: they never held the decode loop
+    assert engine.events.index(done) < engine.events.index(answer)
+
+
 def test_an_input_over_a_slot_is_refused_naming_it(embedder: tuple[Engine, Path]) -> None:
     engine, _ = embedder
     engine.client.send(Embed("long", ["ok", "word " * 400]))

@@ -1,4 +1,5 @@
-"""Embeddings in the batch engine: a small llama.cpp context of their own beside the generation context.
+"""Embeddings in the batch engine: a llama.cpp context of their own beside the generation context, on a
+thread of their own.
 
 A model embeds when its GGUF declares a pooling type (`<arch>.pooling_type`: mean, CLS or last token), as
 embedding models do; a generation model declares none, so it has no one vector per text and is refused,
@@ -8,14 +9,19 @@ The generation context cannot serve them: llama.cpp fixes pooling when a context
 the shared context to embedding mode would stall or disturb every slot. So the first embeddings request
 creates a second context on the same weights (no second copy of the model): `embeddings` on, one sequence,
 sized for what one request may use (ctx / parallel tokens, at most the training context), with a batch that
-holds a whole input (a non-causal encoder needs it in one piece). Its memory is that many KV cells plus a
-compute buffer for that batch; it is freed with the model. Inputs are evaluated on the engine's main thread
-(llama.cpp's one owner), one input between two decode steps, so the other streams wait at most one input's
-evaluation.
+holds a whole input (a non-causal encoder needs it in one piece, and mean pooling averages one batch). Its
+memory is that many KV cells plus a compute buffer for that batch; it is freed with the model.
+
+An input cannot be cut into chunks between decode steps (mean pooling would average the last chunk only),
+and evaluating a long one took the decode loop for seconds (13 s for 1,800 tokens of a 1024-wide model on a
+busy 2-core machine), so inputs are evaluated on this module's thread: llama.cpp's contexts are
+independent (the model's weights are only read), and the decode loop keeps stepping while they share the
+cores. The engine's main thread only queues requests and cancels them.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +45,8 @@ class _Job:
     cmd: Embed
     vectors: list[list[float]] = field(default_factory=list)
     tokens: int = 0
+    cancelled: bool = False  # its client gave up: answered Done, cancelled
+    dropped: bool = False  # the model went away: answered Error already
 
 
 def refusal(pooling: int, architecture: str) -> str | None:
@@ -53,13 +61,21 @@ def refusal(pooling: int, architecture: str) -> str | None:
 
 
 class Embedder:
-    """The embeddings context of one loaded model and the Embed requests waiting for it."""
+    """The embeddings context of one loaded model, the Embed requests waiting for it and their thread.
+
+    `lock` is held while a request is evaluated: `close` takes it, so the context is never freed under a
+    running evaluation."""
 
     def __init__(self) -> None:
         self.ctx: Any = None
         self.batch: Any = None
         self.n_ctx = 0
         self.jobs: deque[_Job] = deque()
+        self.lock = threading.Lock()
+        self._wake = threading.Condition()
+        self._llm: Any = None
+        self._n_ctx_slot = 0
+        threading.Thread(target=self._run, name="embeddings", daemon=True).start()
 
     @property
     def busy(self) -> bool:
@@ -67,15 +83,20 @@ class Embedder:
 
     def close(self, reason: str) -> None:
         """Free the context (the model is going away) and fail the requests still waiting."""
-        for job in self.jobs:
+        with self._wake:
+            jobs, self.jobs = list(self.jobs), deque()
+            self._llm = None
+            for job in jobs:
+                job.dropped = True
+        for job in jobs:
             send(P.Error(job.cmd.request_id, "generation_failed", reason))
-        self.jobs.clear()
-        if self.batch is not None:
-            llama_cpp.llama_batch_free(self.batch)
-            self.batch = None
-        if self.ctx is not None:
-            llama_cpp.llama_free(self.ctx)
-            self.ctx = None
+        with self.lock:
+            if self.batch is not None:
+                llama_cpp.llama_batch_free(self.batch)
+                self.batch = None
+            if self.ctx is not None:
+                llama_cpp.llama_free(self.ctx)
+                self.ctx = None
 
     def submit(self, llm: Any, cmd: Embed, n_ctx_slot: int, architecture: str) -> None:
         problem = "No model is loaded." if llm is None else refusal(llama_cpp.llama_pooling_type(llm._ctx.ctx),
@@ -85,17 +106,35 @@ class Embedder:
         if problem:
             send(P.Error(cmd.request_id, "bad_request", problem))
             return
-        if self.ctx is None:
-            self._create(llm, min(n_ctx_slot, llm._model.n_ctx_train() or n_ctx_slot))
-        self.jobs.append(_Job(cmd))
+        with self._wake:
+            self._llm = llm
+            self._n_ctx_slot = min(n_ctx_slot, llm._model.n_ctx_train() or n_ctx_slot)
+            self.jobs.append(_Job(cmd))
+            self._wake.notify()
 
     def cancel(self, request_id: str) -> bool:
-        for job in self.jobs:
-            if job.cmd.request_id == request_id:
-                self.jobs.remove(job)
-                send(P.Done(request_id, "", "cancelled", {}))
-                return True
-        return False
+        """Drop a waiting request (answered Done, cancelled); one being evaluated ends as it would."""
+        with self._wake:
+            job = next((j for j in self.jobs if j.cmd.request_id == request_id), None)
+            if job is None:
+                return False
+            job.cancelled = True
+        return True
+
+    def _run(self) -> None:  # this module's thread
+        while True:
+            with self._wake:
+                while not self.jobs:
+                    self._wake.wait()
+                job, llm = self.jobs[0], self._llm
+            with self.lock:
+                if llm is not None and not job.cancelled:
+                    self._evaluate(llm, job)
+            with self._wake:
+                if self.jobs and self.jobs[0] is job:
+                    self.jobs.popleft()
+            if job.cancelled and not job.dropped:
+                send(P.Done(job.cmd.request_id, "", "cancelled", {}))
 
     def _create(self, llm: Any, n_ctx: int) -> None:
         params = llama_cpp.llama_context_default_params()
@@ -111,28 +150,27 @@ class Embedder:
         self.ctx, self.n_ctx = ctx, llama_cpp.llama_n_ctx(ctx)
         self.batch = llama_cpp.llama_batch_init(self.n_ctx, 0, 1)
 
-    def step(self, llm: Any) -> None:
-        """Evaluate the next input of the oldest request; answer the request once all its inputs are."""
-        job = self.jobs[0]
+    def _evaluate(self, llm: Any, job: _Job) -> None:
+        """Every input of `job`, answered with its Embeddings or one Error (`lock` held)."""
         rid = job.cmd.request_id
-        index = len(job.vectors)
-        item = job.cmd.inputs[index]
         try:
-            tokens = (list(item) if isinstance(item, list)
-                      else list(llm.tokenize(item.encode("utf-8"), add_bos=True, special=False)))
-            job.vectors.append(self._embed(llm, tokens, index))
-            job.tokens += len(tokens)
+            if self.ctx is None:
+                self._create(llm, self._n_ctx_slot)
+            for index, item in enumerate(job.cmd.inputs):
+                if job.cancelled or job.dropped:
+                    return
+                tokens = (list(item) if isinstance(item, list)
+                          else list(llm.tokenize(item.encode("utf-8"), add_bos=True, special=False)))
+                job.vectors.append(self._embed(llm, tokens, index))
+                job.tokens += len(tokens)
         except ValueError as exc:
-            self.jobs.popleft()
-            send(P.Error(rid, "bad_request", str(exc)))
-            return
+            error: P.Error | None = P.Error(rid, "bad_request", str(exc))
         except Exception as exc:  # noqa: BLE001 - this request's failure, not the generating slots'
-            self.jobs.popleft()
-            send(P.Error(rid, "generation_failed", f"{type(exc).__name__}: {exc}"))
-            return
-        if len(job.vectors) == len(job.cmd.inputs):
-            self.jobs.popleft()
-            send(Embeddings(rid, job.vectors, job.tokens))
+            error = P.Error(rid, "generation_failed", f"{type(exc).__name__}: {exc}")
+        else:
+            error = None
+        if not job.dropped:
+            send(error or Embeddings(rid, job.vectors, job.tokens))
 
     def _embed(self, llm: Any, tokens: list[int], index: int) -> list[float]:
         n_vocab = llm.n_vocab()

@@ -73,7 +73,7 @@ class BatchEngine(Engine):
         self.slot_salt: list[str] = [""] * self.n_slots  # whose prefix each slot's cache is (cache_salt)
         self.tokenizer = PromptTokenizer(inbox, self._prompt_bytes, self._tokenize_bytes,
                                          lambda req: infill_prompt(self.llm, req))
-        self.embedder = Embedder()  # /v1/embeddings' own context, made at its first request
+        self.embedder = Embedder()  # /v1/embeddings' own context and thread, made at its first request
 
     # --------------------------------------------------------------- the context, built for N sequences
     def _construct(self, cfg: P.LoadConfig) -> Any:
@@ -136,7 +136,7 @@ class BatchEngine(Engine):
 
     def _serve(self) -> None:
         while not self.shutdown:
-            busy = bool(self.waiting) or any(s is not None for s in self.slots) or self.embedder.busy
+            busy = bool(self.waiting) or any(s is not None for s in self.slots)
             self._drain(block=not busy)
             if self.shutdown:
                 break
@@ -144,8 +144,6 @@ class BatchEngine(Engine):
                 self._admit()
                 if any(s is not None for s in self.slots):
                     self._step()
-                if self.embedder.busy:  # one input between two steps
-                    self.embedder.step(self.llm)
             except Exception as exc:  # noqa: BLE001 - fail the requests in flight, keep serving
                 self._drop_all(f"{type(exc).__name__}: {exc}")
             self._maybe_stats()
