@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-name", default=None, help="the model's id in the API (default: the file name)")
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="a Jinja chat template file used instead of the model's own (e.g. one with tool support)")
+    p.add_argument("--strict-model-names", action="store_true",
+                   help="refuse requests naming another model (default: any name is served as the loaded model)")
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)  # the window's: see exit_with_parent
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="a Host name the server is reached by, besides loopback's and --host (repeatable)")
@@ -157,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
           f"{loaded.n_ctx // args.parallel} tokens", file=sys.stderr)
     print(f"listening on http://{shown}:{port}/v1" + ("  (API key required)" if api_key else ""), flush=True)
     app = build_app(hub, model_id, api_key, hosts=allowed_hosts(args.host, args.allow_host),
-                    origins=tuple(args.allow_origin))
+                    origins=tuple(args.allow_origin), strict_model_names=args.strict_model_names)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                            timeout_graceful_shutdown=3, timeout_keep_alive=5,
                                            http=guarded_h11(args.max_connections, args.header_timeout)))

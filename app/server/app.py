@@ -28,14 +28,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from app.engine import protocol as P
-from app.engine.client import EngineError
+from app.server import anthropic_api, embeddings, infill_api, submit, tools_api
 from app.server import openai_api as api
-from app.server import tools_api
-from app.server.engine_queue import Hub, Unavailable
+from app.server.engine_queue import Hub
 from app.server.guards import Guard, allowed_hosts
 
 MAX_BODY_BYTES = 32 * 2**20  # far above any prompt a context holds; a bigger body is refused unread
-KEEPALIVE_S = 5.0  # an SSE comment this often while a request waits: a client that left is noticed
+KEEPALIVE_S = submit.KEEPALIVE_S  # an SSE comment this often while a request waits: a client gone is noticed
 BODY_SLACK_BYTES = 2**20  # a body's JSON besides its prompt text (fields, the messages' own braces)
 BODY_TIMEOUT_S = 60.0  # a body still arriving after this is refused (408): a trickle cannot hold a slot
 
@@ -84,10 +83,12 @@ class Served:
     model_id: str
     api_key: str | None
     created: int  # when the server started: the model's `created` in /v1/models
+    strict_model_names: bool = False  # True: a request naming another model is a 400 (model_not_found)
 
     @property
     def model_names(self) -> tuple[str, ...]:
-        return (self.model_id,)
+        """The names requests may give: the model's id, and any other unless names are strict."""
+        return (self.model_id,) if self.strict_model_names else (self.model_id, api.ANY_MODEL)
 
 
 def _served(request: Request) -> Served:
@@ -112,19 +113,33 @@ def _unauthorized() -> JSONResponse:
                                type_="authentication_error", code="invalid_api_key"))
 
 
-async def models(request: Request) -> Response:
-    if not _authorized(request):
-        return _unauthorized()
-    served = _served(request)
+def _model_object(served: Served) -> dict[str, Any]:
     hub = served.hub
     loaded = hub.loaded
     meta: dict[str, Any] = {}
     if loaded is not None:
         meta = {"n_ctx": loaded.n_ctx, "n_ctx_train": loaded.n_ctx_train, "n_params": loaded.n_params,
                 "size": loaded.model_size, "n_vocab": loaded.n_vocab, "parallel": hub.parallel}
-    return JSONResponse({"object": "list", "data": [
-        {"id": served.model_id, "object": "model", "created": served.created, "owned_by": "roofline",
-         "meta": meta}]})
+    return {"id": served.model_id, "object": "model", "created": served.created, "owned_by": "roofline",
+            "meta": meta}
+
+
+async def models(request: Request) -> Response:
+    if not _authorized(request):
+        return _unauthorized()
+    return JSONResponse({"object": "list", "data": [_model_object(_served(request))]})
+
+
+async def model_by_id(request: Request) -> Response:
+    """The model under its own id, or under any other name unless names are strict (then 404)."""
+    if not _authorized(request):
+        return _unauthorized()
+    served = _served(request)
+    name = request.path_params["model"]
+    if name not in served.model_names and api.ANY_MODEL not in served.model_names:
+        return _error(api.ApiError(404, f"The model {name!r} does not exist here; this server has "
+                                        f"{served.model_id!r}.", param="model", code="model_not_found"))
+    return JSONResponse(_model_object(served))
 
 
 async def health(request: Request) -> Response:
@@ -162,17 +177,9 @@ async def _complete(request: Request, chat: bool) -> Response:
         key = _presented_key(request) if served.api_key else ""
         parsed = api.parse_request(body, chat, hub.new_request_id(), served.model_names, client_key=key)
         tools_api.apply(body, parsed, hub.loaded.tool_format if hub.loaded else "")
-        _check_size(hub, parsed.generate, chat)
+        _accepted, queue = await submit.open_generate(hub, parsed.generate, "messages" if chat else "prompt")
     except api.ApiError as exc:
         return _error(exc)
-    try:
-        _accepted, queue = await hub.open(parsed.generate)
-    except Unavailable as exc:
-        return _error(api.ApiError(503, str(exc), type_="server_error", code="unavailable"))
-    except TimeoutError:
-        return _error(api.ApiError(503, "The engine did not answer in time.", type_="server_error"))
-    except EngineError as exc:
-        return _error(_refused(exc, chat))
     cid = api.new_id(chat)
     if parsed.stream:
         return StreamingResponse(_stream(served, parsed, cid, queue), media_type="text/event-stream",
@@ -180,52 +187,18 @@ async def _complete(request: Request, chat: bool) -> Response:
     return await _collect(request, served, parsed, cid, queue)
 
 
-def _check_size(hub: Hub, generate: P.Generate, chat: bool) -> None:
-    """A prompt with more bytes than a slot's tokens could spell is a 400 at once: it is never sent to the
-    engine, let alone tokenized (the engine checks again)."""
-    stats = hub.stats
-    cap = stats.max_prompt_bytes if stats else 0
-    size = generate.prompt_bytes()
-    if cap and stats and size > cap:
-        raise api.ApiError(400, f"The prompt is {size} bytes, more than one request can hold: it may use at most "
-                                f"{stats.n_ctx_slot} tokens. Shorten the prompt, or start the server with a larger "
-                                "--ctx.",
-                           param="messages" if chat else "prompt", code="context_length_exceeded")
-
-
-def _refused(exc: EngineError, chat: bool) -> api.ApiError:
-    """The engine's refusal of a request as the HTTP error: 400 for a bad request (a prompt over the
-    context among them), 500 for anything else."""
-    if exc.error.kind == "bad_request":
-        return api.ApiError(400, exc.error.message, param="messages" if chat else "prompt",
-                            code="context_length_exceeded" if "context" in exc.error.message else None)
-    return api.ApiError(500, exc.error.message, type_="server_error")
-
-
 async def _collect(request: Request, served: Served, parsed: api.ParsedRequest, cid: str,
                    queue: asyncio.Queue[Any]) -> Response:
-    rid = parsed.generate.request_id
-    finished = False
     try:
-        while True:
-            try:
-                event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-            except TimeoutError:
-                if await request.is_disconnected():
-                    return Response(status_code=499)
-                continue
-            if isinstance(event, P.Done):
-                finished = True
-                reply = api.completion_body(parsed, cid, served.model_id, event.text, event.finish_reason,
-                                            event.metrics)
-                if parsed.tool_plan is not None:
-                    tools_api.rewrite_body(parsed.tool_plan, reply, event.text)
-                return JSONResponse(reply)
-            if isinstance(event, P.Error):
-                finished = True
-                return _error(api.ApiError(500, event.message, type_="server_error"))
-    finally:
-        served.hub.release(rid, finished)
+        done = await submit.wait_done(request, served.hub, parsed.generate.request_id, queue)
+    except api.ApiError as exc:
+        return _error(exc)
+    if done is None:
+        return Response(status_code=499)
+    reply = api.completion_body(parsed, cid, served.model_id, done.text, done.finish_reason, done.metrics)
+    if parsed.tool_plan is not None:
+        tools_api.rewrite_body(parsed.tool_plan, reply, done.text)
+    return JSONResponse(reply)
 
 
 async def _stream(served: Served, parsed: api.ParsedRequest, cid: str,
@@ -295,6 +268,44 @@ def _last_chunks(parsed: api.ParsedRequest, cid: str, model_id: str, created_at:
     return chunks
 
 
+async def messages(request: Request) -> Response:
+    """Anthropic's Messages API (app.server.anthropic_api), its errors in Anthropic's shape."""
+    if not _authorized(request):
+        return anthropic_api.error_response(api.ApiError(401, "Invalid or missing API key: send 'x-api-key'."))
+    served = _served(request)
+    try:
+        body = api.parse_json(await _read_body(request, body_limit(served.hub)))
+    except api.ApiError as exc:
+        return anthropic_api.error_response(exc)
+    key = _presented_key(request) if served.api_key else ""
+    return await anthropic_api.handle(request, served.hub, served.model_id, served.model_names, body, key)
+
+
+async def embed(request: Request) -> Response:
+    """POST /v1/embeddings (app.server.embeddings)."""
+    if not _authorized(request):
+        return _unauthorized()
+    served = _served(request)
+    try:
+        body = api.parse_json(await _read_body(request, body_limit(served.hub)))
+        return JSONResponse(await embeddings.embed(served.hub, served.model_id, served.model_names, body))
+    except api.ApiError as exc:
+        return _error(exc)
+
+
+async def infill(request: Request) -> Response:
+    """POST /infill (app.server.infill_api)."""
+    if not _authorized(request):
+        return _unauthorized()
+    served = _served(request)
+    try:
+        body = api.parse_json(await _read_body(request, body_limit(served.hub)))
+    except api.ApiError as exc:
+        return _error(exc)
+    key = _presented_key(request) if served.api_key else ""
+    return await infill_api.handle(request, served.hub, served.model_id, served.model_names, body, key)
+
+
 async def not_found(request: Request, exc: Exception) -> Response:
     return _error(api.ApiError(404, f"No route {request.method} {request.url.path}.", code="not_found"))
 
@@ -312,20 +323,28 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
 ROUTES = [
     Route("/v1/models", models, methods=["GET"]),
     Route("/models", models, methods=["GET"]),
+    Route("/v1/models/{model:path}", model_by_id, methods=["GET"]),
+    Route("/models/{model:path}", model_by_id, methods=["GET"]),
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     Route("/chat/completions", chat_completions, methods=["POST"]),
     Route("/v1/completions", completions, methods=["POST"]),
     Route("/completions", completions, methods=["POST"]),
+    Route("/v1/messages", messages, methods=["POST"]),
+    Route("/v1/embeddings", embed, methods=["POST"]),
+    Route("/embeddings", embed, methods=["POST"]),
+    Route("/infill", infill, methods=["POST"]),
     Route("/health", health, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
 ]
 
 
 def build_app(hub: Hub, model_id: str, api_key: str | None = None, hosts: frozenset[str] | None = None,
-              origins: tuple[str, ...] = ()) -> Starlette:
+              origins: tuple[str, ...] = (), strict_model_names: bool = False) -> Starlette:
     """The application serving `hub`'s model as `model_id` (behind `api_key` when there is one), to the
-    Host names `hosts` (default: loopback's) and, from browsers, to `origins` only."""
+    Host names `hosts` (default: loopback's) and, from browsers, to `origins` only. Requests may name any
+    model unless `strict_model_names`."""
     app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers={404: not_found, 405: bad_method},
                     middleware=[Middleware(Guard, hosts=hosts or allowed_hosts("127.0.0.1"), origins=origins)])
-    app.state.served = Served(hub, model_id, api_key, created=int(time.time()))
+    app.state.served = Served(hub, model_id, api_key, created=int(time.time()),
+                              strict_model_names=strict_model_names)
     return app

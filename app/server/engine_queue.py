@@ -24,7 +24,7 @@ from typing import Any
 
 from app.engine import protocol as P
 from app.engine.batch.client import BatchEngineClient
-from app.engine.batch.messages import Accepted, BatchStats
+from app.engine.batch.messages import Accepted, BatchStats, Embed, Embeddings
 from app.engine.client import EngineError
 from app.server.metrics import ServerMetrics
 
@@ -103,6 +103,8 @@ class Hub:
         elif isinstance(event, P.Error) and rid:
             self.metrics.requests_failed += 1
             self._in_engine.discard(rid)
+        elif isinstance(event, Embeddings):
+            self._in_engine.discard(event.request_id)
         queue = self._queues.get(rid) if rid else None
         if queue is not None:
             queue.put_nowait(event)
@@ -173,6 +175,35 @@ class Hub:
             if not isinstance(exc, EngineError):  # timed out, or the client left while it waited
                 self.release(rid, finished=False)
             raise
+
+    async def embed(self, command: Embed) -> Embeddings:
+        """The engine's Embeddings for `command`; raises as `open` does. A client that leaves while it waits
+        has it cancelled; its place counts until the engine has answered, as a generation's does."""
+        if not self.ready or self._client is None:
+            raise Unavailable(self.restart_error or "The engine is restarting; try again in a moment.")
+        if self.in_flight >= self.parallel + self.max_queue:
+            raise Unavailable(f"The server is busy: {self.parallel} requests running and {self.max_queue} "
+                              "waiting. Try again later.")
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        rid = command.request_id
+        self._queues[rid] = queue
+        self._in_engine.add(rid)
+        finished = False
+        try:
+            self._client.send(command)
+            while True:
+                event = await queue.get()
+                if isinstance(event, Embeddings):
+                    finished = True
+                    return event
+                if isinstance(event, P.Error):
+                    finished = True
+                    raise EngineError(event)
+        except EngineError:  # the engine ended it (its Error), or never got it
+            self._in_engine.discard(rid)
+            raise
+        finally:
+            self.release(rid, finished)
 
     def release(self, request_id: str, finished: bool) -> None:
         """The HTTP side is done with a request: cancel it in the engine unless it finished there."""

@@ -19,6 +19,7 @@ from typing import Any
 from app.core.sampling import defaults as D
 from app.core.sampling.constraint import GRAMMAR_TIMING_KEYS
 from app.engine import protocol as P
+from app.server import params
 from app.server.output_options import OptionError, OutputOptions, parse_output_options, response_logprobs
 
 UNLIMITED_TOKENS = 1 << 30  # the engine clips max_tokens to what the slot's context leaves
@@ -28,6 +29,7 @@ CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_STOPS = 16
 MAX_JSON_DEPTH = 400  # arrays and objects inside each other; no OpenAI body comes near it
 MAX_SALT_CHARS = 256
+ANY_MODEL = "*"  # among the served names: any name is served as the loaded model (llama-server's way)
 
 
 class ApiError(Exception):
@@ -140,9 +142,17 @@ def check_model(body: dict[str, Any], model_names: tuple[str, ...]) -> None:
     model = body.get("model")
     if model is None or model == "":
         return  # llama-server serves its one model whatever the name; so do we when none is given
-    if not isinstance(model, str) or model not in model_names:
+    if not isinstance(model, str) or (model not in model_names and ANY_MODEL not in model_names):
         raise ApiError(400, f"The model {model!r} does not exist here; this server has {model_names[0]!r}.",
                        param="model", code="model_not_found")
+
+
+def check_params(body: dict[str, Any], endpoint: str) -> None:
+    """A 400 naming the first field `endpoint` does not honour (app.server.params has the tables)."""
+    try:
+        params.check_fields(body, endpoint)
+    except params.UnsupportedField as exc:
+        raise ApiError(400, str(exc), param=exc.field, code="unsupported_parameter") from None
 
 
 def _content(message: Any, index: int) -> dict[str, str]:
@@ -174,6 +184,7 @@ def parse_request(body: dict[str, Any], chat: bool, request_id: str,
     `client_key` (the API key the request came with) and the body's `cache_salt` make the engine's cache
     salt: a cached prefix is reused, and counted in cached_tokens, only for the same key and salt."""
     check_model(body, model_names)
+    check_params(body, "chat" if chat else "completions")
     messages: list[dict[str, str]] | None = None
     prompt: str | None = None
     if chat:
@@ -217,13 +228,20 @@ def parse_request(body: dict[str, Any], chat: bool, request_id: str,
         output = parse_output_options(body, chat)
     except OptionError as exc:
         raise ApiError(400, str(exc), param=exc.param) from None
-    salt = _salt(body)
-    if client_key or salt:
-        salt = hashlib.sha256(f"{client_key}\0{salt}".encode()).hexdigest()[:32]
+    salt = key_salt(client_key, _salt(body))
     generate = P.Generate(request_id=request_id, messages=messages, prompt=prompt, sampling=sampling,
                           cache_salt=salt, grammar=output.grammar.to_wire() if output.grammar else None,
                           logprobs=output.logprobs)
     return ParsedRequest(generate, stream, include_usage, chat, output)
+
+
+def key_salt(client_key: str, salt: str) -> str:
+    """The engine's cache salt for a request with this API key and cache_salt ("" when neither is set)."""
+    return hashlib.sha256(f"{client_key}\0{salt}".encode()).hexdigest()[:32] if client_key or salt else ""
+
+
+# the validators, for the other endpoints' modules (anthropic_api, embeddings, infill)
+number, integer, boolean, stops = _number, _integer, _bool, _stops
 
 
 def new_id(chat: bool) -> str:

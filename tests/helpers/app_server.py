@@ -1,5 +1,6 @@
 """The server's HTTP layer without a model: `roofline serve`'s application and connection limits on uvicorn
-in a thread, over a stand-in Hub whose engine never runs (what a test needs it to answer, it sets)."""
+in a thread, over a stand-in Hub whose engine never runs (what a test needs it to answer, it sets):
+`StubHub` refuses every request (503), `ScriptedHub` answers each with a scripted reply, token by token."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.engine import protocol as P
+from app.engine.batch.messages import Accepted, Embed, Embeddings
+from app.engine.client import EngineError
 from app.server.app import build_app
 from app.server.connections import guarded_h11
 from app.server.engine_queue import Unavailable
@@ -44,6 +47,51 @@ class StubHub:
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         pass
+
+
+@dataclass
+class ScriptedHub(StubHub):
+    """Answers every request with `reply` in `pieces` tokens (cut by a stop string, as the engine does),
+    ending with `finish`; the metrics say `prompt_tokens` prompt tokens. An Embed gets one vector per input
+    (its length, its index, 1, normalized: 3 numbers) and a token per byte. With `refuse`, the engine
+    refuses every request with that message (a bad_request Error: a 400)."""
+
+    reply: str = "Hello there, friend."
+    pieces: int = 4
+    finish: str = "stop"
+    prompt_tokens: int = 12
+    refuse: str | None = None
+    embedded: list[Embed] = field(default_factory=list)
+
+    async def embed(self, command: Embed) -> Embeddings:
+        self.embedded.append(command)
+        if self.refuse:
+            raise EngineError(P.Error(command.request_id, "bad_request", self.refuse))
+        vectors = []
+        for i, item in enumerate(command.inputs):
+            v = [float(len(item)), float(i), 1.0]
+            norm = sum(x * x for x in v) ** 0.5
+            vectors.append([x / norm for x in v])
+        return Embeddings(command.request_id, vectors, sum(len(str(x).encode()) for x in command.inputs))
+
+    async def open(self, request: P.Generate) -> Any:
+        self.opened.append(request)
+        rid = request.request_id
+        if self.refuse:
+            raise EngineError(P.Error(rid, "bad_request", self.refuse))
+        text, finish, word = self.reply, self.finish, ""
+        for stop in request.sampling.stop:
+            if stop in text:
+                text, finish, word = text[:text.index(stop)], "stop", stop
+        step = max(1, -(-len(text) // self.pieces))
+        parts = [text[i:i + step] for i in range(0, len(text), step)]
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        for i, part in enumerate(parts):
+            queue.put_nowait(P.Token(rid, part, i, float(i)))
+        metrics = {"prompt_tokens": self.prompt_tokens, "completion_tokens": len(parts), "cache_n": 0,
+                   "prompt_n": self.prompt_tokens, "predicted_n": len(parts), "stopping_word": word}
+        queue.put_nowait(P.Done(rid, text, finish, metrics))
+        return Accepted(rid, self.prompt_tokens), queue
 
 
 @dataclass

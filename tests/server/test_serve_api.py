@@ -162,6 +162,10 @@ def test_sequence_holds_back_a_possible_stop_string_across_pieces() -> None:
     assert "".join(out) == "Hi ther" and seq.finish is None
     assert seq.accept(5, False, b"d> more", now=3.0) == "e" and seq.finish == "stop"
     assert "".join(seq.text_parts) == "Hi there" and seq.pending is None  # a finished reply feeds nothing back
+    assert seq.timings()["stopping_word"] == "</end>"  # the Messages API's stop_sequence
+    first = make_sequence(["b", "a"])  # the earliest in the text, not the first listed
+    first.accept(5, False, b"xaxb", now=0.0)
+    assert first.stopping_word == "a" and first.finish == "stop"
 
 
 def test_sequence_releases_held_text_at_max_tokens_and_never_emits_eos() -> None:
@@ -170,6 +174,7 @@ def test_sequence_releases_held_text_at_max_tokens_and_never_emits_eos() -> None
     assert seq.accept(6, False, b"ST", now=1.0) == "abST" and seq.finish == "length"
     eos = make_sequence([])
     assert eos.accept(7, True, b"<eos>", now=0.0) == "" and eos.finish == "stop" and eos.generated == 1
+    assert eos.stopping_word == ""
     split = make_sequence([])  # a character split across two tokens comes out whole
     assert split.accept(5, False, "é".encode()[:1], now=0.0) == ""
     assert split.accept(5, False, "é".encode()[1:], now=1.0) == "é"
@@ -190,11 +195,14 @@ def test_a_model_that_cannot_load_is_one_line(tmp_path) -> None:  # type: ignore
 
 
 def test_json_nesting_is_bounded_at_400() -> None:
-    assert status_of(json.dumps({"prompt": "x", "extra": [[[]]]}).encode(), chat=False) == 200
-    ok = b'{"prompt": "x", "a": ' + b"[" * 399 + b"]" * 399 + b"}"  # the object and 399 lists: 400 levels
-    assert status_of(ok, chat=False) == 200
-    deep = b'{"prompt": "x", "a": ' + b"[" * 400 + b"]" * 400 + b"}"
-    assert status_of(deep, chat=False) == 400
+    # `metadata` (informational: never changes a reply) takes any JSON, so it can carry the nesting
+    head = b'{"messages": [{"role": "user", "content": "x"}], "metadata": '
+    assert status_of(head + b"[[[]]]}") == 200
+    ok = head + b"[" * 399 + b"]" * 399 + b"}"  # the object and 399 lists: 400 levels
+    assert status_of(ok) == 200
+    with pytest.raises(api.ApiError) as too_deep:
+        api.parse_json(head + b"[" * 400 + b"]" * 400 + b"}")
+    assert too_deep.value.status == 400 and "400 deep" in too_deep.value.message
     with pytest.raises(api.ApiError) as err:
         api.parse_json(b"[" * 100_000 + b"]" * 100_000)  # past the C parser's own recursion limit
     assert err.value.status == 400 and "400 deep" in err.value.message

@@ -1,10 +1,12 @@
-"""The batch engine's protocol: the single-request engine's messages plus three of its own.
+"""The batch engine's protocol: the single-request engine's messages plus its own.
 
 Commands are the usual `Load`, `Generate`, `Cancel`, `GetStats` and `Shutdown` of app.engine.protocol; a
 `Generate` is answered at once with `Accepted` (its prompt fits: the server may start streaming) or an
 `Error` (kind `bad_request`: the server answers 400), then `Token` events and one `Done`. `BatchStats`
 reports the whole batch (slots, KV cells) after every change of membership, at most a few times a second.
-`DropCaches` (a command) forgets the cached prefixes of the idle slots.
+`DropCaches` (a command) forgets the cached prefixes of the idle slots. `Embed` (a command) asks for the
+embeddings of texts, answered by one `Embeddings` or an `Error`; `Infill` (app.engine.batch.infill) is a
+Generate laid out for fill-in-the-middle.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from app.engine import protocol as P
+from app.engine.batch.infill import Infill, decode_infill
 
 
 @dataclass
@@ -49,7 +52,27 @@ class DropCaches:
     type: ClassVar[str] = "drop_caches"
 
 
-_OWN: dict[str, type] = {Accepted.type: Accepted, BatchStats.type: BatchStats, DropCaches.type: DropCaches}
+@dataclass
+class Embed:
+    """The embeddings of `inputs` (texts, or token lists), one vector each, pooled as the model declares."""
+
+    type: ClassVar[str] = "embed"
+    request_id: str
+    inputs: list[str | list[int]]
+
+
+@dataclass
+class Embeddings:
+    """An Embed's answer: one L2-normalized vector per input, in order, and the tokens they took."""
+
+    type: ClassVar[str] = "embeddings"
+    request_id: str
+    vectors: list[list[float]]
+    prompt_tokens: int
+
+
+_OWN: dict[str, type] = {Accepted.type: Accepted, BatchStats.type: BatchStats, DropCaches.type: DropCaches,
+                         Embed.type: Embed, Embeddings.type: Embeddings}
 
 
 def encode(msg: Any) -> str:
@@ -63,6 +86,12 @@ def decode(line: str | bytes) -> Any:
         cls = _OWN.get(str(data.get("type"))) if isinstance(data, dict) else None
     except ValueError as exc:
         raise P.ProtocolError(f"not a protocol message: {str(line)[:200]!r}") from exc
+    if cls is None and isinstance(data, dict) and data.get("type") == Infill.type:
+        data.pop("type")
+        try:
+            return decode_infill(data)
+        except TypeError as exc:
+            raise P.ProtocolError(f"bad fields for Infill: {exc}") from exc
     if cls is None:
         return P.decode(line)
     data.pop("type")

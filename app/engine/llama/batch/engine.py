@@ -31,9 +31,10 @@ from app.core.chat.templates import render
 from app.core.sampling.chain import PENALTY_LAST_N, Sampler, SamplerParams
 from app.core.sampling.logprobs import logprob_entry
 from app.engine import protocol as P
-from app.engine.batch.messages import Accepted, BatchStats, DropCaches
+from app.engine.batch.messages import Accepted, BatchStats, DropCaches, Embed
+from app.engine.llama.batch.embedding import Embedder
 from app.engine.llama.batch.sequence import Sequence
-from app.engine.llama.batch.tokenizer import Prepared, PromptTokenizer
+from app.engine.llama.batch.tokenizer import Prepared, PromptTokenizer, infill_prompt
 from app.engine.llama.decoding import logits_row
 from app.engine.llama.grammar_vocab import constraint_for
 from app.engine.llama.worker.engine import Engine
@@ -73,7 +74,9 @@ class BatchEngine(Engine):
         self.cancelled_early: set[str] = set()  # of those, the ones whose client gave up meanwhile
         self.slot_salt: list[str] = [""] * self.n_slots  # whose prefix each slot's cache is (cache_salt)
         self.tokenizer = PromptTokenizer(inbox, self._prompt_bytes, self._tokenize_bytes,
-                                         lambda req: constraint_for(self.llm, req.grammar))
+                                         constrain=lambda req: constraint_for(self.llm, req.grammar),
+                                         infill_of=lambda req: infill_prompt(self.llm, req))
+        self.embedder = Embedder()  # /v1/embeddings' own context and thread, made at its first request
 
     # --------------------------------------------------------------- the context, built for N sequences
     def _construct(self, cfg: P.LoadConfig) -> Any:
@@ -97,6 +100,7 @@ class BatchEngine(Engine):
         with self.tokenizer.lock:  # no prompt is tokenized while the model changes
             self.tokenizer.forget()
             self._drop_all("The model was reloaded.")
+            self.embedder.close("The model was reloaded.")
             super().load(cfg)
         if self.llm is None:
             return
@@ -116,6 +120,7 @@ class BatchEngine(Engine):
         with self.tokenizer.lock:
             self.tokenizer.forget()
             self._drop_all("The model was unloaded.")
+            self.embedder.close("The model was unloaded.")
             if self.batch is not None:
                 llama_cpp.llama_batch_free(self.batch)
                 self.batch = None
@@ -177,6 +182,9 @@ class BatchEngine(Engine):
             send(self.batch_stats())
         elif isinstance(cmd, DropCaches):
             self.drop_caches()
+        elif isinstance(cmd, Embed):
+            arch = self.loaded.architecture if self.loaded else "general"
+            self.embedder.submit(self.llm, cmd, self.n_ctx_slot, arch)
         elif isinstance(cmd, P.Bench):
             send(P.Error(cmd.request_id, "bad_request", "The batch engine does not run benchmarks."))
         else:
@@ -265,6 +273,8 @@ class BatchEngine(Engine):
     def cancel(self, request_id: str) -> None:
         if request_id in self.tokenizing:  # answered (Done, cancelled) when its tokens come back
             self.cancelled_early.add(request_id)
+            return
+        if self.embedder.cancel(request_id):
             return
         seq = self.by_id.get(request_id)
         if seq is None:

@@ -48,6 +48,7 @@ class Sequence:
     text_parts: list[str] = field(default_factory=list)
     logprobs: list[dict[str, Any]] = field(default_factory=list)  # per reply token, when the request asked
     _held: str = ""  # text held back while it could still be the start of a stop string
+    stopping_word: str = ""  # the stop string that ended the reply (llama-server's name); "" for any other end
 
     def __post_init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -77,6 +78,7 @@ class Sequence:
             self._held += text
             hit = find_stop(self._held, self.stop)
             if hit is not None:
+                self.stopping_word = min((s for s in self.stop if s and s in self._held), key=self._held.find)
                 self._held = self._held[:hit]
                 self.finish = "stop"
             keep = 0 if self.finish else (self._stop_len - 1 if self._stop_len else 0)
@@ -120,6 +122,7 @@ class Sequence:
             "prompt_tokens": len(self.prompt),
             "completion_tokens": self.generated,
             **self._grammar_timings(predicted_n, predicted_ms),
+            "stopping_word": self.stopping_word,
             **({"logprobs": self.logprobs} if self.sampler.logprobs_top is not None else {}),
         }
 

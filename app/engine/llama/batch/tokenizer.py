@@ -22,6 +22,7 @@ from typing import Any
 import llama_cpp
 
 from app.engine import protocol as P
+from app.engine.batch.infill import FimTokens, Infill, infill_tokens
 
 FIRST_CHUNK_TOKENS = 4  # bytes per slot token in the first chunk tried: most text is 3-5 bytes a token
 
@@ -84,22 +85,39 @@ def bounded_tokenize(tokenize: Callable[[bytes], list[int]], data: bytes, limit:
     return None if too_long(len(tokens), limit, whole=True) else tokens
 
 
+def fim_tokens(vocab: Any) -> FimTokens:
+    """The vocabulary's fill-in-the-middle tokens (-1 for each it lacks)."""
+    return FimTokens(*(int(getattr(llama_cpp, f"llama_vocab_{name}")(vocab))
+                       for name in ("fim_pre", "fim_suf", "fim_mid", "fim_rep", "fim_sep")))
+
+
+def infill_prompt(llm: Any, req: Infill) -> list[int]:
+    """An Infill's prompt tokens for the loaded model (ValueError naming missing FIM tokens)."""
+    bos = llm.token_bos() if llm._model.add_bos_token() else None
+    return infill_tokens(req, fim_tokens(llm._model.vocab),
+                         lambda text: list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+                         if text else [], bos)
+
+
 class PromptTokenizer:
     """One thread that turns Generate commands into `Prepared` results on the engine's inbox.
 
     `text_of(request)` gives the prompt's bytes, whether its special tokens are parsed (chat) and whether
     a BOS is added; it runs on this thread too (a chat template's rendering); `tokenize(data, special,
     add_bos)` is llama.cpp's; `constrain(request)` compiles a request's grammar (ValueError: it cannot), here
-    too, since a large schema takes milliseconds and the model's first one builds the vocabulary. `lock` is
-    held while a job runs: the engine takes it to load or unload the model under no job."""
+    too, since a large schema takes milliseconds and the model's first one builds the vocabulary;
+    `infill_of(request)` lays out an Infill's tokens whole (its byte length, already bounded, keeps that
+    cheap). `lock` is held while a job runs: the engine takes it to load or unload the model under no job."""
 
     def __init__(self, inbox: queue.Queue[Any], text_of: Callable[[P.Generate], tuple[bytes, bool, bool]],
                  tokenize: Callable[[bytes, bool, bool], list[int]],
-                 constrain: Callable[[P.Generate], Any] | None = None) -> None:
+                 constrain: Callable[[P.Generate], Any] | None = None,
+                 infill_of: Callable[[Infill], list[int]] | None = None) -> None:
         self.inbox = inbox
         self.text_of = text_of
         self.tokenize = tokenize
         self.constrain = constrain
+        self.infill_of = infill_of
         self.lock = threading.RLock()  # load() unloads first, under the same lock
         self.jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self.max_prompt_bytes = 0  # 0 until the vocabulary's longest token is known
@@ -138,8 +156,12 @@ class PromptTokenizer:
 
     def _prepare(self, request: P.Generate, limit: int) -> Prepared:
         try:
-            data, special, add_bos = self.text_of(request)
-            tokens = bounded_tokenize(lambda b: self.tokenize(b, special, add_bos), data, limit)
+            if isinstance(request, Infill) and self.infill_of is not None:
+                tokens: list[int] | None = self.infill_of(request)
+                tokens = None if tokens is not None and too_long(len(tokens), limit, whole=True) else tokens
+            else:
+                data, special, add_bos = self.text_of(request)
+                tokens = bounded_tokenize(lambda b: self.tokenize(b, special, add_bos), data, limit)
             constraint = self.constrain(request) if tokens and request.grammar and self.constrain else None
         except Exception as exc:  # noqa: BLE001 - a template that fails is this request's error, not the thread's
             return Prepared(request, None, error=f"{exc}" if isinstance(exc, ValueError)
