@@ -25,6 +25,7 @@ from app.engine.llama.draft_model import DraftModelLookup
 from app.engine.llama.live import prefilled_event
 from app.engine.llama.prompt_lookup import PromptLookup
 from app.engine.llama.worker import saved_kv
+from app.engine.llama.worker.reply_evidence import ReplyEvidence
 from app.engine.llama.worker.stream import TokenOut, burst_interval_s, send
 from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 
@@ -109,6 +110,7 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
         send(P.Error(req.request_id, "bad_request", "No model is loaded."))
         return
     t_request = time.monotonic()
+    evidence = ReplyEvidence()  # what the machine did meanwhile: "why is it slow?"
     tokens, dropped = engine._prompt_tokens(req)
     tokens, overflow = fit_prompt(engine.llm, req, tokens, engine.template)
     max_tokens = overflow.max_tokens(req.sampling.max_tokens, len(tokens))
@@ -124,6 +126,7 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
     _end_stream(run)
     _phase_metrics(engine, run, lookup)
     data = _done_data(engine, run, dropped, overflow, lookup)
+    data["evidence"] = evidence.finish(engine)
     _remember_rates(engine, run.metrics, lookup)
     send(P.Done(req.request_id, run.reply.answer, run.finish, data, reasoning=run.reply.reasoning))
     saved_kv.save(engine, req, shifted=bool(data.get("context_shifts")))  # after Done: the reply is not kept waiting
