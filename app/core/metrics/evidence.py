@@ -143,8 +143,9 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return b - a if a is not None and b is not None else None
 
 
-def between(before: Snapshot, after: Snapshot, threads: int = 0, n_cpus: int | None = None) -> Evidence:
-    """The evidence from two snapshots of the same process."""
+def between(before: Snapshot, after: Snapshot, threads: int = 0, n_cpus: int | None = None,
+            top: int = TOP_PROCESSES) -> Evidence:
+    """The evidence from two snapshots of the same process (`top`: how many other processes to name)."""
     wall = max(after.t - before.t, 1e-6)
     ev = Evidence(wall_s=wall, n_cpus=n_cpus or psutil.cpu_count() or 1, threads=threads)
     busy, own = _delta(before.busy_s, after.busy_s), _delta(before.engine_cpu_s, after.engine_cpu_s)
@@ -158,7 +159,7 @@ def between(before: Snapshot, after: Snapshot, threads: int = 0, n_cpus: int | N
     for pid, (name, cpu) in after.processes.items():
         if pid in before.processes and before.processes[pid][0] == name:
             used.append((name, (cpu - before.processes[pid][1]) / wall))
-    ev.top_others = [(n, round(c, 3)) for n, c in sorted(used, key=lambda x: -x[1])[:TOP_PROCESSES] if c > 0.01]
+    ev.top_others = [(n, round(c, 3)) for n, c in sorted(used, key=lambda x: -x[1])[:top] if c > 0.01]
     mf = _delta(before.major_faults, after.major_faults)
     ev.major_faults = int(mf) if mf is not None else None
     rb = _delta(before.read_bytes, after.read_bytes)

@@ -41,7 +41,9 @@ def test_a_cpu_hog_is_named_as_other_load() -> None:
     hog = subprocess.Popen([sys.executable, "-c", HOG])
     try:
         proc = psutil.Process(hog.pid)
-        _wait_for_cpu(proc, 0.05)  # it runs, and has its name
+        end = time.monotonic() + 60
+        while proc.name() != "roofline-hog" and time.monotonic() < end:  # started, and named
+            time.sleep(0.02)
         before = take_snapshot()
         start = proc.cpu_times().user
         _wait_for_cpu(proc, start + 1.0)
@@ -49,15 +51,15 @@ def test_a_cpu_hog_is_named_as_other_load() -> None:
     finally:
         hog.kill()
         hog.wait()
-    ev = between(before, after, threads=1)
+    # every other process, not the busiest three: on a shared machine others may be busier than the hog;
+    # judged as on a one-core machine, where one busy process is past the half-core threshold
+    ev = between(before, after, threads=1, n_cpus=1, top=10_000)
     names = [n for n, _ in ev.top_others]
     assert "roofline-hog" in names
     hog_cores = dict(ev.top_others)["roofline-hog"]
-    assert ev.other_cores is not None and ev.other_cores >= hog_cores > 0
-    # judged as on a one-core machine (the hog alone takes most of a core: past the half-core threshold)
-    ev.n_cpus = 1
+    assert ev.other_cores is not None and ev.other_cores >= min(hog_cores, 1.0) > 0  # capped at the one core
     line = slow_line("decode", 2.0, 10.0, ev)
-    assert "other processes used" in line and "roofline-hog" in line
+    assert "other processes used" in line and "of 1 CPU cores" in line
 
 
 def _on_tmpfs(path: Path) -> bool:
