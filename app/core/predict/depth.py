@@ -97,7 +97,12 @@ def curve_line(points: list[DepthPoint], most: int = 3) -> str:
     if len(points) > most:
         step = (len(points) - 1) / (most - 1)
         points = [points[round(i * step)] for i in range(most)]
-    return ", ".join(f"at {fmt_tokens(p.depth)}: {p.decode_tps:.0f} tok/s" for p in points)
+    return ", ".join(f"at {fmt_tokens(p.depth)}: {fmt_tps(p.decode_tps)} tok/s" for p in points)
+
+
+def fmt_tps(tps: float) -> str:
+    """A speed with the digits that matter: 31, 4.2."""
+    return f"{tps:.1f}" if tps < 10 else f"{tps:.0f}"
 
 
 def depth_summary(info: GGUFInfo, rates: Rates, cfg: MemoryConfig) -> str:

@@ -91,6 +91,7 @@ def test_line_and_token_counts() -> None:
     pts = [DepthPoint(d, 40 - d / 1024) for d in (0, 1024, 2048, 4096, 8192)]
     assert curve_line(pts) == "at 0: 40 tok/s, at 2k: 38 tok/s, at 8k: 32 tok/s"
     assert curve_line([]) == ""
+    assert curve_line([DepthPoint(0, 4.25), DepthPoint(8192, 12.0)]) == "at 0: 4.2 tok/s, at 8k: 12 tok/s"
 
 
 def test_summary_names_the_layer_kinds(gemma2: GGUFInfo) -> None:
