@@ -19,9 +19,8 @@ class ModelLoading(WindowBase):
 
     # ------------------------------------------------------------------ pages
     def _make_models_page(self) -> QWidget:
-        from app.ui.models_page import ModelsPage
-
         from app.core.chat.model_usage import model_usage
+        from app.ui.models_page import ModelsPage
 
         page = ModelsPage()
         page.usage_of = lambda path: model_usage(self.store, path)  # the window owns the chat store
