@@ -44,3 +44,18 @@ def slow_reply_line(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, metrics: di
     raw = metrics.get("evidence")
     ev = Evidence.from_dict(raw) if isinstance(raw, dict) else None
     return reply_slow_line(m.decode_tps if decode else 0.0, decode, m.prefill_tps if prefill else 0.0, prefill, ev)
+
+
+def for_load(model_path: str, n_ctx: int, type_k: str = "f16", type_v: str = "f16", flash_attn: bool | None = None,
+             n_gpu_layers: int = 0, swa_full: bool = True, n_threads: int | None = None
+             ) -> tuple[GGUFInfo, Rates, MemoryConfig]:
+    """(header, this machine's stored rates for the load's threads, memory config) of a load as the engine
+    reported it, to judge its replies with `slow_reply_line` (reads the header: off a GUI thread)."""
+    from app.core.gguf.info import inspect_gguf
+    from app.core.predict.context_view import stored_machine_rates
+
+    info = inspect_gguf(model_path)
+    rates = stored_machine_rates(n_threads or None)
+    cfg = MemoryConfig(n_ctx=n_ctx, type_k=type_k, type_v=type_v, flash_attn=flash_attn,
+                       n_gpu_layers=n_gpu_layers if rates.gpu is not None else 0, swa_full=swa_full)
+    return info, rates, cfg
