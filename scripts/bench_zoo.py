@@ -20,7 +20,8 @@ The predictions are for the thread count the runs used (`-t`; default: llama.cpp
 from probes measured with that many threads.
 
 `--depth` checks decode speed at depth instead (scripts/bench_zoo_depth.py: three small shapes, tok/s at depth
-D over tok/s at 0 against the speed model's drop, up to 16k). `--save-json FILE` keeps the measurements (probes, every run's tok/s, llama.cpp's buffers); `--replay FILE`
+D over tok/s at 0 against the speed model's drop, up to 16k).
+`--save-json FILE` keeps the measurements (probes, every run's tok/s, llama.cpp's buffers); `--replay FILE`
 prints the same report from such a file with the current speed model, without measuring anything.
 Targets (issue 13): calibrated decode within ±15 % for every zoo model of 1B parameters or more, prefill
 within ±25 %; uncalibrated decode within ±35 %; memory within 2 % of llama.cpp's buffers.
