@@ -64,6 +64,9 @@ class SettingsDialog(QDialog):
         form.addRow("Context size", self.n_ctx)
         self.ctx_cost = QLabel("")  # what this context costs for the current model, and the most that fits
         form.addRow("", self.ctx_cost)
+        self.ctx_speed = QLabel("")  # decode speed as that context fills, and the chats' use of it
+        self.ctx_speed.setWordWrap(True)
+        form.addRow("", self.ctx_speed)
         self.gpu_layers = QSpinBox()
         self.gpu_layers.setRange(AUTO, 1000)
         self.gpu_layers.setSpecialValueText("auto (all, if the build can offload)")
@@ -125,9 +128,6 @@ class SettingsDialog(QDialog):
         self._check_as_typed(form, buttons)
         self.advisor = MemoryAdvisor.for_model(model_path)
         self.speed = ContextSpeed(model_path, usage)  # decode speed as the context fills; the chats' use
-        self.ctx_speed = QLabel("")
-        self.ctx_speed.setWordWrap(True)
-        form.insertRow(form.getWidgetPosition(self.ctx_cost)[0] + 1, "", self.ctx_speed)
         self.threads.valueChanged.connect(self._show_costs)
         for spin in (self.n_ctx, self.gpu_layers):
             spin.valueChanged.connect(self._show_costs)
