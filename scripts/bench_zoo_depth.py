@@ -84,8 +84,9 @@ def measure(args: argparse.Namespace, zoo_dir: Path) -> dict[str, Any]:
             path = zoo_dir / f"{key}-{QUANT}.gguf"
             if not path.exists():
                 write_zoo_model(spec, QUANT, path)
-            engine.load(P.LoadConfig(model_path=str(path), n_ctx=n_ctx, n_threads=args.threads, swa_full=False))
-            for depth in args.depths:
+            engine.load(P.LoadConfig(model_path=str(path), n_ctx=n_ctx, n_threads=args.threads,
+                                     n_threads_batch=args.batch_threads, swa_full=False))
+            for depth in [*args.depths, 0]:  # depth 0 again last: a machine whose load drifts meanwhile shows
                 print(f"  {spec.name}: tg{N_GEN} at depth {depth} ...", file=sys.stderr, flush=True)
                 res = engine.bench(P.Bench(request_id=engine.new_request_id("d"), n_gen=N_GEN, n_depth=depth,
                                            repetitions=args.repetitions, warmup=depth == args.depths[0]))
@@ -96,6 +97,11 @@ def measure(args: argparse.Namespace, zoo_dir: Path) -> dict[str, Any]:
     data["load_after"] = list(os.getloadavg())
     data["seconds"] = time.perf_counter() - t_start
     return data
+
+
+def specs_name(key: str) -> str:
+    spec = shapes().get(key)
+    return spec.name if spec is not None else key
 
 
 def report(data: dict[str, Any], zoo_dir: Path) -> bool:
@@ -121,9 +127,13 @@ def report(data: dict[str, Any], zoo_dir: Path) -> bool:
     print(f"probes: read {pr['read_gbs']:.1f} GB/s, float32 GEMM {pr['gemm_gflops']:.0f} GFLOP/s (uncalibrated "
           "prediction)")
     cfg = _cfg(data["depths"])
-    by_model: dict[str, dict[int, float]] = {}
-    for r in data["runs"]:
-        by_model.setdefault(r["model"], {})[r["depth"]] = statistics.fmean(r["tps"])
+    samples: dict[str, dict[int, list[float]]] = {}
+    for r in data["runs"]:  # depth 0 twice (first and last): its mean is the reference
+        samples.setdefault(r["model"], {}).setdefault(r["depth"], []).extend(r["tps"])
+    by_model = {m: {d: statistics.fmean(v) for d, v in runs.items()} for m, runs in samples.items()}
+    for m, runs in samples.items():
+        if len(runs.get(0, [])) > 1:
+            print(f"{specs_name(m)}: depth 0 measured {', '.join(f'{t:.1f}' for t in runs[0])} tok/s (first, last)")
     print("\n| shape | layers | depth | measured tok/s | measured drop | predicted tok/s | predicted drop | "
           "drop ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -158,7 +168,10 @@ def run(argv: list[str] | None = None) -> int:
     ap.add_argument("--depths", type=lambda s: sorted({0, *(int(x) for x in s.split(","))}), default=list(DEPTHS),
                     help="comma-separated depths (0 is always measured: the reference)")
     ap.add_argument("-r", "--repetitions", type=int, default=1)
-    ap.add_argument("-t", "--threads", type=int, default=None)
+    ap.add_argument("-t", "--threads", type=int, default=1,
+                    help="decode threads (default 1: on a busy machine two threads wait on each other at every "
+                         "graph node, and the drop measured is the waiting's)")
+    ap.add_argument("-tb", "--batch-threads", type=int, default=None, help="threads filling the context")
     ap.add_argument("--only", nargs="*", default=None, help="shape keys: depth-mha, depth-gqa, depth-swa")
     ap.add_argument("--zoo-dir", default=None)
     ap.add_argument("--save-json", default=None)
