@@ -52,3 +52,17 @@ def test_a_missing_model_file_is_one_line(loaded: P.Loaded, tmp_path: Path) -> N
     gone = dataclasses.replace(loaded, model_path=str(tmp_path / "gone.gguf"))
     line = slow_summary_line(gone, P.Done("c1", "", "length", PhaseMetrics().to_dict()))
     assert line.startswith("speed   : no prediction to compare with (") and "\n" not in line
+
+
+@pytest.mark.model
+def test_a_real_chat_ends_with_the_line(default_model: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "app.cli", "chat", "--raw", "Once upon a time", "-n", "12",
+                          "--temp", "0", "-t", "1"], capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert res.returncode == 0, res.stderr
+    last = res.stdout.rstrip().splitlines()[-1]
+    # which one depends on this machine's load now: either names a cause or gives both phases' ratios
+    assert last.startswith("why slow: ") or (last.startswith("speed   : decode ") and "the prediction" in last)
