@@ -19,6 +19,8 @@ stored calibration is untouched.
 The predictions are for the thread count the runs used (`-t`; default: llama.cpp's, the physical cores),
 from probes measured with that many threads.
 
+`--depth` checks decode speed at depth instead (scripts/bench_zoo_depth.py: three small shapes, tok/s at depth
+D over tok/s at 0 against the speed model's drop, up to 16k).
 `--save-json FILE` keeps the measurements (probes, every run's tok/s, llama.cpp's buffers); `--replay FILE`
 prints the same report from such a file with the current speed model, without measuring anything.
 Targets (issue 13): calibrated decode within ±15 % for every zoo model of 1B parameters or more, prefill
@@ -276,6 +278,10 @@ def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
 
 
 def main() -> int:
+    if "--depth" in sys.argv[1:]:  # decode speed at depth: its own shapes and report (scripts/bench_zoo_depth.py)
+        from bench_zoo_depth import run
+
+        return run([a for a in sys.argv[1:] if a != "--depth"])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-r", "--repetitions", type=int, default=2, help="for models under 2 GB (big ones: 1)")
     ap.add_argument("--only", nargs="*", default=None, help="zoo keys (or key:QUANT) to evaluate")

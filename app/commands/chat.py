@@ -99,7 +99,29 @@ def run(args: argparse.Namespace) -> int:
         _print_json(done, loaded, cfg, plan)
     else:
         _print_summary(args, done, metrics, plan)
+        if not args.remote:
+            print(slow_summary_line(loaded, done))
     return 0
+
+
+def slow_summary_line(loaded: P.Loaded, done: P.Done) -> str:
+    """"why slow: …" when the reply ran under 0.7× its prediction for this load, else the ratios it ran at."""
+    from app.core.metrics.phase import PhaseMetrics
+    from app.core.predict.reply_check import expected, for_load, slow_reply_line
+
+    try:
+        info, rates, cfg = for_load(loaded.model_path, loaded.n_ctx, loaded.type_k, loaded.type_v, loaded.flash_attn,
+                                    loaded.n_gpu_layers, loaded.swa_full, loaded.n_threads)
+    except (OSError, ValueError) as exc:
+        return f"speed   : no prediction to compare with ({clean_text(exc)})"
+    line = slow_reply_line(info, rates, cfg, done.metrics)
+    if line:
+        return f"why slow: {line}"
+    m = PhaseMetrics.from_dict(done.metrics)
+    decode, prefill = expected(info, rates, cfg, m)
+    parts = [f"{name} {got / want:.2f}×" for name, got, want in (("decode", m.decode_tps, decode),
+                                                                   ("prefill", m.prefill_tps, prefill)) if want]
+    return f"speed   : {', '.join(parts)} the prediction for this load" if parts else "speed   : too short to judge"
 
 
 def _request_parts(args: argparse.Namespace, plan: LoadPlan,

@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also predict the decode speed-up of speculative decoding with this draft model")
     p.add_argument("--draft-max", type=A.int_range(1, 64), default=8, metavar="N",
                    help="tokens the draft model proposes a step (default 8, as `roofline chat`)")
+    p.add_argument("-d", "--depth", type=A.int_list(0), default=None, metavar="D[,D...]",
+                   help="also predict decode tok/s with D tokens already in the context (a column each; e.g. 8192 or "
+                        "4096,32768): decode slows as the KV cache fills")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -53,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     machine = Machine.from_system(remeasure=args.remeasure, threads=threads, batch_threads=batch,
                                   llama_devices=query_devices())
     rec = recommend(cands, machine, n_ctx=args.ctx, kv_type=args.kv_type)
+    at_depth = depth_columns(rec, cands, machine, args.depth or [])
     draft: dict[str, Any] | None = None
     if args.draft_model:
         predicted = draft_prediction(rec, paths, resolve_model(args.draft_model), machine, args.draft_max)
@@ -66,9 +70,11 @@ def run(args: argparse.Namespace) -> int:
         data["rates"] = machine.rates.to_dict()
         if draft is not None:
             data["speculative"] = draft
+        for v, row in zip(data["variants"], at_depth, strict=True):
+            v["decode_tps_at_depth"] = {str(d): tps for d, tps in row.items()}
         print_json(data)
         return 0
-    print_report(rec)
+    print_report(rec, at_depth)
     print(f"speeds for {machine.rates.cpu.threads} llama.cpp thread(s) on the CPU "
           f"({'-t' if args.threads else 'settings, preset or tune result; llama.cpp default when unset'})")
     if draft is not None:
@@ -107,26 +113,50 @@ def draft_prediction(rec: Recommendation, paths: list[Any], draft_path: Any, mac
     }
 
 
-def print_report(rec: Recommendation) -> None:
+def depth_columns(rec: Recommendation, cands: list[Any], machine: Any, depths: list[int]
+                  ) -> list[dict[int, float | None]]:
+    """Per variant: depth → predicted decode tok/s with that many tokens in the context (None: it does not
+    run here), for the placement and context the recommender found."""
+    from app.core.predict.depth import decode_at
+    from app.core.predict.memory import MemoryConfig
+    from app.core.predict.speed import Rates
+
+    rates = machine.rates if rec.budget.gpu is not None else Rates(machine.rates.cpu, None)
+    out: list[dict[int, float | None]] = []
+    for cand, v in zip(cands, rec.variants, strict=True):
+        runs = v.verdict not in ("does not fit", "not a text model") and v.n_ctx > 0
+        cfg = MemoryConfig(n_ctx=v.n_ctx, type_k=rec.kv_type, type_v=rec.kv_type, n_gpu_layers=v.n_gpu_layers,
+                           n_cpu_moe=v.n_cpu_moe)
+        out.append({d: decode_at(cand.info, rates, cfg, d) if runs else None for d in depths})
+    return out
+
+
+def print_report(rec: Recommendation, at_depth: list[dict[int, float | None]] | None = None) -> None:
     from app.core.files.untrusted import clean_text
     from app.core.gguf.kv_types import KV_TYPES
     from app.core.metrics.phase import fmt_bytes
 
     print(clean_text(rec.sentence))  # may name the model (from its file)
     print()
+    from app.core.predict.depth import fmt_tokens
+
+    depths = list(at_depth[0]) if at_depth else []
+    extra = "".join(f" {'@' + fmt_tokens(d):>8}" for d in depths)
     header = f"{'variant':<28} {'size':>9}  {'verdict':<12} {'ngl':>4}  {'max ctx ' + '/'.join(KV_TYPES):<23} " \
-             f"{'prefill':>9} {'decode':>8}  quality"
+             f"{'prefill':>9} {'decode':>8}{extra}  quality"
     print(header)
     print("-" * len(header))
-    for v in rec.variants:
+    for i, v in enumerate(rec.variants):
         ctx = "/".join(f"{v.max_ctx[t] // 1024}k" if v.max_ctx[t] >= 1024 else str(v.max_ctx[t])
                        for t in KV_TYPES)
         speed = (f"{v.prefill_tps:>7.0f}/s {v.decode_tps:>6.1f}/s"
                  if v.verdict not in ("does not fit", "not a text model") else f"{'-':>9} {'-':>8}")
         kld = f"KLD {'≈' if v.quality.estimated else ''}{v.quality.kld:.3g}" if v.quality.kld is not None else "?"
         mark = "★ " if v.recommended else "  "
+        deep = "".join(f" {tps:>6.1f}/s" if tps is not None else f" {'-':>8}" for tps in
+                       (at_depth[i].values() if at_depth else []))
         print(f"{mark}{v.name[:26]:<26} {fmt_bytes(v.size):>9}  {v.verdict:<12} {v.n_gpu_layers:>4}  {ctx:<23} "
-              f"{speed}  {v.quality.grade} ({kld})")
+              f"{speed}{deep}  {v.quality.grade} ({kld})")
     print()
     pick = rec.pick or (rec.variants[0] if rec.variants else None)
     if pick is not None and pick.memory is not None:
@@ -140,6 +170,9 @@ def print_report(rec: Recommendation) -> None:
     if pick is not None and pick.curve:
         points = ", ".join(f"{n}:{tps:.0f}" for n, tps in pick.curve[:: max(1, len(pick.curve) // 8)])
         print(f"what-if decode tok/s by n_gpu_layers: {points}")
+    if depths:
+        print("@D: predicted decode tok/s with D tokens already in the context (at least D of context; the KV "
+              "cache read per token grows with it)")
     if pick is not None and pick.n_cpu_moe:
         print(f"run it with: -ngl {pick.n_gpu_layers} --n-cpu-moe {pick.n_cpu_moe} (experts of blocks "
               f"0-{pick.n_cpu_moe - 1} in RAM)")

@@ -34,6 +34,7 @@ from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.reasoning_line import attach_reasoning_line
 from app.ui.dashboard.roofline import RooflinePanel
+from app.ui.dashboard.slow_line import SlowLine
 from app.ui.dashboard.speculative_line import attach_speedup_line
 from app.ui.dashboard.traffic import ServerTrafficPanel
 from app.ui.engine_link.engine_qt import EngineQt
@@ -58,6 +59,8 @@ class Dashboard(QWidget):
         self.server_traffic = ServerTrafficPanel()  # shown only while the window serves the model
         lay.addWidget(self.server_traffic)
         lay.addWidget(self._build_cards())
+        self.slow_line = SlowLine(engine)  # under the cards: why the last reply ran under its prediction
+        lay.addWidget(self.slow_line)
         self._build_speed_plots()
         self._build_latency_plots()
         self._add_plot_boxes(lay)

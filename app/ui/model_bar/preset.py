@@ -82,7 +82,9 @@ class ModelPresetControl(QObject):
             w.banner.show_message("Choose a model first: a preset belongs to one model file.")
             return
         old = w.load_config(Path(model))
-        dialog = PresetDialog(w.settings, Path(model), w.sampling_panel.values(), w)
+        from app.core.chat.model_usage import model_usage
+
+        dialog = PresetDialog(w.settings, Path(model), w.sampling_panel.values(), w, usage=model_usage(w.store, model))
         if not dialog.exec():
             return
         from app.core.models.presets import set_preset

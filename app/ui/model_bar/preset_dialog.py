@@ -7,6 +7,7 @@ panel's current values, saved with the preset when asked. "Remove preset" delete
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -26,6 +27,7 @@ from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
 from app.core.config.settings import MAX_THREADS, ModelPreset, PresetSampling, SamplingDefaults, Settings
 from app.core.gguf.kv_types import KV_TYPES
 from app.core.models.presets import describe, preset_for, preset_key
+from app.ui.settings.context_speed import ContextSpeed
 
 FROM_SETTINGS = "from settings"
 
@@ -48,7 +50,8 @@ def _combo(choices: tuple[object, ...], value: object) -> QComboBox:
 
 
 class PresetDialog(QDialog):
-    def __init__(self, settings: Settings, model: Path, sampling: SamplingDefaults, parent: QWidget | None = None):
+    def __init__(self, settings: Settings, model: Path, sampling: SamplingDefaults, parent: QWidget | None = None,
+                 usage: Any = None):
         super().__init__(parent)
         self.setWindowTitle(f"Preset for {model.name}")
         self.model = model
@@ -79,6 +82,11 @@ class PresetDialog(QDialog):
         self.keep_sampling = QCheckBox("Save the sampling panel's current values with the preset")
         self.keep_sampling.setChecked(bool(preset.sampling.model_dump(exclude_none=True)))
         form.addRow("Context (tokens)", self.n_ctx)
+        self._settings = settings
+        self.speed = ContextSpeed(str(model), usage)  # decode speed as the context fills; the chats' use
+        self.ctx_speed = QLabel("")
+        self.ctx_speed.setWordWrap(True)
+        form.addRow("", self.ctx_speed)
         form.addRow("GPU layers", self.gpu_layers)
         form.addRow("MoE experts in RAM (blocks)", self.cpu_moe)
         form.addRow("KV cache type", self.kv_type)
@@ -98,6 +106,19 @@ class PresetDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
+        for spin in (self.n_ctx, self.gpu_layers, self.threads):
+            spin.valueChanged.connect(self._show_speed)
+        self.kv_type.currentIndexChanged.connect(self._show_speed)
+        self._show_speed()
+
+    def _show_speed(self) -> None:
+        """The context's decode speed as it fills, for the values shown (unset ones: the settings')."""
+        s = self._settings
+        n_ctx = self.n_ctx.value() if self.n_ctx.value() != self.n_ctx.minimum() else s.n_ctx
+        ngl = self.gpu_layers.value() if self.gpu_layers.value() != self.gpu_layers.minimum() else s.n_gpu_layers
+        kv = self.kv_type.currentData() or s.kv_cache_type
+        threads = (self.threads.value() or None) if self.threads.value() != self.threads.minimum() else s.threads
+        self.ctx_speed.setText(self.speed.text(n_ctx, kv, ngl, threads))
 
     def _remove(self) -> None:
         self.removed = True

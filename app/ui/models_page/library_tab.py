@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QMessageBox, QPu
 from app.core.metrics.phase import fmt_bytes
 from app.core.models import library
 from app.ui.models_page import library_columns
+from app.ui.models_page.depth_panel import DepthPanel, UsageOf, compute_view
 from app.ui.models_page.page_base import PageBase
 from app.ui.models_page.quantize_dialog import QuantizeDialog
 from app.ui.models_page.quantize_hint import apply_quantize_hint
@@ -21,12 +22,15 @@ class LibraryTab(PageBase):
     """The Library tab's widgets and actions (a part of ModelsPage)."""
 
     library_model: LibraryModel
+    usage_of: UsageOf | None = None  # the window's chat store: a model's use (set by the window)
+    _details_for: str | None = None
 
     def _build_library(self) -> QWidget:
         w = QWidget()
         self.library_view = make_table(self.library_model)
         self.library_view.doubleClicked.connect(lambda _i: self.use_selected())
         self.library_view.selectionModel().selectionChanged.connect(lambda *_: self._update_library_buttons())
+        self.library_view.selectionModel().selectionChanged.connect(lambda *_: self.show_details())
         self.use_btn = QPushButton("Use")
         self.use_btn.clicked.connect(self.use_selected)
         self.import_btn = QPushButton("Import…")
@@ -47,6 +51,8 @@ class LibraryTab(PageBase):
         lay = QVBoxLayout(w)
         lay.addWidget(self.library_view)
         lay.addLayout(row)
+        self.depth_panel = DepthPanel()
+        lay.addWidget(self.depth_panel)
         self._update_library_buttons()
         return w
 
@@ -73,6 +79,28 @@ class LibraryTab(PageBase):
         self.use_btn.setEnabled(bool(m and not m.broken))
         self.remove_btn.setEnabled(bool(m and m.removable))
         apply_quantize_hint(self.quantize_btn, m)  # disabled with the reason for non-F32/F16/BF16 sources
+
+    def show_details(self) -> None:
+        """The selected model's decode speed by depth and context-from-use line (worked out off the GUI thread)."""
+        m = self.selected_local()
+        if m is None or m.broken:
+            self._details_for = None
+            self.depth_panel.show_message("Select a model to see its decode speed as the context fills.")
+            return
+        path = str(m.path)
+        self._details_for = path
+        usage = self.usage_of(path) if self.usage_of is not None else None
+        self.depth_panel.show_message("Predicting decode speed by context depth…")
+
+        def shown(view: Any) -> None:
+            if self._details_for == path:  # still the selected model
+                self.depth_panel.show_view(view)
+
+        def failed(message: str) -> None:
+            if self._details_for == path:
+                self.depth_panel.show_message(f"No depth prediction: {message}")
+
+        self.run_task(lambda: compute_view(path, usage), shown, failed)
 
     def use_selected(self) -> None:
         m = self.selected_local()

@@ -6,6 +6,8 @@ changed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -26,13 +28,15 @@ from app.core.config.settings import MAX_THREADS, Settings
 from app.core.gguf.kv_types import KV_TYPE_LABELS
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.settings.checks import SettingsChecks
+from app.ui.settings.context_speed import ContextSpeed
 from app.ui.settings.memory import MemoryAdvisor
 
 AUTO = -2  # spin-box value that means "auto"/"default"
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, settings: Settings, parent: QWidget | None = None, model_path: str | None = None):
+    def __init__(self, settings: Settings, parent: QWidget | None = None, model_path: str | None = None,
+                 usage: Any = None):
         super().__init__(parent)
         self.setWindowTitle("Roofline settings")
         self._base = settings
@@ -60,6 +64,9 @@ class SettingsDialog(QDialog):
         form.addRow("Context size", self.n_ctx)
         self.ctx_cost = QLabel("")  # what this context costs for the current model, and the most that fits
         form.addRow("", self.ctx_cost)
+        self.ctx_speed = QLabel("")  # decode speed as that context fills, and the chats' use of it
+        self.ctx_speed.setWordWrap(True)
+        form.addRow("", self.ctx_speed)
         self.gpu_layers = QSpinBox()
         self.gpu_layers.setRange(AUTO, 1000)
         self.gpu_layers.setSpecialValueText("auto (all, if the build can offload)")
@@ -120,6 +127,8 @@ class SettingsDialog(QDialog):
         self._result: Settings | None = None
         self._check_as_typed(form, buttons)
         self.advisor = MemoryAdvisor.for_model(model_path)
+        self.speed = ContextSpeed(model_path, usage)  # decode speed as the context fills; the chats' use
+        self.threads.valueChanged.connect(self._show_costs)
         for spin in (self.n_ctx, self.gpu_layers):
             spin.valueChanged.connect(self._show_costs)
         self.kv_type.currentIndexChanged.connect(self._show_costs)
@@ -153,6 +162,7 @@ class SettingsDialog(QDialog):
         args = (self.n_ctx.value(), self.kv_type.currentData(), ngl)
         self.ctx_cost.setText(self.advisor.context_text(*args))
         self.gpu_cost.setText(self.advisor.gpu_text(*args))
+        self.ctx_speed.setText(self.speed.text(*args, threads=self.threads.value() or None))
 
     def _browse(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text() or

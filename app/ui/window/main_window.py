@@ -324,7 +324,11 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
 
         # The dialog edits the defaults starting from what the sidebar shows, so OK does not undo the sidebar
         self.settings.sampling = self.model_preset.global_sampling()
-        dlg = SettingsDialog(self.settings, self, model_path=self.session.model_path)
+        from app.core.chat.model_usage import model_usage
+
+        model = self.session.model_path
+        dlg = SettingsDialog(self.settings, self, model_path=model,
+                             usage=model_usage(self.store, model) if model else None)
         if dlg.exec():
             old = self.load_config(Path(self.session.model_path)) if self.session.model_path else None
             self.settings = dlg.result_settings()

@@ -19,9 +19,11 @@ class ModelLoading(WindowBase):
 
     # ------------------------------------------------------------------ pages
     def _make_models_page(self) -> QWidget:
+        from app.core.chat.model_usage import model_usage
         from app.ui.models_page import ModelsPage
 
         page = ModelsPage()
+        page.usage_of = lambda path: model_usage(self.store, path)  # the window owns the chat store
         page.model_chosen.connect(self._model_from_library)
         page.library_changed.connect(self._refresh_model_selector)  # a new download or quantized file at once
         return page

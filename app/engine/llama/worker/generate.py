@@ -28,6 +28,7 @@ from app.engine.llama.grammar_vocab import constraint_for
 from app.engine.llama.live import prefilled_event
 from app.engine.llama.prompt_lookup import PromptLookup
 from app.engine.llama.worker import saved_kv
+from app.engine.llama.worker.reply_evidence import ReplyEvidence
 from app.engine.llama.worker.stream import TokenOut, burst_interval_s, send
 from app.engine.reasoning_stream import ReasoningStream, prompt_opens_thinking
 
@@ -112,6 +113,7 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
         send(P.Error(req.request_id, "bad_request", "No model is loaded."))
         return
     t_request = time.monotonic()
+    evidence = ReplyEvidence()  # what the machine did meanwhile: "why is it slow?"
     tokens, dropped = engine._prompt_tokens(req)
     tokens, overflow = fit_prompt(engine.llm, req, tokens, engine.template)
     max_tokens = overflow.max_tokens(req.sampling.max_tokens, len(tokens))
@@ -128,6 +130,7 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
     _phase_metrics(engine, run, lookup)
     data = _done_data(engine, run, dropped, overflow, lookup)
     data.update(_sampler_data(engine, run, sampler))
+    data["evidence"] = evidence.finish(engine)
     _remember_rates(engine, run.metrics, lookup)
     send(P.Done(req.request_id, run.reply.answer, run.finish, data, reasoning=run.reply.reasoning))
     saved_kv.save(engine, req, shifted=bool(data.get("context_shifts")))  # after Done: the reply is not kept waiting

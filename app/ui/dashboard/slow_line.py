@@ -1,0 +1,60 @@
+"""The dashboard's "why is it slow?" line: after a reply whose decode or prefill ran under 0.7× what the speed
+model predicts for this load, the most likely cause from the evidence the engine recorded during the reply
+(`app.core.predict.reply_check`, `app.core.metrics.slowness`). Hidden when the reply was not slow.
+
+The model's header and this machine's stored rates (for the load's thread count) are read off the GUI thread
+when a model loads; each reply is then two predictions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import QLabel, QWidget
+
+from app.engine import protocol as P
+from app.ui.toolkit.background import run_in_background
+
+
+def _prepare(loaded: P.Loaded) -> tuple[Any, Any, Any]:
+    from app.core.predict.reply_check import for_load
+
+    return for_load(loaded.model_path, loaded.n_ctx, loaded.type_k, loaded.type_v, loaded.flash_attn,
+                    loaded.n_gpu_layers, loaded.swa_full, loaded.n_threads)
+
+
+class SlowLine(QLabel):
+    def __init__(self, engine: Any, parent: QWidget | None = None):
+        super().__init__("", parent)
+        self.setWordWrap(True)
+        self.setStyleSheet("color: #b06000;")
+        self.setToolTip("Measured well under the speed model's prediction for this load: the most likely cause, "
+                        "from what the machine did during the reply")
+        self.setVisible(False)
+        self._model: tuple[Any, Any, Any] | None = None
+        self._for: str | None = None
+        engine.loaded.connect(self.on_loaded)
+        engine.done.connect(self.on_done)
+
+    def on_loaded(self, loaded: P.Loaded) -> None:
+        self._model, self._for = None, loaded.model_path
+        self.show_line("")
+
+        def ready(result: tuple[Any, Any, Any]) -> None:
+            if self._for == loaded.model_path:
+                self._model = result
+
+        run_in_background(self, lambda: _prepare(loaded), ready, lambda _exc: None, name="slow-line")
+
+    def on_done(self, done: P.Done) -> None:
+        if self._model is None:
+            self.show_line("")
+            return
+        from app.core.predict.reply_check import slow_reply_line
+
+        info, rates, cfg = self._model
+        self.show_line(slow_reply_line(info, rates, cfg, done.metrics))
+
+    def show_line(self, line: str) -> None:
+        self.setText(f"Why slow? {line}" if line else "")
+        self.setVisible(bool(line))

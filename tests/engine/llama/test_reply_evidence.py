@@ -1,0 +1,65 @@
+"""The engine records what the machine did during each reply (Done.metrics["evidence"]) on the real default
+model; a mapped model whose pages were evicted from the engine (tests/helpers/page_out.py: process_madvise
+MADV_PAGEOUT, as memory pressure would; posix_fadvise DONTNEED and drop_caches leave mapped pages alone) is
+read from storage during the next reply, and the slowness line names it. Counters only: no assertion reads a
+time."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.core.metrics.evidence import Evidence
+from app.core.metrics.slowness import READ_BYTES, causes
+from app.engine import protocol as P
+from app.engine.client import EngineClient
+from engine_helpers import collect
+from page_out import page_out
+
+pytestmark = pytest.mark.model
+
+
+def _request(rid: str) -> P.Generate:
+    return P.Generate(request_id=rid, messages=[{"role": "user", "content": "Count to twenty."}],
+                      sampling=P.Sampling(temperature=0.0, max_tokens=12, seed=1, ignore_eos=True))
+
+
+def test_each_reply_carries_its_evidence(default_model: Path) -> None:
+    with EngineClient() as client:
+        client.load(P.LoadConfig(model_path=str(default_model), n_ctx=512, n_threads=2))
+        _tokens, done = collect(client, _request("e1"))
+    ev = Evidence.from_dict(done.metrics["evidence"])
+    assert ev.threads == 2 and ev.wall_s > 0 and ev.n_cpus >= 1
+    assert ev.engine_cores is not None and ev.engine_cores > 0  # the engine's own CPU time, apart from others'
+    assert ev.other_cores is not None and ev.other_cores >= 0
+    assert ev.gpu_layers_planned == 0
+    assert ev.model_bytes > 0 and ev.disk_read_bytes is not None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process_madvise is Linux-only")
+def test_a_mapped_model_paged_in_during_the_reply_is_named(default_model: Path, tmp_path: Path) -> None:
+    model = tmp_path / "mapped.gguf"  # its own copy: the shared model's pages stay where they are
+    shutil.copyfile(default_model, model)
+    with open(model, "rb+") as f:
+        os.fsync(f.fileno())  # written pages are dirty until then, and a dirty page is not paged out
+    with EngineClient() as client:
+        client.load(P.LoadConfig(model_path=str(model), n_ctx=512, n_threads=2, use_mmap=True))
+        client.stats()  # answered after the warm-up decode that follows Loaded (it would page the weights in)
+        assert client.pid is not None
+        try:
+            evicted = page_out(client.pid, str(model))
+        except OSError as exc:  # not root and no CAP_SYS_NICE, or a kernel before 5.10
+            pytest.skip(f"cannot page the engine's mapping out here: {exc}")
+        assert evicted >= default_model.stat().st_size // 2
+        _tokens, done = collect(client, _request("p1"))
+        _tokens, again = collect(client, _request("p2"))
+    first, second = Evidence.from_dict(done.metrics["evidence"]), Evidence.from_dict(again.metrics["evidence"])
+    # the weights llama.cpp does not repack stay in the mapping (the tied Q6_K embedding, read for the logits
+    # of every token): read again from storage
+    assert first.disk_read_bytes is not None and first.disk_read_bytes >= READ_BYTES
+    assert any(c.line.startswith("weights paged in from the mapped model file") for c in causes(first))
+    assert (second.disk_read_bytes or 0) < first.disk_read_bytes // 4  # cached now
