@@ -304,6 +304,53 @@ def our_cost(pieces: list[bytes], eos: int, schema: dict[str, Any], steps: int) 
     return statistics.median(times), times[int(0.95 * (len(times) - 1))]
 
 
+def serve_cost(model: str, rounds: int) -> list[str]:
+    """The grammar's cost where it is paid: `roofline serve` on `model`, one slot, the same chat request with
+    and without the math-reasoning schema, `rounds` times each, interleaved; each reply's server timings."""
+    import subprocess
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+                             "--parallel", "1", "--ctx", "2048", "-t", "2"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True,
+                            env={**__import__("os").environ, "ROOFLINE_DEFAULT_MODEL": model})
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        url = line.split("listening on ")[1].split()[0].removesuffix("/v1")
+
+        def ask(body: dict[str, Any]) -> dict[str, Any]:
+            req = urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=600) as resp:
+                return dict(json.loads(resp.read())["timings"])
+
+        base = {"messages": [{"role": "user", "content": "Solve 3x + 5 = 20 step by step."}], "max_tokens": 96,
+                "seed": 1, "ignore_eos": False}
+        schema = SCHEMAS["math reasoning (nested array)"]
+        fmt = {"type": "json_schema", "json_schema": {"name": "math", "schema": schema}}
+        free, constrained = [], []
+        for i in range(rounds):
+            free.append(ask({**base, "seed": i}))
+            constrained.append(ask({**base, "seed": i, "response_format": fmt}))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+    def mean(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.fmean(float(r.get(key, 0.0)) for r in rows)
+
+    return [f"## The cost in `roofline serve` ({Path(model).name}, one slot, 2 threads, {rounds} rounds each)", "",
+            "| request | predicted_n | decode tok/s | grammar ms/token | tok/s without the grammar's share | cost |",
+            "|---|---|---|---|---|---|",
+            f"| free text | {mean(free, 'predicted_n'):.0f} | {mean(free, 'predicted_per_second'):.1f} | | | |",
+            f"| math-reasoning schema | {mean(constrained, 'predicted_n'):.0f} | "
+            f"{mean(constrained, 'predicted_per_second'):.1f} | {mean(constrained, 'grammar_per_token_ms'):.3f} | "
+            f"{mean(constrained, 'predicted_per_second_no_grammar'):.1f} | "
+            f"{mean(constrained, 'grammar_decode_cost_pct'):.1f} % |", "",
+            "(the schema's replies are other tokens than the free ones: compare the cost column, which each reply's "
+            "own timings give, more than the two rates.)", ""]
+
+
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -317,9 +364,12 @@ def cpu_name() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gemma", help="a GGUF with Gemma 3's vocabulary (default: the embedded default model's)")
-    ap.add_argument("--qwen", required=True, help="a GGUF with Qwen2's vocabulary (llama.cpp's ggml-vocab-qwen2.gguf)")
+    ap.add_argument("--qwen", help="a GGUF with Qwen2's vocabulary (llama.cpp's models/ggml-vocab-qwen2.gguf)")
     ap.add_argument("--walks", type=int, default=3, help="constrained walks per schema (default 3)")
     ap.add_argument("--out", help="write the markdown report here")
+    ap.add_argument("--serve-rounds", type=int, default=0,
+                    help="also measure the cost in `roofline serve` on the Gemma model, this many rounds (default 0)")
+    ap.add_argument("--only-serve", action="store_true", help="only the `roofline serve` measurement")
     args = ap.parse_args(argv)
     gemma = args.gemma
     if gemma is None:
@@ -329,6 +379,14 @@ def main(argv: list[str] | None = None) -> int:
              "scripts/bench_grammar_engines.py; " + cpu_name() + f", {platform.machine()}, "
              f"Python {platform.python_version()}. Times per token: the next-token mask plus advancing by the drawn "
              "token, over constrained random walks (µs, median and p95).", ""]
+    if args.only_serve:
+        text = "\n".join(lines + serve_cost(gemma, max(1, args.serve_rounds))) + "\n"
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+        return 0
+    if not args.qwen:
+        ap.error("--qwen is needed (a GGUF with Qwen2's vocabulary)")
     support: dict[str, dict[str, str]] = {}
     for label, path in (("Gemma 3", gemma), ("Qwen2", args.qwen)):
         v = read_vocabulary(path)
@@ -356,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
               "", "| feature | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for feature in FEATURES:
         lines.append(f"| {feature} | " + " | ".join(support[n][feature] for n in names) + " |")
+    if args.serve_rounds:
+        lines += [""] + serve_cost(gemma, args.serve_rounds)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
