@@ -192,10 +192,14 @@ class OutlinesCore:
 
 
 # ----------------------------------------------------------------------------------------- measurements
+UNFINISHED = b"\0unfinished"  # a walk still inside its JSON after max_steps: neither valid nor invalid
+
+
 def walk(engine: Any, state: Any, pieces: list[bytes], eos: int, seed: int, max_steps: int,
          per_step: list[float]) -> bytes | None:
     """A constrained random walk: each step's mask, a token drawn among the allowed ones (EOS as soon as it
-    is allowed, short tokens preferred: a walk through 262k tokens otherwise spells long strings), advanced."""
+    is allowed, short tokens preferred: a walk through 262k tokens otherwise spells long strings), advanced.
+    Returns the text, None when the engine failed (no token allowed, or one refused), UNFINISHED."""
     rng = np.random.default_rng(seed)
     bits = np.zeros((engine.n + 31) // 32, dtype=np.int32)
     out: list[bytes] = []
@@ -218,7 +222,7 @@ def walk(engine: Any, state: Any, pieces: list[bytes], eos: int, seed: int, max_
         out.append(pieces[token])
         if engine.finished(state):
             return b"".join(out)
-    return None  # too long: not counted as valid
+    return UNFINISHED
 
 
 def validator(schema: dict[str, Any]) -> Callable[[bytes], bool]:
@@ -234,7 +238,20 @@ def validator(schema: dict[str, Any]) -> Callable[[bytes], bool]:
     return valid
 
 
-def time_schemas(engine: Any, pieces: list[bytes], eos: int, walks: int) -> list[tuple[str, str, str, str, str]]:
+def verdict(texts: list[bytes | None], check: Callable[[bytes], bool], features: bool = False) -> str:
+    """"3/3 valid" (of the finished walks; unfinished ones said apart: a random walk may stay in a string)."""
+    done = [t for t in texts if t is not UNFINISHED]
+    ok = sum(t is not None and check(t) for t in done)
+    unfinished = len(texts) - len(done)
+    note = f" ({unfinished} unfinished)" if unfinished else ""
+    if features and done and ok == len(done):
+        return "yes" + note
+    if features:
+        return f"compiles, {ok}/{len(done)} valid{note}"
+    return f"{ok}/{len(done)}{note}"
+
+
+def time_schemas(engine: Any, pieces: list[bytes], eos: int, walks: int) -> list[tuple[str, ...]]:
     rows = []
     for name, schema in SCHEMAS.items():
         try:
@@ -242,18 +259,16 @@ def time_schemas(engine: Any, pieces: list[bytes], eos: int, walks: int) -> list
             compiled = engine.compile(schema)
             compile_ms = (time.perf_counter() - t0) * 1000.0
         except Exception as exc:  # noqa: BLE001 - an engine that cannot compile it is a result, not a crash
-            rows.append((name, f"fails: {str(exc).splitlines()[0][:60]}", "", "", ""))
+            rows.append((name, f"fails: {str(exc).splitlines()[0][:60]}", "", "", "", ""))
             continue
         steps: list[float] = []
-        valid, check = 0, validator(schema)
-        for seed in range(walks):
-            text = walk(engine, engine.start(compiled), pieces, eos, seed, 400, steps)
-            valid += bool(text is not None and check(text))
+        check = validator(schema)
+        texts = [walk(engine, engine.start(compiled), pieces, eos, seed, 400, steps) for seed in range(walks)]
         us = sorted(s * 1e6 for s in steps)
         p95 = us[int(0.95 * (len(us) - 1))] if us else 0.0
         print(f"  {engine.name}: {name}: compile {compile_ms:.0f} ms", file=sys.stderr, flush=True)
         rows.append((name, f"{compile_ms:.0f}", f"{statistics.median(us):.0f}" if us else "-",
-                     f"{p95:.0f}", f"{valid}/{walks}"))
+                     f"{p95:.0f}", f"{statistics.fmean(us):.0f}" if us else "-", verdict(texts, check)))
     return rows
 
 
@@ -267,8 +282,7 @@ def feature_support(engine: Any, pieces: list[bytes], eos: int, walks: int) -> d
             continue
         check = validator(schema)
         texts = [walk(engine, engine.start(compiled), pieces, eos, seed, 300, []) for seed in range(walks)]
-        ok = sum(t is not None and check(t) for t in texts)
-        result[name] = "yes" if ok == walks else f"compiles, {ok}/{walks} valid"
+        result[name] = verdict(texts, check, features=True)
     return result
 
 
@@ -290,35 +304,104 @@ def our_cost(pieces: list[bytes], eos: int, schema: dict[str, Any], steps: int) 
     return statistics.median(times), times[int(0.95 * (len(times) - 1))]
 
 
+def serve_cost(model: str, rounds: int) -> list[str]:
+    """The grammar's cost where it is paid: `roofline serve` on `model`, one slot, the same chat request with
+    and without the math-reasoning schema, `rounds` times each, interleaved; each reply's server timings."""
+    import subprocess
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+                             "--parallel", "1", "--ctx", "2048", "-t", "2"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True,
+                            env={**__import__("os").environ, "ROOFLINE_DEFAULT_MODEL": model})
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        url = line.split("listening on ")[1].split()[0].removesuffix("/v1")
+
+        def ask(body: dict[str, Any]) -> dict[str, Any]:
+            req = urllib.request.Request(url + "/v1/chat/completions", json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=600) as resp:
+                return dict(json.loads(resp.read())["timings"])
+
+        base = {"messages": [{"role": "user", "content": "Solve 3x + 5 = 20 step by step."}], "max_tokens": 96,
+                "seed": 1, "ignore_eos": False}
+        schema = SCHEMAS["math reasoning (nested array)"]
+        fmt = {"type": "json_schema", "json_schema": {"name": "math", "schema": schema}}
+        free, constrained = [], []
+        for i in range(rounds):
+            free.append(ask({**base, "seed": i}))
+            constrained.append(ask({**base, "seed": i, "response_format": fmt}))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+    def mean(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.fmean(float(r.get(key, 0.0)) for r in rows)
+
+    return [f"## The cost in `roofline serve` ({Path(model).name}, one slot, 2 threads, {rounds} rounds each)", "",
+            "| request | predicted_n | decode tok/s | grammar ms/token | tok/s without the grammar's share | cost |",
+            "|---|---|---|---|---|---|",
+            f"| free text | {mean(free, 'predicted_n'):.0f} | {mean(free, 'predicted_per_second'):.1f} | | | |",
+            f"| math-reasoning schema | {mean(constrained, 'predicted_n'):.0f} | "
+            f"{mean(constrained, 'predicted_per_second'):.1f} | {mean(constrained, 'grammar_per_token_ms'):.3f} | "
+            f"{mean(constrained, 'predicted_per_second_no_grammar'):.1f} | "
+            f"{mean(constrained, 'grammar_decode_cost_pct'):.1f} % |", "",
+            "(the schema's replies are other tokens than the free ones: compare the cost column, which each reply's "
+            "own timings give, more than the two rates.)", ""]
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gemma", help="a GGUF with Gemma 3's vocabulary (default: the embedded default model's)")
-    ap.add_argument("--qwen", required=True, help="a GGUF with Qwen2's vocabulary (llama.cpp's ggml-vocab-qwen2.gguf)")
+    ap.add_argument("--qwen", help="a GGUF with Qwen2's vocabulary (llama.cpp's models/ggml-vocab-qwen2.gguf)")
     ap.add_argument("--walks", type=int, default=3, help="constrained walks per schema (default 3)")
     ap.add_argument("--out", help="write the markdown report here")
+    ap.add_argument("--serve-rounds", type=int, default=0,
+                    help="also measure the cost in `roofline serve` on the Gemma model, this many rounds (default 0)")
+    ap.add_argument("--only-serve", action="store_true", help="only the `roofline serve` measurement")
     args = ap.parse_args(argv)
     gemma = args.gemma
     if gemma is None:
         from app.core.models.default_model import default_model_path
         gemma = str(default_model_path())
     lines = [f"# Grammar engines for structured output ({dt.date.today().isoformat()})", "",
-             "scripts/bench_grammar_engines.py; " + platform.processor() + f", {platform.machine()}, "
+             "scripts/bench_grammar_engines.py; " + cpu_name() + f", {platform.machine()}, "
              f"Python {platform.python_version()}. Times per token: the next-token mask plus advancing by the drawn "
              "token, over constrained random walks (µs, median and p95).", ""]
+    if args.only_serve:
+        text = "\n".join(lines + serve_cost(gemma, max(1, args.serve_rounds))) + "\n"
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+        return 0
+    if not args.qwen:
+        ap.error("--qwen is needed (a GGUF with Qwen2's vocabulary)")
     support: dict[str, dict[str, str]] = {}
     for label, path in (("Gemma 3", gemma), ("Qwen2", args.qwen)):
         v = read_vocabulary(path)
         pieces = token_bytes(v)
         eos = v.eos if v.eos is not None else 0
         lines += [f"## {label}: {len(pieces):,} tokens ({Path(path).name})", "",
-                  "| engine | schema | compile ms | µs/token median | p95 | walks valid |", "|---|---|---|---|---|---|"]
+                  "| engine | schema | compile ms | µs/token median | p95 | mean | finished walks valid |",
+                  "|---|---|---|---|---|---|---|"]
         for cls in (Llguidance, OutlinesCore):
             t0 = time.perf_counter()
             engine = cls(pieces, eos)
             setup_ms = (time.perf_counter() - t0) * 1000.0
             for row in time_schemas(engine, pieces, eos, args.walks):
                 lines.append(f"| {engine.name} {engine.version} | " + " | ".join(row) + " |")
-            lines.append(f"| {engine.name} | (vocabulary set-up) | {setup_ms:.0f} | | | |")
+            lines.append(f"| {engine.name} | (vocabulary set-up) | {setup_ms:.0f} | | | | |")
             if label == "Gemma 3":
                 support[engine.name] = feature_support(engine, pieces, eos, args.walks)
             print(f"{label}: {engine.name} done", file=sys.stderr, flush=True)
@@ -331,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
               "", "| feature | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for feature in FEATURES:
         lines.append(f"| {feature} | " + " | ".join(support[n][feature] for n in names) + " |")
+    if args.serve_rounds:
+        lines += [""] + serve_cost(gemma, args.serve_rounds)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

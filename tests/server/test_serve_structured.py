@@ -129,8 +129,9 @@ def test_llm_cli_schema(served: Served, tmp_path: Path) -> None:
         "  api_key_name: roofline\n  supports_schema: true\n", encoding="utf-8")
     (tmp_path / "keys.json").write_text(json.dumps({"roofline": KEY}), encoding="utf-8")
     schema = {"type": "object", "additionalProperties": False, "required": ["city", "population"],
-              "properties": {"city": {"type": "string", "maxLength": 20}, "population": {"type": "integer",
-                                                                                         "minimum": 0}}}
+              # bounded: a base model repeats, and an unbounded integer would take "000…" up to max_tokens
+              "properties": {"city": {"type": "string", "maxLength": 20},
+                             "population": {"type": "integer", "minimum": 0, "maximum": 100_000_000}}}
     out = subprocess.run([sys.executable, "-m", "llm", "-m", "roofline", "--schema", json.dumps(schema), "-o",
                           "max_tokens", "120", "-o", "seed", "3", "--no-log", "A city and its population:"],
                          capture_output=True, text=True, timeout=300,
