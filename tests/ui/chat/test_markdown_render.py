@@ -1,12 +1,13 @@
 """A code block that never got its closing fence (the reply was stopped, cut at max tokens or broken by an
-error inside it) stays a code block once the reply ends, as CommonMark has it: the fence runs to the end."""
+error inside it) stays a code block once the reply ends, as CommonMark has it: the fence runs to the end. Raw HTML
+from the model is escaped, code rendered."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.engine import protocol as P
-from app.ui.chat.markdown_render import close_open_fence, markdown_to_html
+from app.ui.chat.markdown_render import close_open_fence, markdown_to_html, plain_to_html
 from chat_drive import send, tokens
 from fake_window import make_window
 
@@ -60,3 +61,10 @@ def test_closing_follows_the_fence_that_opened() -> None:
     assert close_open_fence("say ```x``` here") == "say ```x``` here"  # inline code, not a fence
     assert close_open_fence("```a`b\nx") == "```a`b\nx"  # a backtick info string: not a fence
     assert "<pre>" in markdown_to_html("```") and "<p>" not in markdown_to_html("```\n")
+
+
+def test_markdown_escapes_html_and_renders_code():
+    out = markdown_to_html("Hi <script>alert(1)</script> **bold**\n\n```python\nx = 1 < 2\n```\n")
+    assert "<script>" not in out and "&lt;script&gt;" in out
+    assert "<strong>bold</strong>" in out and "<pre><code" in out and "1 &lt; 2" in out
+    assert plain_to_html("a <b>\n**c**") == "<p>a &lt;b&gt;<br>**c**</p>"

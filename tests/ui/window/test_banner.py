@@ -1,13 +1,16 @@
 """The banner's news about the model in use holds only while that model is in use: "Still using X" after a
-failed connection, or "Loading X again" after a failed load, goes once the user is on another model."""
+failed connection, or "Loading X again" after a failed load, goes once the user is on another model;
+a broken settings file is named there, kept aside as a backup."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
+from app.core.config import settings as S
 from app.engine import protocol as P
 from fake_engine import loaded_event
 from fake_window import make_window
@@ -66,3 +69,20 @@ def test_news_about_no_model_stays(win, tmp_path: Path) -> None:  # type: ignore
     _model, loaded = _local(tmp_path)
     win.engine._dispatch(loaded)
     assert win.banner.isVisibleTo(win) and win.banner.label.text() == "The server stopped: out of memory"
+
+
+def test_broken_settings_file_warns_in_window(qtbot, roofline_home):
+    from app.ui.window.main_window import MainWindow
+
+    S.settings_path().write_text("{\"n_ctx\": ")
+    win = MainWindow()
+    qtbot.addWidget(win)
+    assert win.banner.isVisibleTo(win) and "could not be used" in win.banner.label.text()
+    assert not win.banner.restart_button.isVisibleTo(win)
+    backups = list((roofline_home / "config").glob("settings.json.bak-*"))
+    assert len(backups) == 1 and backups[0].read_text() == "{\"n_ctx\": "
+    assert win.settings.n_ctx == 4096
+    win.sampling_panel.max_tokens.setValue(77)
+    win.close()
+    saved = json.loads(S.settings_path().read_text())
+    assert saved["sampling"]["max_tokens"] == 77 and saved["window"]["geometry"]

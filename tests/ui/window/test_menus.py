@@ -116,3 +116,8 @@ def test_saved_theme_applies_at_start(qtbot, tmp_path: Path) -> None:
         app = QGuiApplication.instance()
         assert isinstance(app, QGuiApplication)
         theme.apply_system_scheme(app)
+
+
+def test_ctrl_q_closes_the_window(window, qtbot) -> None:
+    qtbot.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=5_000)

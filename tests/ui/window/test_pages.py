@@ -1,4 +1,5 @@
-"""The Models and Lab pages inside the main window: built on first view, wired to the chat's engine."""
+"""The Models and Lab pages inside the main window: built on first view, wired to the chat's engine; the
+window's Qt models and its page tabs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.core.chat.store import ChatStore
 from app.ui.window.main_window import MainWindow
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -45,3 +47,23 @@ def test_choosing_a_model_in_the_library_loads_it_in_the_chat(qtbot, default_mod
     entry = find(default_model)
     assert entry is not None and entry.last_used is not None
     win.close()
+
+
+@OFFSCREEN_NOISE
+def test_window_list_models(qtbot, qtmodeltester):
+    from app.ui.window.main_window import MainWindow
+
+    store = ChatStore()  # two chats in the default store: the list has rows to check
+    for title in ("One", "Two"):
+        store.add_message(store.create_conversation(title).id, "user", f"about {title.lower()}")
+    store.close()
+    win = MainWindow()
+    qtbot.addWidget(win)
+    qtmodeltester.check(win.conversations.model, force_py=True)
+    qtmodeltester.check(win.model_combo.model(), force_py=True)
+    assert win.model_combo.count() >= 2  # the default model and "Open GGUF file…"
+    assert [win.pages.tabText(i) for i in range(win.pages.count())] == ["Chat", "Models", "Lab"]
+    from PySide6.QtWidgets import QLabel
+
+    win.add_page("Extra", QLabel("extra"))
+    assert win.pages.count() == 4 and win.pages.tabText(3) == "Extra"
