@@ -9,25 +9,10 @@ import pytest
 from app.engine import protocol as P
 from app.ui.chat.markdown_render import close_open_fence, markdown_to_html, plain_to_html
 from chat_drive import send, tokens
-from fake_window import make_window
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 
 CODE = ["Here", " it", " is", ":\n\n", "```", "python\n", "def", " f", "():\n", "    return", " 1\n", "print"]
-
-
-@pytest.fixture
-def win(qtbot, tmp_path):  # type: ignore[no-untyped-def]
-    from app.core.chat.store import ChatStore
-    from fake_engine import loaded_event
-
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    w = make_window(qtbot, store=store)
-    w.show()
-    w.engine._dispatch(loaded_event())
-    yield w
-    w.close()
-    store.close()
 
 
 def _shown_as_code(widget) -> bool:  # type: ignore[no-untyped-def]
