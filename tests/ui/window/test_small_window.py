@@ -152,7 +152,6 @@ def test_the_widest_latency_line_fits_its_card(window, qtbot, size: tuple[int, i
         settle(qtbot)
         assert not cards_cut(window), window.dashboard.card_itl.detail.text()
 
-
     if os.environ.get("ROOFLINE_TEST_SHOTS"):  # to look at the layout by eye
         window.grab().save(str(Path(os.environ["ROOFLINE_TEST_SHOTS"]) / "small-window.png"))
 
