@@ -19,7 +19,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLabel, QVBoxLayout, QWidget
 
 from app.charts.colors import DECODE, PREFILL, ROOF
-from app.core.bench.sweeps import SweepResult, grid_cells, nice
+from app.core.bench.sweep_findings import grid_cells, nice
+from app.core.bench.sweeps import SweepResult
 
 KIND_TITLES = {
     "grid": "Prompt × answer length: where does the time go?",

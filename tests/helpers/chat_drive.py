@@ -1,13 +1,40 @@
 """Driving a window on the fake engine like a user and its engine would: send a message, play the engine's
-prefill, tokens and Done for the reply being written. Shared by the window tests that need a reply mid-way."""
+prefill, tokens and Done for the reply being written. Shared by the window tests that need a reply mid-way;
+its `win` fixture (tests/conftest.py loads this module as a plugin) is the window those tests start from."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from app.core.chat.store import ChatStore
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
+from fake_engine import loaded_event
+from fake_window import make_window
+
+
+def open_window(qtbot: Any, store: ChatStore, loaded: P.Loaded | None = None) -> Any:
+    """A shown window on the fake engine and `store`, its model (`loaded`, the fake model unless given) loaded
+    as if the load had finished with the window open."""
+    win = make_window(qtbot, store=store)
+    win.show()
+    win.engine._dispatch(loaded or loaded_event())
+    return win
+
+
+@pytest.fixture
+def win(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
+    """The chat tests' window: a fresh store, the fake model loaded with the window open."""
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    w = open_window(qtbot, store)
+    yield w
+    w.close()
+    store.close()
 
 
 def request_of(win: Any) -> str:

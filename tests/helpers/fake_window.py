@@ -1,5 +1,6 @@
-"""A MainWindow on the fake engine, a fresh chat store and default settings: the `window` fixture of the
-window tests that need no model process (tests/conftest.py loads this module as a plugin)."""
+"""The tests' one way to build a MainWindow (`make_window`), and the `window` fixture on it: the fake engine, a
+fresh chat store and default settings, for the window tests that need no model process (tests/conftest.py loads
+this module as a plugin)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,21 @@ from app.core.config.settings import LoadResult, Settings
 
 
 def make_window(qtbot: Any, *, store: ChatStore | None = None, settings: Settings | None = None,
-                engine: Any = None) -> Any:
-    """A MainWindow on the fake engine (or `engine`), closed with the test by qtbot, measuring no bandwidth:
-    the one way the window tests build a window."""
+                engine: Any = None, as_started: bool = False) -> Any:
+    """The one way the tests build a MainWindow, closed with the test by qtbot. By default on the fake engine
+    (or `engine`), with `settings` (or the defaults), measuring no bandwidth. `as_started`: the window as
+    `roofline` starts it instead, for the real-model tests and those of start-up: its own engine process, the
+    settings file read (unless `settings` is given) and the bandwidth measured on the first load."""
     from app.ui.window.main_window import MainWindow
     from fake_engine import fake_engine
 
-    win = MainWindow(store=store, settings_result=LoadResult(settings or Settings()), engine=engine or fake_engine())
+    settings_result = LoadResult(settings) if settings is not None else None
+    if not as_started:
+        settings_result = settings_result or LoadResult(Settings())
+        engine = engine or fake_engine()
+    win = MainWindow(store=store, settings_result=settings_result, engine=engine)
     qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
+    win.measure_bandwidth_on_load = as_started
     return win
 
 

@@ -26,6 +26,7 @@ from PySide6.QtCore import QObject, Signal
 from app.core.chat.store import ChatStore
 from app.engine import protocol as P
 from app.engine.client import EngineClient
+from fake_window import make_window
 from reliability_plugin import counting_losses, record
 
 pytestmark = pytest.mark.model
@@ -215,13 +216,11 @@ def test_engine_killed_twenty_times_loses_nothing(default_model: Path, tmp_path:
 
 @pytest.mark.gui
 def test_window_survives_engine_kills_during_streaming(default_model: Path, tmp_path: Path, qtbot: Any) -> None:
-    from app.core.config.settings import LoadResult, Settings
-    from app.ui.window.main_window import MainWindow
+    from app.core.config.settings import Settings
 
     store = ChatStore(tmp_path / "gui.sqlite3")
     settings = Settings(n_ctx=512, threads=1)
-    window = MainWindow(store=store, settings_result=LoadResult(settings))
-    qtbot.addWidget(window)
+    window = make_window(qtbot, store=store, settings=settings, as_started=True)
     engine = window.engine
     with qtbot.waitSignal(engine.loaded, timeout=120_000):
         window.load_model(default_model)

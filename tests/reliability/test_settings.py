@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from app.core.config import settings as S
+from fake_window import make_window
 from reliability_plugin import record
 
 DAMAGED: dict[str, bytes] = {
@@ -86,12 +87,10 @@ def test_a_valid_older_file_is_read_not_replaced() -> None:
 @pytest.mark.gui
 def test_window_starts_with_defaults_and_says_why(qtbot: Any, tmp_path: Path) -> None:
     from app.core.chat.store import ChatStore
-    from app.ui.window.main_window import MainWindow
 
     S.settings_path().write_bytes(b'{"version": 1e400}')  # crashed load_settings before the fix
     store = ChatStore(tmp_path / "c.sqlite3")
-    window = MainWindow(store=store)
-    qtbot.addWidget(window)
+    window = make_window(qtbot, store=store, as_started=True)
     assert window.settings.model_dump() == _defaults()
     assert window.banner.isVisibleTo(window)
     assert "could not be used" in window.banner.label.text()

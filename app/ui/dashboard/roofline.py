@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
 
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
-from app.ui.dashboard import roofline_math as roofline_model
+from app.ui.dashboard import roofline_math
 from app.ui.dashboard.plots import PLOT_HEIGHT, empty_label, make_plot
 from app.ui.toolkit import theme
 
@@ -61,13 +61,13 @@ class RooflinePanel(QGroupBox):
 
     def update_roofline(self, loaded: P.Loaded | None, history: list[PhaseMetrics], bandwidth: float | None,
                         bandwidth_note: str, calibrated_peak: float | None, n_ubatch: int,
-                        device: roofline_model.DeviceRoof | None = None) -> None:
+                        device: roofline_math.DeviceRoof | None = None) -> None:
         if loaded is None:
             self.roof_label.setText("Load a model to see where prefill and decode sit.")
             return
         if device is not None:  # the weights sit on a measured GPU: its roofs, not the CPU's
             bandwidth, bandwidth_note = device.bandwidth, device.note
-        r = roofline_model.build(history, loaded.n_params, loaded.model_size, bandwidth, calibrated_peak, n_ubatch,
+        r = roofline_math.build(history, loaded.n_params, loaded.model_size, bandwidth, calibrated_peak, n_ubatch,
                                  device)
         pts = [p for p in (r.prefill, r.decode) if p is not None]
         lo = min([p.intensity for p in pts] + [0.5]) / 3

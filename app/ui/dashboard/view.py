@@ -1,15 +1,11 @@
 """The dashboard widget: per-message cards, speed and latency plots, memory and roofline boxes, kept up to date
 from the engine's events (live while a reply streams, in staged frames when it ends); `DashboardDock` puts it
-in a dock with a scroll area.
-
-The reply being written is followed even while another chat is shown (its start, prefill and token times
-are kept, not drawn), so going back to its chat shows its live numbers so far at once, not a reply that
-seems to start over.
+in a dock with a scroll area. The reply being written, followed even while another chat is shown, is the part
+in app.ui.dashboard.live_reply.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import numpy as np
@@ -26,10 +22,10 @@ from PySide6.QtWidgets import (
 
 from app.core.metrics.phase import PhaseMetrics, fmt_bytes, percentile
 from app.engine import protocol as P
-from app.ui.dashboard import live_numbers as dashboard_live
 from app.ui.dashboard import roofline_math
-from app.ui.dashboard.cards import Card, CardGrid, itl_detail, show_message
+from app.ui.dashboard.cards import Card, CardGrid, show_message
 from app.ui.dashboard.context_line import attach_context_line
+from app.ui.dashboard.live_reply import LiveReply
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.reasoning_line import attach_reasoning_line
@@ -44,7 +40,7 @@ DOCK_MIN_WIDTH = 250  # with the chat and the sidebar, the window still fits 800
 PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
 
 
-class Dashboard(QWidget):
+class Dashboard(QWidget, LiveReply):
     """The dashboard's content; `DashboardDock` puts it in a dock with a scroll area."""
 
     live_kv_changed = Signal(object)  # dashboard_live.LiveKV: the KV cache while a reply streams
@@ -225,26 +221,6 @@ class Dashboard(QWidget):
         if redraw:
             self._update_series()
 
-    def resume_reply(self) -> None:
-        """The shown conversation's reply is being written already (its chat was reopened, or its own row
-        clicked): its numbers so far at once, from what was kept while it streamed unseen, then live on."""
-        self._live_shown = True
-        self._show_waiting()
-        if self._reply_started is None:  # started before this dashboard saw it: TTFT only at the end
-            self.card_ttft.set("…", "final at the end")
-        if self._prefilled is not None:
-            self._show_prefilled(self._prefilled)
-        if self._live_times:
-            self._refresh_live(first=True)
-
-    def end_reply(self) -> None:
-        """The reply being written ended (shown or not): nothing live is left to resume."""
-        self._live_timer.stop()
-        self._live_times = []
-        self._prefilled = None
-        self._reply_started = None
-        self._live_shown = False
-
     def add_metrics(self, m: PhaseMetrics) -> None:
         """A reply ended: its numbers at once; the plots in two later frames. Redrawing all five plots in
         software takes ~25 ms; together with the reply's final render that was one 45–50 ms stall at the end
@@ -273,77 +249,6 @@ class Dashboard(QWidget):
         self._reply_started = time.monotonic()
         self._live_shown = True  # a reply starts in the chat on screen
         self._show_waiting()
-
-    def _show_waiting(self) -> None:
-        self._set_itl([])
-        for card in (self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt):
-            card.set("…", "waiting for token 1")
-        if self.loaded is not None and self.loaded.chat_template_source == "server":
-            # A server sends no prefill event: its prefill stays hidden in TTFT, its cache on its machine,
-            # and the prompt's size comes (if at all) with its final usage numbers.
-            self.card_prefill.set("n/a", "inside TTFT (remote)")
-            self.card_prompt.set("…", "reported at the end (remote)")
-            self.card_kv.set("n/a", "remote server")
-        else:
-            self.card_kv.detail.setText("grows from token 1")
-
-    def on_prefilled(self, ev: P.Prefilled) -> None:
-        """The prefill phase ended (first token): its cards are final now, the KV cache starts growing."""
-        self._prefilled = ev
-        if self._live_shown:
-            self._show_prefilled(ev)
-        else:
-            self._show_live_kv()
-
-    def _show_prefilled(self, ev: P.Prefilled) -> None:
-        (pv, pd), (tv, td) = dashboard_live.prefill_texts(ev)
-        self.card_prefill.set(pv, pd)
-        self.card_prompt.set(tv, td)
-        self._show_live_kv()
-
-    def _show_live_kv(self) -> None:
-        """The engine's cache as the reply grows it: on the card and the Memory box while its chat is shown,
-        on the status bar (the engine's, whichever chat is shown) always."""
-        if self._prefilled is None or self.loaded is None:
-            return
-        kv = dashboard_live.live_kv(self._prefilled, len(self._live_times), self.loaded)
-        if self._live_shown:
-            dashboard_live.show_kv(kv, self.loaded, self.card_kv, self.kv_bar, self.kv_label)
-        self.live_kv_changed.emit(kv)
-
-    def on_tokens(self, times: list[float]) -> None:
-        """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
-        2×/s (half that where llama.cpp takes every core: app.core.chat.pacing)."""
-        first = not self._live_times
-        self._live_times.extend(times)
-        if not self._live_shown:  # its chat is not on screen: kept for resume_reply, the status bar follows
-            self._show_live_kv()
-            return
-        if first:
-            self._refresh_live(first=True)
-        elif not self._live_timer.isActive():
-            self._live_timer.start(self.engine.pacing.cards_ms)
-
-    def _refresh_live(self, first: bool = False) -> None:
-        if not self._live_shown:
-            return
-        t = self._live_times
-        if first and t and self._reply_started is not None:
-            # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.
-            self.card_ttft.set(f"{1000 * (t[0] - self._reply_started):.0f} ms", "live; final at the end")
-        gaps = [1000.0 * (b - a) for a, b in itertools.pairwise(t)]
-        now = time.monotonic()
-        if first or now - self._itl_drawn_at >= self.engine.pacing.histogram_ms / 1000.0:
-            self._itl_drawn_at = now
-            self._set_itl(gaps)
-        elif len(gaps) != len(self._itl_gaps) and not self._live_timer.isActive():
-            self._live_timer.start()  # come back for the histogram, even if no more tokens arrive
-        self._show_live_kv()
-        if len(t) >= 2 and t[-1] > t[0]:
-            rate = (len(t) - 1) / (t[-1] - t[0])
-            self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
-            self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
-                              itl_detail(percentile(gaps, 95), percentile(gaps, 99)))
 
     def on_stats(self, stats: P.Stats) -> None:
         self._last_stats = stats

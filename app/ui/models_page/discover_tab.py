@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.config import paths
-from app.core.gguf import remote_header as remote_gguf
+from app.core.gguf import remote_header
 from app.core.gguf.remote_header import VariantAssessment
 from app.core.hub import downloads
 from app.core.hub import listing as hub
@@ -144,7 +144,7 @@ class DiscoverTab(PageBase):
         self._run_for_repo(lambda: hub.list_variants(repo_id), self._show_listing)
 
     def _assess(self, rv: hub.RepoVariants) -> None:
-        self._run_for_repo(lambda: (rv, remote_gguf.assess_repo(rv)), self._show_variants)
+        self._run_for_repo(lambda: (rv, remote_header.assess_repo(rv)), self._show_variants)
 
     def selected_variant(self) -> VariantAssessment | None:
         rows = self.variant_view.selectionModel().selectedRows()

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from app.core.bench.sweeps import Measurement, Step, analyse, crossover, plan, run_sweep
+from app.core.bench.sweep_findings import crossover
+from app.core.bench.sweeps import Measurement, Step, analyse, plan, run_sweep
 from llama_bench_json import read_llama_bench_json
 
 # ------------------------------------------------------------------ pure planning and analysis

@@ -12,6 +12,7 @@ import pytest
 from app.core.chat import export as chat_export
 from app.core.chat.store import ChatStore
 from app.core.metrics.phase import PhaseMetrics
+from fake_window import make_window
 
 
 def _chat(store: ChatStore) -> int:
@@ -154,15 +155,9 @@ def test_names_that_only_look_like_devices_are_written(tmp_path) -> None:
 def test_export_from_the_chat_list(qtbot, tmp_path: Path, monkeypatch) -> None:
     from PySide6.QtWidgets import QFileDialog
 
-    from app.core.config.settings import LoadResult, Settings
-    from app.ui.window.main_window import MainWindow
-    from fake_engine import fake_engine
-
     store = ChatStore(tmp_path / "chats.sqlite3")
     cid = _chat(store)
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
+    win = make_window(qtbot, store=store)
     answers = iter([(str(tmp_path / "colours"), "JSON with metrics (*.json)"),
                     (str(tmp_path / "no-such-dir" / "x.md"), "Markdown (*.md)"),
                     (str(tmp_path / "nul"), "Markdown (*.md)"), ("", "")])
@@ -188,15 +183,9 @@ def test_export_from_the_chat_list(qtbot, tmp_path: Path, monkeypatch) -> None:
 def test_file_menu_exports_the_chat_on_screen(qtbot, tmp_path: Path, monkeypatch) -> None:
     from PySide6.QtWidgets import QFileDialog
 
-    from app.core.config.settings import LoadResult, Settings
-    from app.ui.window.main_window import MainWindow
-    from fake_engine import fake_engine
-
     store = ChatStore(tmp_path / "chats.sqlite3")
     _chat(store)
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
+    win = make_window(qtbot, store=store)
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "menu.md"), "Markdown (*.md)"))
     win.menus.export_chat.trigger()
     assert (tmp_path / "menu.md").read_text(encoding="utf-8").startswith("# Colours")

@@ -12,6 +12,7 @@ import pytest
 
 from app.core.chat.store import ChatStore
 from app.core.chat.store_recovery import integrity_problem, open_chat_store
+from fake_window import make_window
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
@@ -69,14 +70,12 @@ def test_a_corrupt_page_loses_only_its_rows(tmp_path: Path) -> None:
 
 def test_the_window_starts_on_a_damaged_store_and_names_both_files(qtbot, roofline_home: Path) -> None:
     from app.core.chat.store import default_db_path
-    from app.core.config.settings import LoadResult, Settings
-    from app.ui.window.main_window import MainWindow
+    from app.core.config.settings import Settings
 
     db = default_db_path()
     _store_with(db, conversations=2, messages=4)
     _corrupt_page(db, 0)  # the header page: "file is not a database"
-    win = MainWindow(settings_result=LoadResult(Settings()))
-    qtbot.addWidget(win)
+    win = make_window(qtbot, settings=Settings(), as_started=True)
     backups = _damaged(db)
     assert len(backups) == 1
     text = win.banner.label.text()

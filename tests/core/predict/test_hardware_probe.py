@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from app.core.predict import bandwidth, hardware
-from app.core.predict.hardware import GiB, parse_cpuinfo, probe_amd, probe_apple, probe_cpu, probe_nvidia
+from app.core.predict.gpu_probes import probe_amd, probe_apple, probe_nvidia
+from app.core.predict.hardware import GiB, parse_cpuinfo, probe_cpu
 
 # ----------------------------------------------------------------------------- NVIDIA (recorded NVML)
 

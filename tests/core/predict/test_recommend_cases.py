@@ -13,7 +13,8 @@ import pytest
 
 from app.core.gguf.info import GGUFInfo, inspect_gguf
 from app.core.predict.bandwidth import BandwidthResult
-from app.core.predict.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo, probe_apple
+from app.core.predict.gpu_probes import probe_apple
+from app.core.predict.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
 from app.core.predict.quality import quality
 from app.core.predict.recommend import CPU, FULL, NONE, PARTIAL, Candidate, Machine, recommend
 from app.core.predict.speed import default_rates

@@ -7,23 +7,19 @@ from pathlib import Path
 import pytest
 
 from app.core.chat.store import ChatStore
-from app.core.config.settings import LoadResult, Settings
+from fake_window import make_window
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 
 
 def test_undo_reopens_the_deleted_chat(qtbot, tmp_path: Path) -> None:
-    from app.ui.window.main_window import MainWindow
-    from fake_engine import fake_engine
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     older = store.create_conversation("Older")
     store.add_message(older.id, "user", "old text")
     doomed = store.create_conversation("Doomed")
     store.add_message(doomed.id, "user", "keep me")
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
+    win = make_window(qtbot, store=store)
     try:
         assert win.session.conversation is not None and win.session.conversation.id == doomed.id
         win.conversations.select(doomed.id)

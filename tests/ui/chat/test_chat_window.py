@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QApplication, QDialog
 from app.core.chat.store import ChatStore
 from app.ui.engine_link import engine_qt as E
 from app.ui.window.main_window import MainWindow
+from fake_window import make_window
 
 # The offscreen platform cannot resize native windows and says so; that is not a bug of ours.
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -21,8 +22,7 @@ pytestmark = [pytest.mark.model, pytest.mark.gui, OFFSCREEN_NOISE]
 
 
 def _open(qtbot, max_tokens: int = 6) -> MainWindow:
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = make_window(qtbot, as_started=True)
     win.show()
     win.measure_bandwidth_on_load = False  # 2 s of all cores per test: the dashboard test covers it
     win.sampling_panel.max_tokens.setValue(max_tokens)
@@ -102,8 +102,7 @@ def test_send_stream_regenerate_edit_and_restart_persistence(qtbot, default_mode
     win.close()
 
     # A new window on the same ROOFLINE_HOME shows the same conversation.
-    again = MainWindow()
-    qtbot.addWidget(again)
+    again = make_window(qtbot, as_started=True)
     assert again.session.conversation is not None and again.session.conversation.id == conv_id
     assert [(m.role, m.content, m.state) for m in _messages(again)] == expected
     assert len(again.message_view.message_ids()) == 2
@@ -175,8 +174,7 @@ def test_window_crash_leaves_streaming_reply_recoverable(qtbot, roofline_home):
     store.add_message(conv.id, "user", "hi")
     reply = store.add_message(conv.id, "assistant", "partial text", state="streaming")
     store.close()
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = make_window(qtbot, as_started=True)
     msg = win.store.message(reply.id)
     assert msg is not None and msg.state == "interrupted" and msg.content == "partial text"
     widget = win.message_view.widget_for(reply.id)

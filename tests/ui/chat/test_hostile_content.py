@@ -18,6 +18,7 @@ from PySide6.QtGui import QDesktopServices, QImage, QTextCursor, QTextDocument, 
 
 from app.core.chat.store import ChatStore, Message
 from app.ui.chat.message_view import MessageWidget
+from fake_window import make_window
 
 # The offscreen platform cannot resize native windows and says so; that is not a bug of ours.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -168,17 +169,13 @@ def test_banner_shows_html_as_text(qtbot) -> None:
 
 
 def test_model_names_and_engine_errors_reach_the_window_as_text(qtbot, tmp_path: Path) -> None:
-    from app.core.config.settings import LoadResult, Settings
     from app.engine import protocol as P
-    from app.ui.window.main_window import MainWindow
     from fake_engine import fake_engine
 
     hostile = HTML_ERROR.format(img="missing.png")
     store = ChatStore(tmp_path / "chats.sqlite3")
     engine = fake_engine(model_desc=hostile, template="<i>tpl</i>")
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=engine)
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
+    win = make_window(qtbot, store=store, engine=engine)
     engine.loaded.emit(engine.loaded_info)
     assert win.model_info.textFormat() == Qt.TextFormat.PlainText and "<i>tpl</i>" in win.model_info.text()
     assert _shown_as(win.model_info.toolTip()).startswith(hostile)

@@ -1,32 +1,18 @@
 """A code block that never got its closing fence (the reply was stopped, cut at max tokens or broken by an
-error inside it) stays a code block once the reply ends, as CommonMark has it: the fence runs to the end."""
+error inside it) stays a code block once the reply ends, as CommonMark has it: the fence runs to the end. Raw HTML
+from the model is escaped, code rendered."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.engine import protocol as P
-from app.ui.chat.markdown_render import close_open_fence, markdown_to_html
+from app.ui.chat.markdown_render import close_open_fence, markdown_to_html, plain_to_html
 from chat_drive import send, tokens
-from fake_window import make_window
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 
 CODE = ["Here", " it", " is", ":\n\n", "```", "python\n", "def", " f", "():\n", "    return", " 1\n", "print"]
-
-
-@pytest.fixture
-def win(qtbot, tmp_path):  # type: ignore[no-untyped-def]
-    from app.core.chat.store import ChatStore
-    from fake_engine import loaded_event
-
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    w = make_window(qtbot, store=store)
-    w.show()
-    w.engine._dispatch(loaded_event())
-    yield w
-    w.close()
-    store.close()
 
 
 def _shown_as_code(widget) -> bool:  # type: ignore[no-untyped-def]
@@ -60,3 +46,10 @@ def test_closing_follows_the_fence_that_opened() -> None:
     assert close_open_fence("say ```x``` here") == "say ```x``` here"  # inline code, not a fence
     assert close_open_fence("```a`b\nx") == "```a`b\nx"  # a backtick info string: not a fence
     assert "<pre>" in markdown_to_html("```") and "<p>" not in markdown_to_html("```\n")
+
+
+def test_markdown_escapes_html_and_renders_code():
+    out = markdown_to_html("Hi <script>alert(1)</script> **bold**\n\n```python\nx = 1 < 2\n```\n")
+    assert "<script>" not in out and "&lt;script&gt;" in out
+    assert "<strong>bold</strong>" in out and "<pre><code" in out and "1 &lt; 2" in out
+    assert plain_to_html("a <b>\n**c**") == "<p>a &lt;b&gt;<br>**c**</p>"

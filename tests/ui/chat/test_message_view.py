@@ -1,12 +1,15 @@
-"""Messages wrap to the view's width, whatever the length of their metrics line (narrow windows)."""
+"""Messages wrap to the view's width, whatever the length of their metrics line (narrow windows); a streamed
+reply renders as the whole one would, at a cost per update that does not grow; the input box's keys."""
 
 from __future__ import annotations
 
 import time
 
+from PySide6.QtCore import Qt
+
 from app.core.chat.store import Message
 from app.core.metrics.phase import PhaseMetrics
-from app.ui.chat.message_view import MessageView
+from app.ui.chat.message_view import InputBox, MessageView
 
 
 def test_a_long_metrics_line_never_widens_a_message_past_the_view(qtbot) -> None:
@@ -120,3 +123,73 @@ def test_plain_words_typed_in_look_exactly_like_the_markdown_render(qtbot) -> No
     assert _stream_both(qtbot, ["Intro\n\n#", "Title", " more", " "]) == 2
     assert _stream_both(qtbot, ["a | b\n--- | ---\nc | d", " ", "e"]) == 0
     assert _stream_both(qtbot, ["Intro\n\n# Title", " " * 45, "x"]) == 2  # only the line's end is compared
+
+
+def test_input_box_keys(qtbot):
+    box = InputBox()
+    qtbot.addWidget(box)
+    box.setPlainText("line")
+    box.moveCursor(box.textCursor().MoveOperation.End)
+    with qtbot.assertNotEmitted(box.submitted):
+        qtbot.keyClick(box, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    assert box.toPlainText() == "line\n"
+    with qtbot.waitSignal(box.submitted, timeout=100):
+        qtbot.keyClick(box, Qt.Key.Key_Return)
+    with qtbot.waitSignal(box.escaped, timeout=100):
+        qtbot.keyClick(box, Qt.Key.Key_Escape)
+
+
+STREAM_MD = """Here is a list:
+
+- one item
+- two **items**
+
+```python
+def f(x):
+    return x < 2
+
+print(f(1))
+```
+
+| a | b |
+|---|---|
+| 1 | 2 |
+
+Final paragraph with `code` and <b>not bold</b>.
+"""
+
+
+def test_streaming_render_matches_full_render_and_stays_cheap(qtbot):
+    import re
+    import time
+
+    from app.core.chat.store import Message
+    from app.ui.chat.message_view import MessageView, stable_prefix_length
+
+    assert stable_prefix_length("a\n\nb") == 3
+    assert stable_prefix_length("a\n\n```\nx\n\ny") == 3  # a blank line inside an open fence is not a boundary
+    view = MessageView()
+    qtbot.addWidget(view)
+    view.resize(700, 600)
+    streamed = view.add_message(Message(1, 1, "assistant", "", "streaming", None, None, None, None, 0, 0))
+    for piece in re.findall(r"\S+\s*|\s+", STREAM_MD):
+        streamed.append(piece)
+    whole = view.add_message(Message(2, 1, "assistant", STREAM_MD, "complete", None, None, None, None, 0, 0))
+    assert streamed.body.toPlainText().split() == whole.body.toPlainText().split()
+    assert "<b>" in streamed.body.toPlainText()  # raw HTML from the model stays text
+    streamed.copy_button.click()
+    from PySide6.QtGui import QGuiApplication
+
+    assert QGuiApplication.clipboard().text() == STREAM_MD  # Copy gives the Markdown source
+    # Cost per streamed update does not grow with the reply: compare with one full render, same run.
+    long_text = "Some words of text with `code` and **bold** here.\n\n" * 400
+    big = view.add_message(Message(3, 1, "assistant", "", "streaming", None, None, None, None, 0, 0))
+    big.append(long_text)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        big.append("word ")
+    per_update = (time.perf_counter() - t0) / 20
+    t0 = time.perf_counter()
+    big.set_message(Message(3, 1, "assistant", big.text + "!", "complete", None, None, None, None, 0, 0))
+    full = time.perf_counter() - t0
+    assert per_update < full / 5, (per_update, full)

@@ -15,6 +15,7 @@ from app.ui.chat.message_view import MessageView
 from app.ui.chat.session import ChatSession
 from app.ui.chat.thinking_box import connect_thinking
 from app.ui.dashboard.reasoning_line import reasoning_line
+from fake_window import make_window
 
 pytestmark = pytest.mark.gui
 
@@ -119,14 +120,11 @@ def test_dashboard_ttft_card_gets_the_line(qtbot):
 
 def test_the_window_streams_thinking_live(qtbot, tmp_path):
     """The real window wires the session's thinking into its message view while the reply streams."""
-    from app.core.config.settings import LoadResult, Settings
-    from app.ui.window.main_window import MainWindow
     from fake_engine import fake_engine
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     engine = fake_engine()
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=engine)
-    qtbot.addWidget(win)
+    win = make_window(qtbot, store=store, engine=engine)
     assert win.session.send("hi")
     rid = engine.client.sent[-1].request_id
     reply_id = win.session.streaming_message_id

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from app.core.chat.store import ChatStore
-from app.core.config.settings import LoadResult, Settings
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 from app.ui.dashboard.context_line import context_line
+from fake_window import make_window
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -40,13 +40,10 @@ def test_the_line_says_when_and_how_many() -> None:
 ])
 def test_the_windows_dashboard_shows_it(qtbot, tmp_path: Path, metrics: dict, reason: str,
                                         expected: str) -> None:
-    from app.ui.window.main_window import MainWindow
-    from fake_engine import fake_engine, loaded_event
+    from fake_engine import loaded_event
 
     store = ChatStore(tmp_path / "chats.sqlite3")
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
+    win = make_window(qtbot, store=store)
     win.show()
     try:
         win.engine._dispatch(loaded_event())

@@ -8,23 +8,8 @@ import pytest
 
 from app.engine import protocol as P
 from chat_drive import done, send, tokens
-from fake_window import make_window
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
-
-
-@pytest.fixture
-def win(qtbot, tmp_path):  # type: ignore[no-untyped-def]
-    from app.core.chat.store import ChatStore
-    from fake_engine import loaded_event
-
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    w = make_window(qtbot, store=store)
-    w.show()
-    w.engine._dispatch(loaded_event())  # n_ctx 512
-    yield w
-    w.close()
-    store.close()
 
 
 def _stats(win, used: int) -> None:  # type: ignore[no-untyped-def]

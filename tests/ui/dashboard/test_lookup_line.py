@@ -6,15 +6,14 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.core.metrics.phase import PhaseMetrics
-from app.ui.window.main_window import MainWindow
+from fake_window import make_window
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
 
 
 def test_decode_card_shows_the_draft_acceptance(qtbot) -> None:
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = make_window(qtbot, as_started=True)
     m = PhaseMetrics(prompt_tokens=20, prefill_tokens=20, prefill_ms=50.0, decode_tokens=30, decode_ms=600.0,
                      generated_tokens=31, itl_ms=[20.0] * 30, draft_tokens=40, draft_accepted=26)
     win.dashboard._show_message(m)
@@ -25,8 +24,7 @@ def test_decode_card_shows_the_draft_acceptance(qtbot) -> None:
 
 @pytest.mark.model
 def test_checkbox_sends_prompt_lookup_to_the_engine(qtbot, default_model) -> None:
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = make_window(qtbot, as_started=True)
     win.show()
     win.measure_bandwidth_on_load = False
     win.sampling_panel.max_tokens.setValue(12)
@@ -50,8 +48,7 @@ def test_checkbox_sends_prompt_lookup_to_the_engine(qtbot, default_model) -> Non
 def test_a_reply_whose_prompt_was_all_cached_shows_no_prefill_rate(qtbot) -> None:
     # The same prompt again keeps the first prefill's cells and logits: nothing is evaluated, so there is no
     # prefill rate to show or plot (a zero would read as a stalled prefill).
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = make_window(qtbot, as_started=True)
     fresh = PhaseMetrics(prompt_tokens=20, prefill_tokens=20, prefill_ms=50.0, decode_tokens=3, decode_ms=30.0)
     cached = PhaseMetrics(prompt_tokens=20, reused_tokens=20, decode_tokens=3, decode_ms=30.0)
     for m in (fresh, cached):

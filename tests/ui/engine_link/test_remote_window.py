@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.ui.engine_link import engine_qt as E
-from app.ui.window.main_window import MainWindow
+from fake_window import make_window
 from llama_server import KEY
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -17,8 +17,7 @@ pytestmark = [pytest.mark.gui, pytest.mark.model, OFFSCREEN_NOISE]
 
 
 def test_chat_through_a_remote_server_then_back_to_local(qtbot, server: str, default_model: Path) -> None:
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = make_window(qtbot, as_started=True)
     win.show()
     win.measure_bandwidth_on_load = False
     win.sampling_panel.max_tokens.setValue(8)
@@ -45,8 +44,7 @@ def test_chat_through_a_remote_server_then_back_to_local(qtbot, server: str, def
 
 
 def test_a_bad_server_url_is_an_error_not_a_crash(qtbot) -> None:
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = make_window(qtbot, as_started=True)
     errors = []
     win.engine.error.connect(errors.append)
     win.connect_remote("http://127.0.0.1:1", api_key=None)  # nothing listens on port 1

@@ -13,26 +13,24 @@ from PySide6.QtWidgets import QMessageBox
 
 from app.core.bench.zoo import zoo_path
 from app.core.chat.store import ChatStore
-from app.core.config.settings import LoadResult, Settings
+from app.core.config.settings import Settings
 from app.core.predict.recommend import CPU, FULL, NONE, PARTIAL
 from app.engine import protocol as P
+from fake_window import make_window
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
 
 
 @pytest.fixture
 def window(qtbot, tmp_path: Path):
-    from app.ui.window.main_window import MainWindow
-    from fake_engine import fake_engine, loaded_event
+    from fake_engine import loaded_event
 
     models = tmp_path / "models"
     model = zoo_path("qwen2.5-0.5b", "Q4_K_M", models / "quantized")
     store = ChatStore(tmp_path / "chats.sqlite3")
     settings = Settings()
     settings.models_dir = str(models)
-    win = MainWindow(store=store, settings_result=LoadResult(settings), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
+    win = make_window(qtbot, store=store, settings=settings)
     win.engine._dispatch(dataclasses.replace(loaded_event(), model_path=str(model)))
     win.show()
     yield win, model

@@ -1,30 +1,21 @@
 """The banner's news about the model in use holds only while that model is in use: "Still using X" after a
-failed connection, or "Loading X again" after a failed load, goes once the user is on another model."""
+failed connection, or "Loading X again" after a failed load, goes once the user is on another model;
+a broken settings file is named there, kept aside as a backup."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
+from app.core.config import settings as S
 from app.engine import protocol as P
 from fake_engine import loaded_event
 from fake_window import make_window
 
 pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
-
-
-@pytest.fixture
-def win(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
-    from app.core.chat.store import ChatStore
-
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    w = make_window(qtbot, store=store)
-    w.show()
-    yield w
-    w.close()
-    store.close()
 
 
 def _remote() -> P.Loaded:
@@ -38,31 +29,46 @@ def _local(tmp_path: Path) -> tuple[Path, P.Loaded]:
     return model, dataclasses.replace(loaded_event(), model_path=str(model))
 
 
-def test_still_using_the_remote_model_goes_when_back_on_the_local_one(win, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    win.engine._dispatch(_remote())
-    win.engine._dispatch(P.Error(None, "connect_failed", "connection refused"))  # another server, refused
-    assert win.banner.isVisibleTo(win) and "Still using fake-thinker (remote)" in win.banner.label.text()
+def test_still_using_the_remote_model_goes_when_back_on_the_local_one(window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    window.engine._dispatch(_remote())
+    window.engine._dispatch(P.Error(None, "connect_failed", "connection refused"))  # another server, refused
+    assert window.banner.isVisibleTo(window) and "Still using fake-thinker (remote)" in window.banner.label.text()
     model, loaded = _local(tmp_path)
-    win.load_model(model)  # back on the local model
-    win.engine._dispatch(loaded)
-    assert not win.banner.isVisibleTo(win)
+    window.load_model(model)  # back on the local model
+    window.engine._dispatch(loaded)
+    assert not window.banner.isVisibleTo(window)
 
 
-def test_loading_the_previous_model_again_keeps_the_why_until_another_model(win, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_loading_the_previous_model_again_keeps_the_why_until_another_model(window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     model, loaded = _local(tmp_path)
-    win.load_model(model)
-    win.engine._dispatch(loaded)
-    win.engine.restoring = P.LoadConfig(model_path=str(model))  # the engine loads it again after the failure
-    win.engine._dispatch(P.Error(None, "load_failed", "not a GGUF file."))
-    win.engine.restoring = None
-    win.engine._dispatch(loaded)  # the previous model is back: the banner still says why the new one failed
-    assert win.banner.isVisibleTo(win) and "Loading local-Q4_K_M.gguf again" in win.banner.label.text()
-    win.engine._dispatch(_remote())  # then another model: that news is out of date
-    assert not win.banner.isVisibleTo(win)
+    window.load_model(model)
+    window.engine._dispatch(loaded)
+    window.engine.restoring = P.LoadConfig(model_path=str(model))  # the engine loads it again after the failure
+    window.engine._dispatch(P.Error(None, "load_failed", "not a GGUF file."))
+    window.engine.restoring = None
+    window.engine._dispatch(loaded)  # the previous model is back: the banner still says why the new one failed
+    assert window.banner.isVisibleTo(window) and "Loading local-Q4_K_M.gguf again" in window.banner.label.text()
+    window.engine._dispatch(_remote())  # then another model: that news is out of date
+    assert not window.banner.isVisibleTo(window)
 
 
-def test_news_about_no_model_stays(win, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    win.banner.show_message("The server stopped: out of memory")
+def test_news_about_no_model_stays(window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    window.banner.show_message("The server stopped: out of memory")
     _model, loaded = _local(tmp_path)
-    win.engine._dispatch(loaded)
-    assert win.banner.isVisibleTo(win) and win.banner.label.text() == "The server stopped: out of memory"
+    window.engine._dispatch(loaded)
+    assert window.banner.isVisibleTo(window) and window.banner.label.text() == "The server stopped: out of memory"
+
+
+def test_broken_settings_file_warns_in_window(qtbot, roofline_home):
+
+    S.settings_path().write_text("{\"n_ctx\": ")
+    window = make_window(qtbot, as_started=True)
+    assert window.banner.isVisibleTo(window) and "could not be used" in window.banner.label.text()
+    assert not window.banner.restart_button.isVisibleTo(window)
+    backups = list((roofline_home / "config").glob("settings.json.bak-*"))
+    assert len(backups) == 1 and backups[0].read_text() == "{\"n_ctx\": "
+    assert window.settings.n_ctx == 4096
+    window.sampling_panel.max_tokens.setValue(77)
+    window.close()
+    saved = json.loads(S.settings_path().read_text())
+    assert saved["sampling"]["max_tokens"] == 77 and saved["window"]["geometry"]

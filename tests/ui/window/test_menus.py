@@ -11,7 +11,8 @@ from PySide6.QtGui import QGuiApplication, QKeySequence, QPalette
 
 from app.core.chat.store import ChatStore
 from app.core.config import settings as settings_mod
-from app.core.config.settings import LoadResult, Settings
+from app.core.config.settings import Settings
+from fake_window import make_window
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -96,14 +97,11 @@ def test_theme_switch_recolours_now_and_is_remembered(window) -> None:
 
 
 def test_saved_theme_applies_at_start(qtbot, tmp_path: Path) -> None:
-    from app.ui.window.main_window import MainWindow
-    from fake_engine import fake_engine
 
     settings = Settings()
     settings.window.theme = "dark"
     store = ChatStore(tmp_path / "chats.sqlite3")
-    win = MainWindow(store=store, settings_result=LoadResult(settings), engine=fake_engine())
-    qtbot.addWidget(win)
+    win = make_window(qtbot, store=store, settings=settings)
     try:
         assert window_is_dark()
         assert win.menus.theme_actions["dark"].isChecked()
@@ -116,3 +114,8 @@ def test_saved_theme_applies_at_start(qtbot, tmp_path: Path) -> None:
         app = QGuiApplication.instance()
         assert isinstance(app, QGuiApplication)
         theme.apply_system_scheme(app)
+
+
+def test_ctrl_q_closes_the_window(window, qtbot) -> None:
+    qtbot.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=5_000)

@@ -1,4 +1,5 @@
-"""The Models and Lab pages inside the main window: built on first view, wired to the chat's engine."""
+"""The Models and Lab pages inside the main window: built on first view, wired to the chat's engine; the
+window's Qt models and its page tabs."""
 
 from __future__ import annotations
 
@@ -6,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from app.ui.window.main_window import MainWindow
+from app.core.chat.store import ChatStore
+from fake_window import make_window
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
 
 
 def test_pages_are_built_when_first_opened(qtbot) -> None:
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = make_window(qtbot, as_started=True)
     win.show()
     assert win.models_page.widget is None and win.lab_page.widget is None
     win.pages.setCurrentWidget(win.lab_page)
@@ -27,8 +28,7 @@ def test_pages_are_built_when_first_opened(qtbot) -> None:
 
 @pytest.mark.model
 def test_choosing_a_model_in_the_library_loads_it_in_the_chat(qtbot, default_model: Path) -> None:
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = make_window(qtbot, as_started=True)
     win.show()
     win.measure_bandwidth_on_load = False
     win.pages.setCurrentWidget(win.models_page)
@@ -45,3 +45,21 @@ def test_choosing_a_model_in_the_library_loads_it_in_the_chat(qtbot, default_mod
     entry = find(default_model)
     assert entry is not None and entry.last_used is not None
     win.close()
+
+
+@OFFSCREEN_NOISE
+def test_window_list_models(qtbot, qtmodeltester):
+
+    store = ChatStore()  # two chats in the default store: the list has rows to check
+    for title in ("One", "Two"):
+        store.add_message(store.create_conversation(title).id, "user", f"about {title.lower()}")
+    store.close()
+    win = make_window(qtbot, as_started=True)
+    qtmodeltester.check(win.conversations.model, force_py=True)
+    qtmodeltester.check(win.model_combo.model(), force_py=True)
+    assert win.model_combo.count() >= 2  # the default model and "Open GGUF file…"
+    assert [win.pages.tabText(i) for i in range(win.pages.count())] == ["Chat", "Models", "Lab"]
+    from PySide6.QtWidgets import QLabel
+
+    win.add_page("Extra", QLabel("extra"))
+    assert win.pages.count() == 4 and win.pages.tabText(3) == "Extra"

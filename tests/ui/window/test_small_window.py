@@ -12,8 +12,8 @@ from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QToolBar, QWidget
 
 from app.core.chat.store import ChatStore
-from app.core.config.settings import LoadResult, Settings
 from app.core.metrics.phase import PhaseMetrics
+from fake_window import make_window
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
@@ -23,8 +23,6 @@ LONG_TEXT = ("Roofline keeps prefill and decode apart. " * 12).strip()
 
 @pytest.fixture
 def window(qtbot, tmp_path: Path):
-    from app.ui.window.main_window import MainWindow
-    from fake_engine import fake_engine
 
     store = ChatStore(tmp_path / "chats.sqlite3")
     conv = store.create_conversation("A long chat")
@@ -35,9 +33,7 @@ def window(qtbot, tmp_path: Path):
                            decode_tokens=99, decode_ms=1600.0, generated_tokens=100,
                            itl_ms=[15.2] * 90 + [25.3] * 7 + [2530.0] * 2, total_ms=4200.0)
     store.update_message(reply.id, finish_reason="cancelled", metrics=metrics.to_dict())
-    win = MainWindow(store=store, settings_result=LoadResult(Settings()), engine=fake_engine())
-    qtbot.addWidget(win)
-    win.measure_bandwidth_on_load = False
+    win = make_window(qtbot, store=store)
     win.show()
     win.open_conversation(conv.id)
     yield win
@@ -155,7 +151,6 @@ def test_the_widest_latency_line_fits_its_card(window, qtbot, size: tuple[int, i
         window.resize(*size)
         settle(qtbot)
         assert not cards_cut(window), window.dashboard.card_itl.detail.text()
-
 
     if os.environ.get("ROOFLINE_TEST_SHOTS"):  # to look at the layout by eye
         window.grab().save(str(Path(os.environ["ROOFLINE_TEST_SHOTS"]) / "small-window.png"))

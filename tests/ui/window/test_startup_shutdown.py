@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.core.chat.store import ChatStore
-from app.core.config.settings import LoadResult, Settings
+from app.core.config.settings import Settings
 from app.engine import protocol as P
 from app.ui.engine_link import engine_qt as E
 from app.ui.window.main_window import MainWindow
@@ -153,8 +153,7 @@ def test_closing_on_the_real_engine_while_busy_and_while_it_dies(qtbot, default_
     from app.core.chat.store import default_db_path
 
     def start() -> MainWindow:
-        win = MainWindow(settings_result=LoadResult(Settings()))
-        qtbot.addWidget(win)
+        win = make_window(qtbot, settings=Settings(), as_started=True)
         win.measure_bandwidth_on_load = False
         win.sampling_panel.max_tokens.setValue(400)
         win.sampling_overrides = {"ignore_eos": True}

@@ -9,7 +9,8 @@ freed at once; a finished one's stay as that slot's cache (as in llama-server) u
 request they do not help (empty slots are taken first, then the least recently used cache is evicted). A
 prompt that starts with a slot's cached tokens, or with the tokens of another running or cached slot
 (shared through llama_memory_seq_cp, which in a unified cache only tags the cells), is prefilled only past
-that prefix. Sampling is per sequence with app.core.sampling.chain on llama.cpp's logits rows in place.
+that prefix (the slots' bookkeeping: app.engine.llama.batch.slots). Sampling is per sequence with
+app.core.sampling.chain on llama.cpp's logits rows in place.
 
 It reuses the single-request engine for everything but generation (loading, templates, error wording):
 `BatchEngine` is `app.engine.llama.worker.engine.Engine` with the context built for N sequences. llama.cpp is not
@@ -25,7 +26,6 @@ from collections import deque
 from typing import Any
 
 import llama_cpp
-import numpy as np
 
 from app.core.chat.templates import render
 from app.core.sampling.chain import PENALTY_LAST_N, Sampler, SamplerParams
@@ -34,27 +34,18 @@ from app.engine import protocol as P
 from app.engine.batch.messages import Accepted, BatchStats, DropCaches, Embed
 from app.engine.llama.batch.embedding import Embedder
 from app.engine.llama.batch.sequence import Sequence
+from app.engine.llama.batch.slots import Slots
 from app.engine.llama.batch.tokenizer import Prepared, PromptTokenizer, infill_prompt
 from app.engine.llama.decoding import logits_row
 from app.engine.llama.grammar_vocab import constraint_for
 from app.engine.llama.worker.engine import Engine
 from app.engine.llama.worker.stream import send, send_lines
 
-MIN_SHARED_PREFIX = 16  # tokens: a shorter prefix held by another slot is not worth a copy
 STATS_INTERVAL_S = 0.5  # while busy, the batch's stats go out at most this often (and on every change)
 MIN_PREFILL_PER_STEP = 16  # prompt tokens a step takes even when the decodes alone fill the ubatch
 
 
-def common_prefix(cached: list[int], prompt: list[int], limit: int) -> int:
-    """Length of the common prefix of two token lists, at most `limit`."""
-    n = min(len(cached), len(prompt), limit)
-    if n <= 0:
-        return 0
-    differ = np.nonzero(np.asarray(cached[:n]) != np.asarray(prompt[:n]))[0]
-    return int(differ[0]) if differ.size else n
-
-
-class BatchEngine(Engine):
+class BatchEngine(Slots, Engine):
     def __init__(self, inbox: queue.Queue[Any], n_slots: int) -> None:
         super().__init__(inbox)
         self.n_slots = max(1, int(n_slots))
@@ -282,78 +273,6 @@ class BatchEngine(Engine):
         if seq.slot < 0:
             self.waiting.remove(seq)
         self._finish(seq, "cancelled")
-
-    # --------------------------------------------------------------- slots
-    def drop_caches(self) -> None:
-        """Free the cells of every idle slot's cached prefix (see messages.DropCaches)."""
-        for i, seq in enumerate(self.slots):
-            if seq is None and self.slot_kv[i]:
-                llama_cpp.llama_memory_seq_rm(self._mem, i, -1, -1)
-                self.slot_kv[i] = []
-        self._stats_due = True
-
-    def _admit(self) -> None:
-        while self.waiting:
-            free = [i for i, s in enumerate(self.slots) if s is None]
-            if not free:
-                return
-            self._place(self.waiting.popleft(), free)
-
-    def _place(self, seq: Sequence, free: list[int]) -> None:
-        """Give `seq` the free slot whose cache helps it most; else an empty one, so that no finished
-        conversation's cache is evicted while cells lie unused; else the least recently used cache."""
-        prompt, limit = seq.prompt, len(seq.prompt) - 1  # at least one token is evaluated: fresh logits
-        # a cache is shared only within one cache_salt: another client's prefix is neither reused nor counted
-        own = {i: common_prefix(self.slot_kv[i], prompt, limit) if self.slot_salt[i] == seq.salt else 0
-               for i in free}
-
-        def helps(i: int) -> int:  # a shared BOS, or a few tokens of a short prompt, is not worth a cache
-            n = own[i]
-            return n if n > 1 and (n >= MIN_SHARED_PREFIX or 2 * n >= len(prompt)) else 0
-
-        slot = max(free, key=lambda i: (helps(i), not self.slot_kv[i], -self.slot_used_at[i]))
-        prefix = own[slot]
-        donors = [(common_prefix(kv, prompt, limit), i) for i, kv in enumerate(self.slot_kv)
-                  if i != slot and self.slot_salt[i] == seq.salt]
-        donor_len, donor = max(donors, default=(0, -1))
-        mem = self._mem
-        if donor_len >= max(prefix + 1, MIN_SHARED_PREFIX):
-            llama_cpp.llama_memory_seq_rm(mem, slot, -1, -1)
-            llama_cpp.llama_memory_seq_cp(mem, donor, slot, 0, donor_len)
-            prefix = donor_len
-        elif not llama_cpp.llama_memory_seq_rm(mem, slot, prefix, -1):
-            llama_cpp.llama_memory_seq_rm(mem, slot, -1, -1)  # this cache cannot drop a tail: start over
-            prefix = 0
-        self.slot_kv[slot] = prompt[:prefix]
-        self.slot_salt[slot] = seq.salt
-        seq.slot, seq.n_cached, seq.n_prefilled, seq.t_admit = slot, prefix, prefix, time.monotonic()
-        self.slots[slot] = seq
-        self._stats_due = True
-
-    def _finish(self, seq: Sequence, reason: str | None = None) -> None:
-        if reason is not None:
-            seq.finish = reason
-        if seq.slot >= 0 and self.slots[seq.slot] is seq:
-            self.slots[seq.slot] = None
-            self.slot_used_at[seq.slot] = time.monotonic()
-            if seq.finish in ("cancelled", "error"):  # nothing worth keeping: free the cells now
-                llama_cpp.llama_memory_seq_rm(self._mem, seq.slot, -1, -1)
-                self.slot_kv[seq.slot] = []
-        self.by_id.pop(seq.request_id, None)
-        self._stats_due = True
-        if seq.finish != "error":
-            send(P.Done(seq.request_id, "".join(seq.text_parts), seq.finish or "stop", seq.timings()))
-
-    def _drop_all(self, message: str) -> None:
-        for rid in list(self.tokenizing):
-            send(P.Error(rid, "generation_failed", message))
-        self.tokenizing.clear()
-        self.cancelled_early.clear()
-        for seq in list(self.by_id.values()):
-            if seq.slot < 0 and seq in self.waiting:
-                self.waiting.remove(seq)
-            self._finish(seq, "error")
-            send(P.Error(seq.request_id, "generation_failed", message))
 
     # --------------------------------------------------------------- one step
     def _step(self) -> None:

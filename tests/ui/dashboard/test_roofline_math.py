@@ -1,0 +1,30 @@
+"""The roofline's arithmetic: where prefill and decode sit (intensity, FLOP/s) and the roof they sit under."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.metrics.phase import PhaseMetrics
+from app.ui.dashboard import roofline_math
+
+OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+
+
+def test_roofline_points_sit_where_physics_says():
+    n_params, model_bytes = 268_000_000, 250_000_000
+    m = PhaseMetrics(prefill_tokens=256, prefill_ms=800.0, decode_tokens=100, decode_ms=2500.0, kv_bytes_used=0)
+    prefill, decode = roofline_math.operating_points(m, n_params, model_bytes, n_ubatch=512)
+    assert decode is not None and prefill is not None
+    assert decode.intensity == pytest.approx(2 * n_params / model_bytes)
+    assert prefill.intensity == pytest.approx(256 * decode.intensity)
+    assert decode.flops == pytest.approx(40.0 * 2 * n_params)  # 40 tok/s
+    # Intensity stops growing at the micro-batch: weights are re-read for every ubatch.
+    p_small_ubatch, _ = roofline_math.operating_points(m, n_params, model_bytes, n_ubatch=64)
+    assert p_small_ubatch is not None and p_small_ubatch.intensity == pytest.approx(64 * decode.intensity)
+    r = roofline_math.build([m], n_params, model_bytes, bandwidth=13e9)
+    assert r.peak_flops == pytest.approx(prefill.flops) and r.peak_source.startswith("best prefill")
+    assert r.roof(decode.intensity) == pytest.approx(13e9 * decode.intensity)  # decode: under the slope
+    assert decode.flops < r.roof(decode.intensity)  # type: ignore[operator]
+    assert r.ridge is not None and decode.intensity < r.ridge
+    assert roofline_math.build([], n_params, model_bytes, None).roof(1.0) is None
