@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from app.core.predict.memory import KVCache, MemoryConfig
 
 F32 = 4
+I64 = 8
 OFFLOAD_MIN_BATCH = 32  # ggml-vulkan's offload_op: smaller batches of host-weight ops stay on the CPU
 MIN_CPU_COMPUTE = 8 << 20
 
@@ -45,7 +46,8 @@ def vulkan_compute(info: GGUFInfo, cfg: MemoryConfig, peaks: dict[str, int], cac
     the scores or product, so the peak grows by both. A MoE block with its experts in host memory peaks in the
     down-projection's split: the copy of a whole expert tensor (all experts: the copy is allocated in full) with
     the gated product and the per-expert outputs (n_embd x experts used) live, over three hidden states and
-    the masks.
+    the masks; from the device layers' first split on, the i64 indices their cache writes use (one per token
+    for K, one per token and V element for a transposed V cache, i.e. without flash attention) are live too.
 
     The CPU keeps the f32 masks it builds for the device's splits and a hidden state (at least 8 MiB while layers
     run on the CPU too); the logits sit on whichever side multiplies the output. With no layer offloaded a
@@ -67,6 +69,8 @@ def vulkan_compute(info: GGUFInfo, cfg: MemoryConfig, peaks: dict[str, int], cac
         attention = F32 * kv_len * n_ubatch * (n_head * soft_cap + 1) + 4 * hid
     ffn = 3 * F32 * n_ubatch * n_ff + 2 * hid + device_masks
     layer = max(attention, ffn)
+    v_row = max((info.kv_row_elements(il)[1] for il in range(info.n_layers)), default=0)
+    write_idxs = sum(I64 * n_ubatch * (1 + (1 if flash else v_row)) for _ in caches)  # K and V rows to write
     n_gpu = sum(on_gpu)
     if n_ubatch >= OFFLOAD_MIN_BATCH:
         for il, here in enumerate(on_gpu):
@@ -79,7 +83,12 @@ def vulkan_compute(info: GGUFInfo, cfg: MemoryConfig, peaks: dict[str, int], cac
             if info.is_moe and (experts_on_host[il] or not here):
                 copy = _largest(info, il, ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"))
                 experts_out = F32 * n_ubatch * info.n_embd * max(info.expert_used_count, 1)
-                layer = max(layer, copy + F32 * n_ubatch * n_ff + experts_out + 3 * hid + device_masks)
+                moe = copy + F32 * n_ubatch * n_ff + experts_out + 3 * hid + device_masks
+                # the device layers' cache-write indices are live from their first split on: in a device
+                # layer, or in the last host layer, whose down-projection split runs on into the device layers
+                if here or (il + 1 < len(on_gpu) and on_gpu[il + 1]):
+                    moe += write_idxs
+                layer = max(layer, moe)
     masks = 4 * F32 * kv_len * n_ubatch
     out_name = "token_embd.weight" if info.tied_output else "output.weight"
     out_bytes = next((t.n_bytes for t in info.tensors if t.name == out_name), 0)
