@@ -44,6 +44,7 @@ from app.core.config.defaults import DEFAULT_N_CTX
 from app.core.gguf.facts import TensorInfo
 from app.core.gguf.info import GGUFInfo
 from app.core.gguf.kv_types import block_size
+from app.core.predict.device_compute import vulkan_compute
 from app.core.predict.recurrent import recurrent_layers, state_bytes_per_layer
 from app.core.predict.repack import host_features, repacked
 
@@ -301,8 +302,9 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
     layer_peak = max(peaks["attention"], peaks["ffn"])
     hidden = 4 * n_ubatch * info.n_embd * 2
     if device_in_use and cfg.gpu_backend == "vulkan":
-        gpu.compute, cpu.compute = vulkan_compute(info, cfg, peaks, caches, n_ubatch, n_gpu, output_on_gpu,
-                                                  output_refused)
+        experts_on_host = [on_gpu[il] and il < cfg.n_cpu_moe for il in range(info.n_layers)]
+        gpu.compute, cpu.compute = vulkan_compute(info, cfg, peaks, caches, n_ubatch, on_gpu, experts_on_host,
+                                                  output_on_gpu, output_refused)
     elif n_gpu == 0 and not output_on_gpu:
         cpu.compute = max(peaks["logits"], layer_peak)
     else:
@@ -316,40 +318,6 @@ def estimate_memory(info: GGUFInfo, cfg: MemoryConfig | None = None, has_gpu: bo
         caches=caches, cpu=cpu, gpu=gpu, layers_on_gpu=n_gpu, output_on_gpu=output_on_gpu, notes=notes,
         n_cpu_moe=min(cfg.n_cpu_moe, info.n_layers) if info.is_moe else 0,
     )
-
-
-def vulkan_compute(info: GGUFInfo, cfg: MemoryConfig, peaks: dict[str, int], caches: list[KVCache], n_ubatch: int,
-                   n_gpu: int, output_on_gpu: bool, output_refused: bool) -> tuple[int, int]:
-    """(device, CPU) compute buffers of llama.cpp's Vulkan backend, from its buffer logs on four shapes at three
-    offload levels (dense, sliding-window, MoE, a 32k vocabulary; tests/core/predict/test_memory_on_gpu.py):
-    a layer's peak on the device is the KQ scores with four hidden-state tensors (attention without flash
-    attention), or four FFN-wide tensors with three hidden states; the CPU keeps the f32 masks it builds for the
-    device's splits and a hidden state (at least 8 MiB while layers run on the CPU too); the logits sit on
-    whichever side multiplies the output. With no layer offloaded a prompt batch's output product still runs on
-    the device, its weight copied beside them."""
-    f32 = 4
-    hid = f32 * n_ubatch * info.n_embd
-    kv_len = max((c.cells for c in caches), default=0)
-    n_head = max(info.n_head, default=0)
-    n_ff = info.n_ff
-    if info.is_moe:
-        n_ff = int(info.metadata.get(f"{info.architecture}.expert_feed_forward_length") or n_ff)
-        n_ff *= max(info.expert_used_count, 1)
-    flash = cfg.type_v not in ("f16", "f32", "bf16") if cfg.flash_attn is None else cfg.flash_attn
-    attention = peaks["attention"] if flash else f32 * kv_len * n_ubatch * n_head + f32 * kv_len * n_ubatch + 4 * hid
-    ffn = 4 * f32 * n_ubatch * n_ff + 3 * hid
-    layer = max(attention, ffn)
-    masks = 4 * f32 * kv_len * n_ubatch
-    out_name = "token_embd.weight" if info.tied_output else "output.weight"
-    out_bytes = next((t.n_bytes for t in info.tensors if t.name == out_name), 0)
-    if n_gpu == 0 and not output_on_gpu:
-        gpu = max(layer, 0 if output_refused else peaks["logits"] + out_bytes)
-    else:
-        gpu = max(layer, peaks["logits"] if output_on_gpu else 0)
-    full = n_gpu == info.n_layers and output_on_gpu
-    cpu = (peaks["logits"] if not output_on_gpu and (n_gpu or output_refused)
-           else masks + (hid if full else max(hid, 8 * MiB)))
-    return gpu, cpu
 
 
 def is_repacked(t: TensorInfo, features: frozenset[str]) -> bool:
