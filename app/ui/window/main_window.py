@@ -343,6 +343,9 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.banner.restyle()
         self.message_view.restyle()
         self.dashboard.restyle()
+        lab = self.lab_page.widget  # built on first visit; a later one starts in the theme of the moment
+        if lab is not None:
+            lab.restyle()
 
     def _restore_window(self) -> None:
         w = self.settings.window
