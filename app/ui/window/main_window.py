@@ -236,6 +236,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self._add_toolbar_actions(tb)
         self.addToolBar(tb)
         self.serve_switch = ServeSwitch(self, tb)  # `roofline serve` on the loaded model, from the toolbar
+        self.menus.add_model_menu(tb)  # the same actions in a menu, and each button a Tab stop
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
         # a narrowed window: the chat keeps its room first, the toolbar its buttons
         self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)
@@ -249,7 +250,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.menus = WindowMenus(self)
         tb.addAction(self.menus.settings)
         self.model_preset = ModelPresetControl(self)  # the chosen model's preset: applied on load, edited here
-        tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
+        self.preset_action = tb.addAction("Preset…", self.model_preset.open_dialog)
+        self.preset_action.setToolTip("Settings for this model file")
         self.draft_control = DraftModelControl(self)  # speculative decoding with a small model of the same family
         self.draft_action = tb.addAction("Draft model…", self.draft_control.open_dialog)
         self.draft_action.setToolTip("Speculative decoding: a small model with the same vocabulary drafts tokens")
