@@ -82,6 +82,7 @@ class Dashboard(QWidget):
         self.n_ubatch = 512
         self._live_times: list[float] = []  # the reply being written: its token times so far
         self._prefilled: P.Prefilled | None = None  # this reply's prefill, known from its first token
+        self._prefill_progress: tuple[str, str] | None = None  # (value, detail) of a long prefill so far
         self._reply_started: float | None = None
         self._live_shown = False  # the reply being written is the shown chat's: its numbers are on the cards
         self._itl_drawn_at = 0.0
@@ -231,6 +232,8 @@ class Dashboard(QWidget):
             self.card_ttft.set("…", "final at the end")
         if self._prefilled is not None:
             self._show_prefilled(self._prefilled)
+        elif self._prefill_progress is not None:
+            self.card_prefill.set(*self._prefill_progress)
         if self._live_times:
             self._refresh_live(first=True)
 
@@ -239,6 +242,7 @@ class Dashboard(QWidget):
         self._live_timer.stop()
         self._live_times = []
         self._prefilled = None
+        self._prefill_progress = None
         self._reply_started = None
         self._live_shown = False
 
@@ -283,6 +287,12 @@ class Dashboard(QWidget):
             self.card_kv.set("n/a", "remote server")
         else:
             self.card_kv.detail.setText("grows from token 1")
+
+    def on_prefill_progress(self, value: str, detail: str) -> None:
+        """A long prefill's share done and time left (app/ui/chat/prefill_progress.py), until token 1."""
+        self._prefill_progress = (value, detail)
+        if self._live_shown and self._prefilled is None:
+            self.card_prefill.set(value, detail)
 
     def on_prefilled(self, ev: P.Prefilled) -> None:
         """The prefill phase ended (first token): its cards are final now, the KV cache starts growing."""

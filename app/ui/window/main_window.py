@@ -38,6 +38,7 @@ from app.core.config import settings as settings_mod
 from app.ui.chat.conversation_list import ConversationPanel
 from app.ui.chat.export_dialog import ExportControl
 from app.ui.chat.message_view import InputBox, MessageView
+from app.ui.chat.prefill_progress import PrefillProgressView
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.chat.session import ChatSession
 from app.ui.chat.thinking_box import connect_thinking
@@ -296,6 +297,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.engine.stats.connect(self._stats)
         self.dashboard.live_kv_changed.connect(self._live_kv)
         self.too_long_flow = TooLongFlow(self)  # a message over the context: the ways out
+        self.prefill_view = PrefillProgressView(self)  # a long prompt's prefill as it goes
 
     def _follow_system_theme(self) -> None:
         """Apply the system's light or dark scheme now and whenever it changes."""

@@ -20,7 +20,7 @@ from app.core.metrics.phase import PhaseMetrics
 from app.core.sampling.chain import Sampler, SamplerParams
 from app.engine import protocol as P
 from app.engine.llama.context_overflow import ContextOverflow, context_limit, fit_prompt
-from app.engine.llama.decoding import plain_tokens
+from app.engine.llama.decoding import plain_tokens, prefill_progress
 from app.engine.llama.draft_model import DraftModelLookup
 from app.engine.llama.live import prefilled_event
 from app.engine.llama.prompt_lookup import PromptLookup
@@ -116,8 +116,14 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
     sampler = _sampler(engine.llm, req.sampling)
     run = _start(engine, req, tokens, t_request, restored)
     gen, lookup = _token_source(engine, req, tokens, overflow, sampler)
+    t_prefill = time.monotonic()
+
+    def progress(done: int, total: int) -> None:  # a long prompt's prefill, chunk by chunk
+        send(P.PrefillProgress(req.request_id, done, total, (time.monotonic() - t_prefill) * 1000.0))
+
     try:
-        _decode(engine, run, gen, max_tokens)
+        with prefill_progress(progress):  # the token sources prefill at their first next()
+            _decode(engine, run, gen, max_tokens)
     finally:
         gen.close()
         run.token_out.flush()  # whatever was streamed reaches the app, even if an error follows
