@@ -35,6 +35,7 @@ from app.core.chat import trash as chat_trash
 from app.core.chat.store import ChatStore
 from app.core.chat.store_recovery import OpenedStore, open_chat_store
 from app.core.config import settings as settings_mod
+from app.ui.chat.context_meter import ContextMeter
 from app.ui.chat.conversation_list import ConversationPanel
 from app.ui.chat.export_dialog import ExportControl
 from app.ui.chat.message_view import InputBox, MessageView
@@ -195,6 +196,9 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
             b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + 16)
             buttons.addWidget(b)
         buttons.addStretch(1)
+        self.context_label = QLabel("")  # the context meter (app/ui/chat/context_meter.py)
+        self.context_label.setMinimumWidth(1)  # a small window cuts it (its tooltip has it), never the buttons
+        buttons.addWidget(self.context_label)
         self.hint_label = QLabel("")
         self.hint_label.setMinimumWidth(1)  # a long hint is cut (its tooltip has it), never the buttons
         self.hint_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -298,6 +302,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.dashboard.live_kv_changed.connect(self._live_kv)
         self.too_long_flow = TooLongFlow(self)  # a message over the context: the ways out
         self.prefill_view = PrefillProgressView(self)  # a long prompt's prefill as it goes
+        self.context_meter = ContextMeter(self, self.context_label)  # the chat + draft against the context
 
     def _follow_system_theme(self) -> None:
         """Apply the system's light or dark scheme now and whenever it changes."""
