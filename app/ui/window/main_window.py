@@ -352,9 +352,10 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.banner.restyle()
         self.message_view.restyle()
         self.dashboard.restyle()
-        lab = self.lab_page.widget  # built on first visit; a later one starts in the theme of the moment
-        if lab is not None:
-            lab.restyle()
+        # the Lab page is built on first visit (a later one starts in the theme of the moment)
+        lab_restyle = getattr(self.lab_page.widget, "restyle", None)
+        if callable(lab_restyle):
+            lab_restyle()
 
     def _restore_window(self) -> None:
         w = self.settings.window
