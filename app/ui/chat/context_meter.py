@@ -97,6 +97,8 @@ class ContextMeter(QObject):
 
     def update(self) -> None:
         w = self.window
+        if w._closed:  # a pause's timer that fires after the window closed (its chat store with it)
+            return
         loaded, conv = w.engine.loaded_info, w.session.conversation
         if loaded is None or loaded.n_ctx <= 0:
             self.label.hide()
