@@ -247,6 +247,29 @@ class Prefilled:
 
 
 @dataclass
+class PrefillProgress:
+    """Sent after each chunk (n_batch tokens) of a long prompt's prefill, before the first token: how far it
+    is. The app shows the share done and the time left from the rate so far (llama-server's return_progress)."""
+
+    type: ClassVar[str] = "prefill_progress"
+    request_id: str
+    done: int  # prompt tokens evaluated so far in this prefill
+    total: int  # prompt tokens this prefill evaluates (reused ones apart)
+    elapsed_ms: float  # since the prefill began
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total > 0 else 1.0
+
+    @property
+    def left_ms(self) -> float | None:
+        """The time left at the rate so far; None before a chunk is done."""
+        if self.done <= 0 or self.elapsed_ms <= 0:
+            return None
+        return self.elapsed_ms * (self.total - self.done) / self.done
+
+
+@dataclass
 class Done:
     type: ClassVar[str] = "done"
     request_id: str
@@ -293,12 +316,12 @@ class BenchResult:
 
 
 Command = Load | Generate | Cancel | Unload | GetStats | Bench | Shutdown
-Event = Ready | Progress | Loaded | Token | Prefilled | Done | Error | Stats | BenchResult
+Event = Ready | Progress | Loaded | Token | Prefilled | PrefillProgress | Done | Error | Stats | BenchResult
 
 _TYPES: dict[str, type] = {
     cls.type: cls  # type: ignore[attr-defined]
     for cls in (Load, Generate, Cancel, Unload, GetStats, Bench, Shutdown,
-                Ready, Progress, Loaded, Token, Prefilled, Done, Error, Stats, BenchResult)
+                Ready, Progress, Loaded, Token, Prefilled, PrefillProgress, Done, Error, Stats, BenchResult)
 }
 _NESTED: dict[tuple[str, str], type] = {("load", "config"): LoadConfig, ("generate", "sampling"): Sampling}
 

@@ -230,8 +230,11 @@ def context_needed(steps: list[Step]) -> int:
 # ------------------------------------------------------------------------------------------ running
 def run_sweep(kind: str, steps: list[Step], backend: SweepBackend, repetitions: int = 3,
               progress: Callable[[int, int, str], None] | None = None,
-              cancelled: Callable[[], bool] | None = None) -> SweepResult:
-    """Measure every step (grouped by configuration), then analyse. A cancel keeps what was measured."""
+              cancelled: Callable[[], bool] | None = None,
+              partial: Callable[[SweepResult], None] | None = None) -> SweepResult:
+    """Measure every step (grouped by configuration), then analyse. A cancel keeps what was measured.
+    `partial`, when given, gets the analysis of what is measured so far after each measurement (a chart
+    drawn as the points come)."""
     measurements: list[Measurement] = []
     was_cancelled = False
     current: dict[str, Any] | None = None
@@ -246,6 +249,8 @@ def run_sweep(kind: str, steps: list[Step], backend: SweepBackend, repetitions: 
                 backend.configure(step.config_dict)
                 current = step.config_dict
             measurements.append(backend.measure(step, repetitions))
+            if partial is not None:
+                partial(analyse(kind, list(measurements)))
         except SweepCancelled:
             was_cancelled = True
             break

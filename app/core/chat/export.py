@@ -143,7 +143,7 @@ def to_markdown(conv: Conversation, messages: list[Message]) -> str:
         who = "You" if m.role == "user" else "Model"
         notes = []
         if m.role == "assistant" and m.model:
-            notes.append(Path(m.model).name)
+            notes.append(model_label(m.model))
         if m.state != "complete":
             notes.append("stopped" if m.finish_reason == "cancelled" else m.state)
         lines += [f"## {who}" + (f" ({_one_line(', '.join(notes))})" if notes else ""), ""]
@@ -179,6 +179,18 @@ def _message(m: Message) -> dict[str, Any]:
     return d
 
 
+_REMOTE_MODEL = re.compile(r"(\w+)://([^/\s]+)\S* \(model (.*)\)")
+
+
+def model_label(model: str) -> str:
+    """The name a reply's model is shown by: a local file's name, or a server's model and host
+    ("http://host:8080/v1 (model qwen)" is "qwen on host:8080")."""
+    remote = _REMOTE_MODEL.fullmatch(model)
+    if remote is not None:
+        return f"{remote.group(3)} on {remote.group(2)}"
+    return Path(model).name
+
+
 def render(fmt: str, conv: Conversation, messages: list[Message]) -> str:
     if fmt == "md":
         return to_markdown(conv, messages)
@@ -187,9 +199,12 @@ def render(fmt: str, conv: Conversation, messages: list[Message]) -> str:
     raise ValueError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
-def format_for(path: Path) -> str:
-    """The format a file name asks for: .json is JSON, anything else Markdown."""
-    return "json" if path.suffix.lower() == ".json" else "md"
+SUFFIXES = {".md": "md", ".markdown": "md", ".txt": "md", ".json": "json"}
+
+
+def format_for(path: Path, fallback: str = "md") -> str:
+    """The format a file name asks for (.json is JSON; .md, .markdown and .txt Markdown), else `fallback`."""
+    return SUFFIXES.get(path.suffix.lower(), fallback)
 
 
 def suggested_name(conv: Conversation, fmt: str) -> str:

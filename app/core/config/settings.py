@@ -91,6 +91,7 @@ class WindowState(BaseModel):
     state: str = ""  # base64 of QMainWindow.saveState() (dock layout)
     dashboard_visible: bool = True
     theme: Literal["system", "light", "dark"] = "system"  # View ▸ Theme
+    export_dir: str = ""  # the folder the last chat export went to ("": the user's documents)
 
 
 class Settings(BaseSettings):

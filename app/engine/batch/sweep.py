@@ -77,12 +77,14 @@ def sweep_config(base: P.LoadConfig, counts: list[int], tokens: int) -> P.LoadCo
 def measure_batch(base: P.LoadConfig, counts: list[int], tokens: int = 64, rounds: int = 1,
                   progress: Callable[[int, int, str], None] | None = None,
                   cancelled: Callable[[], bool] | None = None,
-                  client_factory: Callable[[int], BatchEngineClient] = BatchEngineClient) -> list[MeasuredPoint]:
+                  client_factory: Callable[[int], BatchEngineClient] = BatchEngineClient,
+                  measured: Callable[[list[MeasuredPoint]], None] | None = None) -> list[MeasuredPoint]:
     """Aggregate and per-stream decode tok/s at each count in `counts` (median of `rounds`).
 
     `progress(i, n, label)` is called before each measurement; when `cancelled()` turns true the sweep
     stops between two measurements (its requests are cancelled) and returns the counts finished in every
-    round so far. Raises app.engine.client.EngineError if the model does not load, BatchSweepError if a
+    round so far. `measured`, when given, gets the points measured so far after each measurement (a
+    chart drawn as they come). Raises app.engine.client.EngineError if the model does not load, BatchSweepError if a
     request fails."""
     if not counts or min(counts) < 1 or tokens < 2 or rounds < 1:
         raise ValueError("counts must be positive, tokens at least 2 and rounds at least 1")
@@ -105,6 +107,8 @@ def measure_batch(base: P.LoadConfig, counts: list[int], tokens: int = 64, round
                     return _points(results, complete=r)
                 results[n].append(rate)
                 done += 1
+                if measured is not None:
+                    measured(_points(results, complete=0))
         return _points(results, complete=rounds)
     finally:
         client.close()

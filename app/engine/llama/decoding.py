@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,11 +101,40 @@ def prefill(llm: Any, prompt: Sequence[int]) -> np.ndarray:
         return kept.logits.copy()
     forget_prefill(llm)  # cells are about to change: an error half-way must not leave a stale row behind
     prefix = reuse_prefix(llm, prompt)
-    llm.eval(list(prompt[prefix:]))
+    _eval_in_chunks(llm, list(prompt[prefix:]))
     row = logits_row(llm)
     if n > 0:
         _LAST_PREFILL[llm] = _Prefilled(np.array(prompt, dtype=llm.input_ids.dtype), row.copy())
     return row
+
+
+# Told after each chunk of a prefill: (tokens done, tokens in all). One generation runs at a time in an engine
+# process, so the worker sets it around a request (`prefill_progress`) instead of threading it through every
+# token source (plain, rolling, prompt lookup, draft model), which all prefill through `prefill`.
+_PROGRESS: list[Callable[[int, int], None]] = []
+
+
+@contextmanager
+def prefill_progress(report: Callable[[int, int], None]) -> Iterator[None]:
+    """`report(done, total)` after each n_batch chunk of the prefills run inside the block."""
+    _PROGRESS.append(report)
+    try:
+        yield
+    finally:
+        _PROGRESS.remove(report)
+
+
+def _eval_in_chunks(llm: Any, tokens: list[int]) -> None:
+    """llm.eval(tokens), one n_batch chunk at a time, as Llama.eval walks them itself (the same batches, the
+    same cells and logits), with the progress told between chunks."""
+    report = _PROGRESS[-1] if _PROGRESS else None
+    step = max(int(llm.n_batch), 1)
+    if report is None or len(tokens) <= step:
+        llm.eval(tokens)
+        return
+    for start in range(0, len(tokens), step):
+        llm.eval(tokens[start:start + step])
+        report(min(start + step, len(tokens)), len(tokens))
 
 
 def plain_tokens(llm: Any, prompt: Sequence[int], sampler: Sampler) -> Generator[int, None, None]:

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QListView,
     QMenu,
     QPushButton,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -29,6 +30,12 @@ from PySide6.QtWidgets import (
 from app.core.chat import trash as chat_trash
 from app.core.chat.store import ChatStore, Conversation
 from app.ui.toolkit.safe_text import tooltip_html
+
+UNDO_TITLE_CHARS = 24  # of a deleted chat's title in the Undo bar (the whole of it on hover)
+
+
+def elided(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
 
 ConversationIdRole = Qt.ItemDataRole.UserRole + 1
 Index = QModelIndex | QPersistentModelIndex
@@ -116,6 +123,9 @@ class ConversationPanel(QWidget):
         lay.addWidget(self.search)
         self.view = QListView()
         self.view.setModel(self.model)
+        # A long title ends in "…" (whole on hover), never a sideways scroll bar under the list.
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.view.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.view.customContextMenuRequested.connect(self._menu)
@@ -132,6 +142,9 @@ class ConversationPanel(QWidget):
         bar.setContentsMargins(0, 0, 0, 0)
         self.undo_label = QLabel("")
         self.undo_label.setTextFormat(Qt.TextFormat.PlainText)  # the title is message text
+        # However long the title, the bar takes the sidebar's width, never widens it (the title is cut)
+        self.undo_label.setMinimumWidth(1)
+        self.undo_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         bar.addWidget(self.undo_label, 1)
         self.undo_button = QPushButton("Undo")
         self.undo_button.setToolTip("Bring the deleted chat back (Ctrl+Z)")
@@ -200,7 +213,8 @@ class ConversationPanel(QWidget):
         self.store.delete_conversation(cid)  # to the trash
         self.model.reload()
         self._undo_id = cid
-        self.undo_label.setText(f"“{title}” deleted")
+        self.undo_label.setText(f"“{elided(title, UNDO_TITLE_CHARS)}” deleted")
+        self.undo_label.setToolTip(tooltip_html(f"“{title}” deleted: Undo brings it back"))
         self.undo_bar.show()
         self._undo_timer.start(self.UNDO_SECONDS * 1000)
         self.deleted.emit(cid)

@@ -6,7 +6,8 @@ anything: an image becomes its alt text and a note (`![x](/dev/zero)` once abort
 stays a link only when it points at an http(s) address, with that address's host shown beside text that
 says something else; any other link (file:, javascript:, …) is shown as text with its real target.
 
-A code fence that is never closed runs to the end of the text, as CommonMark has it: a reply stopped, cut
+Code blocks are highlighted and get a Copy link (app/ui/chat/code_blocks.py). A code fence that is never
+closed runs to the end of the text, as CommonMark has it: a reply stopped, cut
 short or broken by an error inside a code block keeps its code block (Python-Markdown alone would make the
 fence and the code one paragraph of plain text).
 """
@@ -22,6 +23,7 @@ import markdown
 from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 
+from app.ui.chat.code_blocks import code_texts, decorate
 from app.ui.toolkit.theme import Colors
 
 
@@ -111,9 +113,24 @@ def close_open_fence(text: str) -> str:
     return text + ("" if text.endswith("\n") else "\n") + fence + "\n"
 
 
-def markdown_to_html(text: str) -> str:
+def _convert(text: str) -> str:
     _md.reset()
     return _md.convert(close_open_fence(text))
+
+
+def markdown_to_html(text: str, first_code_block: int = 0, dark: bool | None = None) -> str:
+    """The reply as HTML, its code blocks highlighted with a Copy link (app/ui/chat/code_blocks.py), counted
+    from `first_code_block`; `dark`: the theme's (default: the one in use)."""
+    if dark is None:
+        from app.ui.toolkit.theme import is_dark
+
+        dark = is_dark()
+    return decorate(_convert(text), dark, first_code_block)
+
+
+def code_blocks(text: str) -> list[str]:
+    """The code of each fenced block of a reply, as written (what its Copy links copy)."""
+    return code_texts(_convert(text))
 
 
 def plain_to_html(text: str) -> str:

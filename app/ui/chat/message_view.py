@@ -28,8 +28,9 @@ from PySide6.QtWidgets import (
 
 from app.core.chat.store import Message
 from app.core.metrics.phase import PhaseMetrics
+from app.ui.chat.code_blocks import COPY_SCHEME
 from app.ui.chat.header_wrap import HeaderWrap
-from app.ui.chat.markdown_render import close_open_fence, markdown_to_html, plain_to_html, stylesheet
+from app.ui.chat.markdown_render import close_open_fence, code_blocks, markdown_to_html, plain_to_html, stylesheet
 from app.ui.chat.reply_ending import ending_of
 from app.ui.chat.thinking_box import ThinkingBox
 from app.ui.toolkit import theme
@@ -76,6 +77,7 @@ class MessageWidget(QFrame):
         # Streaming state: document position and text length where the unfinished tail starts.
         self._stable_pos: int | None = None
         self._stable_chars = 0
+        self._stable_blocks = 0  # code blocks in the finished part (the next block's Copy index)
         self._stable_format = QTextBlockFormat()  # the last finished block's format, restored after removals
         self._type_plain_hits = 0  # updates that took the fast path (for tests and benchmarks)
         self.setObjectName("message")
@@ -119,9 +121,19 @@ class MessageWidget(QFrame):
         lay.addWidget(thinking := ThinkingBox())
         self.thinking = thinking  # a reasoning model's thinking, collapsed above the answer
         self.body = FittedTextView()
+        self.body.copy_requested.connect(self.copy_code)
+        self.copied_code: int | None = None  # the last code block copied (tests, status)
         lay.addWidget(self.body)
         self.restyle()
         self.set_message(message)
+
+    def copy_code(self, index: int) -> None:
+        """A code block's Copy link: its code, as the reply wrote it, on the clipboard."""
+        blocks = code_blocks(self.text)
+        clipboard = QGuiApplication.clipboard()
+        if 0 <= index < len(blocks) and clipboard is not None:
+            clipboard.setText(blocks[index])
+            self.copied_code = index
 
     def copy_text(self) -> None:
         clipboard = QGuiApplication.clipboard()
@@ -163,16 +175,18 @@ class MessageWidget(QFrame):
 
     def _append_markdown(self, before: str, text: str) -> None:
         if self._stable_pos is None:  # first streamed text: start from an empty document
-            self._stable_pos, self._stable_chars = 0, 0
+            self._stable_pos, self._stable_chars, self._stable_blocks = 0, 0, 0
         elif self.fast_append and self._type_plain(before, text):
             return
         split = stable_prefix_length(self.text)
         if split > self._stable_chars:
-            self._stable_pos = self._replace_tail(markdown_to_html(self.text[self._stable_chars:split]))
+            finished = markdown_to_html(self.text[self._stable_chars:split], self._stable_blocks)
+            self._stable_pos = self._replace_tail(finished)
+            self._stable_blocks += finished.count(f'href="{COPY_SCHEME}:')
             self._stable_chars = split
             self._stable_format = self.body.document().findBlock(self._stable_pos).blockFormat()
         tail = self.text[split:]
-        self._replace_tail(markdown_to_html(tail) if tail.strip() else "")
+        self._replace_tail(markdown_to_html(tail, self._stable_blocks) if tail.strip() else "")
 
     def _type_plain(self, before: str, text: str) -> bool:
         """Add `text` to the document as the Markdown render of `before + text` would show it, when that is

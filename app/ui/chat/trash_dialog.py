@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.core.chat import trash as chat_trash
 from app.core.chat.store import ChatStore
+from app.ui.toolkit.safe_text import tooltip_html
 
 
 class TrashDialog(QDialog):
@@ -32,6 +33,8 @@ class TrashDialog(QDialog):
         lay.addWidget(QLabel(f"Deleted chats are removed for good after {chat_trash.KEEP_DAYS} days."))
         self.list = QListWidget()
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setMinimumWidth(420)
         lay.addWidget(self.list, 1)
         self.empty_label = QLabel("The trash is empty.")
         lay.addWidget(self.empty_label)
@@ -52,7 +55,9 @@ class TrashDialog(QDialog):
         self.list.clear()
         for conv in chat_trash.trashed(self.store):
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(conv.deleted or 0))
-            item = QListWidgetItem(f"{conv.title}  (deleted {when})")
+            # The date first: a long title is what gets cut ("…", whole on hover), never the date.
+            item = QListWidgetItem(f"deleted {when} · {conv.title}")
+            item.setToolTip(tooltip_html(f"{conv.title}\ndeleted {when}"))
             item.setData(Qt.ItemDataRole.UserRole, conv.id)
             self.list.addItem(item)
         self._update()

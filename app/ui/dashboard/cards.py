@@ -9,6 +9,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.metrics.phase import PhaseMetrics
+from app.ui.dashboard.card_line import CardLine
 from app.ui.dashboard.live_numbers import prompt_detail
 from app.ui.toolkit import theme
 
@@ -41,20 +42,21 @@ class Card(QFrame):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
         lay.setSpacing(0)
-        self.title = QLabel(title)
+        # The title and detail break into lines rather than lose words in a narrow card (card_line.py)
+        self.title = CardLine(title)
         self.value = QLabel("—")
-        self.detail = QLabel("")
+        self.detail = CardLine("")
         font = self.value.font()
         font.setPointSizeF(font.pointSizeF() * 1.45)
         font.setBold(True)
         self.value.setFont(font)
+        # Let the dock be narrow: the number may be cut rather than force a horizontal scroll bar. Its height
+        # is fixed: a label that grew or shrank (empty ↔ text) would re-lay out the whole dashboard, and every
+        # plot resized is a full pyqtgraph redraw (~10 ms each) mid-reply.
+        self.value.setMinimumWidth(1)
+        self.value.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.value.setFixedHeight(self.value.fontMetrics().lineSpacing() + 2)
         for w in (self.title, self.value, self.detail):
-            # Let the dock be narrow: labels may be cut rather than force a horizontal scroll bar.
-            w.setMinimumWidth(1)
-            w.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-            # One line each, always: a label that grew or shrank (empty ↔ text) would re-lay out the whole
-            # dashboard, and every plot resized is a full pyqtgraph redraw (~10 ms each) mid-reply.
-            w.setFixedHeight(w.fontMetrics().lineSpacing() + 2)
             lay.addWidget(w)
         self.setToolTip(tip)
         self.restyle()
@@ -69,7 +71,7 @@ class Card(QFrame):
     def set(self, value: str, detail: str = "") -> None:
         self.value.setText(value)
         self.detail.setText(detail)
-        self.detail.setToolTip(detail)  # a narrow dock cuts the line: the whole of it on hover
+        self.detail.setToolTip(detail)  # the whole line on hover, as it was set
 
 
 class CardGrid(QWidget):
@@ -78,14 +80,15 @@ class CardGrid(QWidget):
 
     CARD_MIN_WIDTH = 165  # the widest detail line: "p95 25.3 ms · p99 253 ms"
 
-    def __init__(self, cards: list[Card], parent: QWidget | None = None):
+    def __init__(self, cards: list[Card], parent: QWidget | None = None, max_columns: int = 3):
         super().__init__(parent)
         self.cards = cards
+        self.max_columns = max_columns
         self.grid = QGridLayout(self)
         self.grid.setContentsMargins(0, 0, 0, 0)
         self.grid.setSpacing(6)
         self.columns = 0
-        self._place(3)
+        self._place(max_columns)
 
     def _place(self, columns: int) -> None:
         if columns == self.columns:
@@ -95,13 +98,14 @@ class CardGrid(QWidget):
             self.grid.removeWidget(card)
         for i, card in enumerate(self.cards):
             self.grid.addWidget(card, i // columns, i % columns)
-        for col in range(3):
+        for col in range(self.max_columns):
             self.grid.setColumnStretch(col, 1 if col < columns else 0)
         self.updateGeometry()  # more rows, more height: the dashboard must lay out again (from inside a resize)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         width = event.size().width()
-        self._place(max(1, min(3, (width + self.grid.spacing()) // (self.CARD_MIN_WIDTH + self.grid.spacing()))))
+        gap = self.grid.spacing()
+        self._place(max(1, min(self.max_columns, (width + gap) // (self.CARD_MIN_WIDTH + gap))))
         super().resizeEvent(event)
 
 

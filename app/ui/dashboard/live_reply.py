@@ -36,6 +36,7 @@ class LiveReply:
     _live_timer: QTimer
     _live_times: list[float]
     _prefilled: P.Prefilled | None
+    _prefill_progress: tuple[str, str] | None
     _reply_started: float | None
     _live_shown: bool
     _itl_drawn_at: float
@@ -51,6 +52,8 @@ class LiveReply:
             self.card_ttft.set("…", "final at the end")
         if self._prefilled is not None:
             self._show_prefilled(self._prefilled)
+        elif self._prefill_progress is not None:
+            self.card_prefill.set(*self._prefill_progress)
         if self._live_times:
             self._refresh_live(first=True)
 
@@ -59,6 +62,7 @@ class LiveReply:
         self._live_timer.stop()
         self._live_times = []
         self._prefilled = None
+        self._prefill_progress = None
         self._reply_started = None
         self._live_shown = False
 
@@ -74,6 +78,12 @@ class LiveReply:
             self.card_kv.set("n/a", "remote server")
         else:
             self.card_kv.detail.setText("grows from token 1")
+
+    def on_prefill_progress(self, value: str, detail: str) -> None:
+        """A long prefill's share done and time left (app/ui/chat/prefill_progress.py), until token 1."""
+        self._prefill_progress = (value, detail)
+        if self._live_shown and self._prefilled is None:
+            self.card_prefill.set(value, detail)
 
     def on_prefilled(self, ev: P.Prefilled) -> None:
         """The prefill phase ended (first token): its cards are final now, the KV cache starts growing."""

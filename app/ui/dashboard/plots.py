@@ -34,6 +34,9 @@ def make_plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
     w.setMenuEnabled(False)
     w.setMouseEnabled(x=False, y=False)
     w.hideButtons()
+    # A plot takes no keys (no zoom, no pan): no Tab stop, which would show no focus either
+    w.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+    w.viewport().setFocusPolicy(Qt.FocusPolicy.NoFocus)
     for name in ("left", "bottom"):
         # Units are in the axis titles: pyqtgraph's automatic "(x0.001)" on a range under 1 only confuses.
         w.getAxis(name).enableAutoSIPrefix(False)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import collections
 
 import pyqtgraph as pg
-from PySide6.QtWidgets import QGridLayout, QGroupBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGroupBox, QVBoxLayout, QWidget
 
 from app.core.metrics.serve_traffic import Traffic
-from app.ui.dashboard.cards import Card, fmt
+from app.ui.dashboard.cards import Card, CardGrid, fmt
 from app.ui.dashboard.plots import make_plot, nice_ceiling, restyle_plot
 from app.ui.toolkit import theme
 
@@ -42,12 +42,8 @@ class ServerTrafficPanel(QGroupBox):
         self.card_kv = Card("KV cells", None, "Cells held by all sequences (finished slots' cached prefixes "
                             "included) and their share of the server's context")
         self.cards = [self.card_flight, self.card_rate, self.card_ttft, self.card_kv]
-        grid = QGridLayout()
-        grid.setSpacing(6)
-        for i, card in enumerate(self.cards):
-            grid.addWidget(card, i // 2, i % 2)
         lay = QVBoxLayout(self)
-        lay.addLayout(grid)
+        lay.addWidget(CardGrid(self.cards, max_columns=2))  # one column when two would cut the numbers
         self.plot = make_plot("Aggregate decode tok/s (server)", "tok/s", "s ago")
         self.curve = self.plot.plot([], [], pen=pg.mkPen(theme.DECODE, width=2))
         lay.addWidget(self.plot)

@@ -81,6 +81,7 @@ class Dashboard(QWidget, LiveReply):
         self.n_ubatch = 512
         self._live_times: list[float] = []  # the reply being written: its token times so far
         self._prefilled: P.Prefilled | None = None  # this reply's prefill, known from its first token
+        self._prefill_progress: tuple[str, str] | None = None  # (value, detail) of a long prefill so far
         self._reply_started: float | None = None
         self._live_shown = False  # the reply being written is the shown chat's: its numbers are on the cards
         self._itl_drawn_at = 0.0

@@ -52,6 +52,7 @@ class EngineQt(RemoteConnecting, QObject):
     reasoning = Signal(str, str)  # request_id, thinking text of the batch (sent before that batch's tokens)
     done = Signal(object)  # P.Done
     prefilled = Signal(object)  # P.Prefilled: a reply's prefill numbers, at its first token
+    prefill_progress = Signal(object)  # P.PrefillProgress: a long prefill's chunks, before the first token
     error = Signal(object)  # P.Error
     stats = Signal(object)  # P.Stats
     bench_result = Signal(object)  # P.BenchResult
@@ -313,6 +314,8 @@ class EngineQt(RemoteConnecting, QObject):
             self.done.emit(event)
         elif isinstance(event, P.Prefilled):
             self.prefilled.emit(event)
+        elif isinstance(event, P.PrefillProgress):
+            self.prefill_progress.emit(event)
         elif isinstance(event, P.Stats):
             self._stats_sent_at = None
             self.stats.emit(event)

@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 from app.core.bench.batch_roofline import BatchRoofline
 from app.core.bench.batch_sweep import BatchSweepRow
 from app.engine import protocol as P
-from app.ui.dashboard.plots import make_plot
+from app.ui.dashboard.plots import make_plot, restyle_plot
 from app.ui.lab.length_fields import parse_lengths
 from app.ui.toolkit import theme
 from app.ui.toolkit.background import BackgroundJob, run_in_background
@@ -54,20 +54,30 @@ class BatchLabResult:
 
 
 def measure(base: P.LoadConfig, counts: list[int], tokens: int, rounds: int, progress: Any,
-            cancelled: Any) -> BatchLabResult:
-    """The sweep and its prediction (runs on a worker thread)."""
+            cancelled: Any, partial: Callable[[BatchLabResult], None] | None = None) -> BatchLabResult:
+    """The sweep and its prediction (runs on a worker thread); `partial` gets the result so far after each
+    measured count (the prediction is known first: the charts show it from the start)."""
     from app.core.bench.batch_roofline import batch_roofline
     from app.core.bench.batch_sweep import build_rows, finding, machine_rates, predicted_curve
     from app.core.gguf.info import inspect_gguf
-    from app.engine.batch.sweep import measure_batch
+    from app.engine.batch.sweep import MeasuredPoint, measure_batch
 
-    points = measure_batch(base, counts, tokens, rounds, progress, cancelled)
-    measured = [(p.streams, p.aggregate_tps) for p in points]
     rates = machine_rates(base.n_threads)
     predicted, calibrated = predicted_curve(base.model_path, counts, rates, tokens=tokens)
-    roof = batch_roofline(inspect_gguf(base.model_path), rates, predicted, dict(measured))
-    return BatchLabResult(build_rows(measured, predicted), roof, finding(measured), calibrated,
-                          bool(cancelled()) and len(points) < len(counts))
+    info = inspect_gguf(base.model_path)
+
+    def result(points: list[MeasuredPoint], final: bool) -> BatchLabResult:
+        measured = [(p.streams, p.aggregate_tps) for p in points]
+        roof = batch_roofline(info, rates, predicted, dict(measured))
+        return BatchLabResult(build_rows(measured, predicted), roof, finding(measured) if final else "",
+                              calibrated, final and bool(cancelled()) and len(points) < len(counts))
+
+    def so_far(points: list[MeasuredPoint]) -> None:
+        if partial is not None:
+            partial(result(points, final=False))
+
+    points = measure_batch(base, counts, tokens, rounds, progress, cancelled, measured=so_far)
+    return result(points, final=True)
 
 
 def _plot(title: str, left: str, bottom: str, log: bool) -> pg.PlotWidget:
@@ -82,6 +92,7 @@ def _plot(title: str, left: str, bottom: str, log: bool) -> pg.PlotWidget:
 
 class BatchLabPanel(QWidget):
     progressed = Signal(int, int, str)
+    partial = Signal(object)  # BatchLabResult of the counts measured so far
     finished = Signal(object)  # BatchLabResult
     failed = Signal(str)
 
@@ -90,6 +101,7 @@ class BatchLabPanel(QWidget):
         self.base: P.LoadConfig | None = None
         self.base_provider: Callable[[], P.LoadConfig] | None = None  # the Lab page's model, asked at Run
         self.result: BatchLabResult | None = None
+        self.shown: BatchLabResult | None = None  # drawn now: the finished result or the counts so far
         self._job: BackgroundJob | None = None
         self._cancel = threading.Event()
         self.streams = QLineEdit("1,2,4,8,16")
@@ -141,6 +153,7 @@ class BatchLabPanel(QWidget):
         self.run_button.clicked.connect(lambda: self.start())
         self.cancel_button.clicked.connect(self.cancel)
         self.progressed.connect(self._on_progress)
+        self.partial.connect(self._on_partial)
         self.finished.connect(self.show_result)
         self.failed.connect(self._on_failed)
 
@@ -171,7 +184,7 @@ class BatchLabPanel(QWidget):
         self.status.setText("Starting the batch engine…")
 
         def work() -> BatchLabResult:
-            return measure(base, counts, tokens, rounds, self._progress, cancel.is_set)
+            return measure(base, counts, tokens, rounds, self._progress, cancel.is_set, self._partial)
 
         self._job = run_in_background(self, work, self._done, self._error, name="batch-lab")
 
@@ -190,6 +203,12 @@ class BatchLabPanel(QWidget):
     def _progress(self, i: int, n: int, label: str) -> None:
         try:
             self.progressed.emit(i, n, label)
+        except RuntimeError:  # the panel is gone
+            pass
+
+    def _partial(self, result: BatchLabResult) -> None:
+        try:
+            self.partial.emit(result)
         except RuntimeError:  # the panel is gone
             pass
 
@@ -212,8 +231,24 @@ class BatchLabPanel(QWidget):
         self.status.setText(f"The batching sweep failed: {message}")
 
     # ------------------------------------------------------------------ drawing
+    def _on_partial(self, result: BatchLabResult) -> None:
+        """The counts measured so far, drawn while the sweep goes on."""
+        if self.running:
+            self.shown = result
+            self._draw_rates(result)
+            self._draw_roofline(result.roofline)
+
+    def restyle(self) -> None:
+        """The theme changed: both plots in its colours, redrawn."""
+        c = theme.colors()
+        for plot in (self.plot_rate, self.plot_roof):
+            restyle_plot(plot, c.base, c.muted, c.text)
+        if self.shown is not None:
+            self._draw_rates(self.shown)
+            self._draw_roofline(self.shown.roofline)
+
     def show_result(self, result: BatchLabResult) -> None:
-        self.result = result
+        self.result = self.shown = result
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         self.progress.setValue(self.progress.maximum())

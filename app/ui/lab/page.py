@@ -1,7 +1,8 @@
 """The Lab page: run benchmark sweeps on this machine (or a remote server) and see which phase dominates.
 
 Every sweep ends with a chart (app.charts.sweep_chart, the same one `roofline sweep --png` saves) and a
-one-sentence finding computed from the data.
+one-sentence finding computed from the data; the chart is drawn from the first measurement on, growing as
+the points come. The charts follow the theme (`restyle`).
 
 Where llama.cpp runs: in a measuring engine owned by the window's EngineQt (`EngineQt.measuring_engine`:
 a second engine process, not the chat's, because a sweep reloads the model per configuration; see there),
@@ -40,6 +41,7 @@ from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.engine.remote.backend import RemoteClient
 from app.engine.sweep_backend import EngineSweepBackend, RemoteSweepBackend
+from app.ui.dashboard.plots import restyle_plot
 from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.lab.batch import BatchLabPanel
 from app.ui.lab.length_fields import LengthFieldsCheck, parse_lengths
@@ -51,6 +53,7 @@ class LabPage(QWidget):
     """Sweeps with progress and cancel. `finished(SweepResult)` / `failed(str)` for the window and tests."""
 
     progressed = Signal(int, int, str)
+    partial = Signal(object)  # SweepResult of the measurements so far
     finished = Signal(object)
     failed = Signal(str)
 
@@ -62,6 +65,7 @@ class LabPage(QWidget):
         # for a page on its own, a handle of the page's whose chat engine is never started.
         self.engine = engine if engine is not None else EngineQt(self)
         self.result: SweepResult | None = None
+        self.shown: SweepResult | None = None  # what the chart shows: the finished result or the points so far
         self._job: BackgroundJob | None = None
         self._cancel = threading.Event()
         self.load_overrides: dict[str, Any] = {}  # e.g. the tuned threads/n_ubatch, set by the window
@@ -128,6 +132,7 @@ class LabPage(QWidget):
         self.export_button.clicked.connect(self._export_dialog)
         self.kind.currentIndexChanged.connect(self._kind_changed)
         self.progressed.connect(self._on_progress)
+        self.partial.connect(self._on_partial)
         self.finished.connect(self._on_finished)
         self.failed.connect(self._on_failed)
         self._kind_changed()
@@ -223,11 +228,17 @@ class LabPage(QWidget):
         except RuntimeError:  # the page was deleted while the sweep ran: nobody to tell
             pass
 
+    def _partial(self, result: SweepResult) -> None:
+        try:
+            self.partial.emit(result)  # queued to the GUI thread
+        except RuntimeError:  # the page was deleted while the sweep ran
+            pass
+
     def _sweep_local(self, base: P.LoadConfig, kind: str, steps: list[Any], reps: int,
                      cancel: threading.Event) -> SweepResult:
         with self.engine.measuring_engine() as client:
             result = run_sweep(kind, steps, EngineSweepBackend(client, base, cancel), reps, self._progress,
-                               cancel.is_set)
+                               cancel.is_set, self._partial)
         if kind == "offload" and result.points:  # the picker's curve beside the measured one
             from app.core.bench.sweeps import attach_offload_prediction
             from app.core.predict.recommend import Machine, decode_at_offload
@@ -241,7 +252,8 @@ class LabPage(QWidget):
                       cancel: threading.Event) -> SweepResult:
         with RemoteClient(url, timeout=120) as client:
             client.connect()
-            return run_sweep(kind, steps, RemoteSweepBackend(client, cancel), reps, self._progress, cancel.is_set)
+            return run_sweep(kind, steps, RemoteSweepBackend(client, cancel), reps, self._progress, cancel.is_set,
+                             self._partial)
 
     # ------------------------------------------------------------------ GUI thread
     def _sweep_done(self, result: SweepResult) -> None:
@@ -258,6 +270,20 @@ class LabPage(QWidget):
         if label not in ("done", "cancelled"):
             self.status.setText(f"Measuring {label}  ({i + 1} of {n})")
 
+    def _on_partial(self, result: SweepResult) -> None:
+        """The points measured so far, drawn while the sweep goes on (the finding waits for the end)."""
+        if self.running:
+            self.shown = result
+            draw_result(self.plot, result, theme.colors())
+
+    def restyle(self) -> None:
+        """The theme changed: the charts' background, axes and labels in its colours, redrawn."""
+        c = theme.colors()
+        restyle_plot(self.plot, c.base, c.muted, c.text)
+        if self.shown is not None:
+            draw_result(self.plot, self.shown, c)
+        self.batch_lab.restyle()
+
     def _on_finished(self, result: SweepResult) -> None:
         self.result = result
         self.run_button.setEnabled(True)
@@ -266,6 +292,7 @@ class LabPage(QWidget):
         self.status.setText(("Cancelled. " if result.cancelled else "Done. ") +
                             f"{len(result.measurements)} measurements; {result.backend.get('timing', '')}.")
         self.finding.setText(result.finding)
+        self.shown = result
         draw_result(self.plot, result, theme.colors())
 
     def _on_failed(self, message: str) -> None:

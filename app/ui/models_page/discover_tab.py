@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt
@@ -33,6 +34,7 @@ from app.core.gguf import remote_header
 from app.core.gguf.remote_header import VariantAssessment
 from app.core.hub import downloads
 from app.core.hub import listing as hub
+from app.core.hub.files import destination
 from app.core.metrics.phase import fmt_bytes
 from app.ui.models_page.discover_picks import RecommendedPicks
 from app.ui.models_page.page_base import PageBase
@@ -150,16 +152,42 @@ class DiscoverTab(PageBase):
         rows = self.variant_view.selectionModel().selectedRows()
         return self.variant_model.row(rows[0]) if rows else None
 
+    def local_copy(self, a: VariantAssessment) -> Path | None:
+        """Where this variant of the open repository is in the models folder, if it was downloaded."""
+        rv = self.current_repo
+        if rv is None or not a.files:
+            return None
+        try:
+            dest = destination(paths.models_dir(), rv.repo_id, a.files[0])
+        except ValueError:
+            return None
+        return dest if dest.is_file() else None
+
+    def mark_downloaded(self) -> None:
+        """The open repository's variants already in the models folder: marked in the list; Download on
+        one of them becomes Load."""
+        rows: list[VariantAssessment] = self.variant_model.rows
+        self.variant_model.set_downloaded({a.files[0] for a in rows if self.local_copy(a) is not None})
+        self._update_download_button()
+
     def _update_download_button(self) -> None:
-        chosen = self.selected_variant() is not None
-        self.download_btn.setEnabled(chosen)
-        self.download_btn.setToolTip("Download the selected quantization into the models folder" if chosen else
-                                     "Pick a repository, then one of its quantizations, to download it")
+        a = self.selected_variant()
+        here = self.local_copy(a) if a is not None else None
+        self.download_btn.setEnabled(a is not None)
+        self.download_btn.setText("Load" if here is not None else "Download")
+        self.download_btn.setToolTip(
+            f"Downloaded already ({here}): load it to chat with it" if here is not None else
+            "Download the selected quantization into the models folder" if a is not None else
+            "Pick a repository, then one of its quantizations, to download it")
 
     def download_selected(self) -> downloads.Job | None:
         a = self.selected_variant()
         rv = self.current_repo
         if a is None or rv is None:
+            return None
+        here = self.local_copy(a)
+        if here is not None:  # downloaded already: the button says Load
+            self.model_chosen.emit(str(here))
             return None
         variant = next((v for v in rv.variants if v.quant == a.quant and v.first.path == a.files[0]), None)
         if variant is None:
@@ -198,6 +226,7 @@ class DiscoverTab(PageBase):
                               note="reading the file header…") for v in rv.variants])
         self.variant_title.setText(f"<b>{rv.repo_id}</b> — {len(rv.variants)} quantizations; "
                                    "reading their headers (first megabytes only)…")
+        self.mark_downloaded()
         if rv.variants:
             self._assess(rv)
 
@@ -205,6 +234,7 @@ class DiscoverTab(PageBase):
         rv, rows = assessed
         self.current_repo = rv
         self.variant_model.set_rows(rows)
+        self.mark_downloaded()
         best = next((r for r in rows if r.recommended), None)
         sentence = str(best.detail.get("sentence", "")) if best else ""
         self.variant_title.setText(

@@ -1,6 +1,6 @@
 """The Models page's download list: progress, speed and ETA per file, pause / resume / cancel; downloads left
-unfinished by an earlier run show up paused, ready to resume. The download manager's own thread does the
-work; its updates reach the table through queued signals."""
+unfinished by an earlier run show up paused, ready to resume; a finished one is selected, with Load one click
+away. The download manager's own thread does the work; its updates reach the table through queued signals."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ class DownloadBridge(QObject):
 class DownloadsPanel(PageBase):
     """The download list's widgets and actions (a part of ModelsPage)."""
 
+    def mark_downloaded(self) -> None: ...  # DiscoverTab's: the hub list marks what is here now
+
     def _build_downloads(self) -> QWidget:
         w = QWidget()
         self.downloads_view = make_table(self.downloads_model)
@@ -42,10 +44,12 @@ class DownloadsPanel(PageBase):
         self.resume_btn.clicked.connect(lambda: self._on_job(self.manager.resume))
         self.cancel_btn = QPushButton("Cancel")
         self.cancel_btn.clicked.connect(lambda: self._on_job(self.manager.cancel))
+        self.load_btn = QPushButton("Load")  # a finished download, to chat with in one click
+        self.load_btn.clicked.connect(self.load_selected_download)
         row = QHBoxLayout()
         row.addWidget(QLabel("Downloads"))
         row.addStretch(1)
-        for b in (self.pause_btn, self.resume_btn, self.cancel_btn):
+        for b in (self.load_btn, self.pause_btn, self.resume_btn, self.cancel_btn):
             row.addWidget(b)
         lay = QVBoxLayout(w)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -71,6 +75,26 @@ class DownloadsPanel(PageBase):
         self.pause_btn.setEnabled(state in ("queued", "downloading", "resuming"))
         self.resume_btn.setEnabled(state in ("paused", "failed"))
         self.cancel_btn.setEnabled(state in ("queued", "downloading", "resuming", "paused", "failed"))
+        done = state == "done" and job is not None and job.task.dest.is_file()
+        self.load_btn.setEnabled(done)
+        self.load_btn.setToolTip(f"Load {job.task.dest.name} to chat with it" if done and job else
+                                 "Select a finished download to load it")
+
+    def load_selected_download(self) -> None:
+        job = self.selected_job()
+        if job is not None and job.progress.state == "done" and job.task.dest.is_file():
+            self.model_chosen.emit(str(job.task.dest))
+
+    def download_finished(self, job_id: str) -> None:
+        """A download is complete: it is selected (Load is one click away), the Discover list marks it, and
+        the status line says so."""
+        for i, job in enumerate(self.downloads_model.jobs):
+            if job.id == job_id and job.progress.state == "done":
+                if self.selected_job() is None or self.selected_job() is job:
+                    self.downloads_view.selectRow(i)
+                self.set_status(f"Downloaded {job.task.dest.name}: press Load to chat with it.")
+        self.mark_downloaded()
+        self._update_download_buttons()
 
     def _load_pending(self) -> None:
         """Downloads left unfinished by an earlier run show up paused, ready to resume (one row per file)."""

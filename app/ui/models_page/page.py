@@ -34,6 +34,7 @@ class ModelsPage(LibraryTab, DiscoverTab, DownloadsPanel):
         self._dl_bridge.updated.connect(self.downloads_model.refresh)
         self._dl_bridge.updated.connect(self._update_download_buttons)
         self._dl_bridge.finished.connect(lambda _id: self.refresh_library())
+        self._dl_bridge.finished.connect(self.download_finished)  # selected, Load one click away
         self.manager = downloads.DownloadManager(on_update=lambda job: self._dl_bridge.updated.emit(job.id),
                                                  on_finished=lambda job: self._dl_bridge.finished.emit(job.id))
 

@@ -111,6 +111,13 @@ class VariantModel(_Table):
     HEADERS: ClassVar[list[str]] = ["Quant", "Size", "Fit", "Max context", "Prefill tok/s", "Decode tok/s",
                                     "Quality (KLD)", "Note"]
     BADGE_COLUMN = 2
+    downloaded: frozenset[str] = frozenset()  # first-file paths of the variants already in the models folder
+
+    def set_downloaded(self, first_files: set[str]) -> None:
+        """Mark these variants as downloaded ("✓", and "downloaded" in their note)."""
+        self.downloaded = frozenset(first_files)
+        if self.rowCount():
+            self.dataChanged.emit(self.index(0, 0), self.index(self.rowCount() - 1, len(self.HEADERS) - 1))
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         v: VariantAssessment | None = self.row(index)
@@ -120,15 +127,17 @@ class VariantModel(_Table):
         if role == Qt.ItemDataRole.DisplayRole:
             if v.error and col >= 2:
                 return "header unreadable" if col == 2 else (v.error if col == 7 else "")
+            here = bool(v.files) and v.files[0] in self.downloaded
             return [
-                ("★ " if v.recommended else "") + v.quant + (f"  ({len(v.files)} parts)" if len(v.files) > 1 else ""),
+                ("✓ " if here else "") + ("★ " if v.recommended else "") + v.quant
+                + (f"  ({len(v.files)} parts)" if len(v.files) > 1 else ""),
                 fmt_bytes(v.size),
                 v.verdict,
                 f"{v.max_context:,}" if v.max_context else "—",
                 fmt_rate(v.prefill_tps) if v.prefill_tps else "—",
                 fmt_rate(v.decode_tps) if v.decode_tps else "—",
                 f"{v.quality_kld:g}" if v.quality_kld is not None else "—",
-                ("recommended · " if v.recommended else "") + v.note,
+                ("downloaded · " if here else "") + ("recommended · " if v.recommended else "") + v.note,
             ][col]
         if role == Qt.ItemDataRole.FontRole and v.recommended:
             f = QFont()

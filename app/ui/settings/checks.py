@@ -70,6 +70,8 @@ class SettingsChecks:
         self.rules: list[tuple[QWidget, Callable[[], str | None]]] = []
 
     def _label_under(self, form: QFormLayout, field: QWidget) -> QLabel:
+        if field in self.labels:  # a second check on the field: its reasons share one label
+            return self.labels[field]
         label = QLabel("")
         label.setWordWrap(True)
         label.setStyleSheet(ERROR_STYLE)

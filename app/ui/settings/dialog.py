@@ -2,10 +2,12 @@
 batch sizes, the disk budget of saved chat caches, default sampling. Under the context and GPU-layers
 fields: what the choice costs in memory for the current model and the largest that fits
 (`settings_memory`). Returns a new Settings; the caller saves it and reloads the model if engine settings
-changed."""
+changed. A field the current model's preset also sets says so under it (the preset wins for that model),
+and a context that does not fit the current model blocks OK as any other problem does."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtWidgets import (
@@ -26,12 +28,14 @@ from PySide6.QtWidgets import (
 from app.core.config import paths
 from app.core.config.settings import MAX_THREADS, Settings
 from app.core.gguf.kv_types import KV_TYPE_LABELS
+from app.core.models.presets import preset_for
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.settings.checks import SettingsChecks
 from app.ui.settings.context_speed import ContextSpeed
 from app.ui.settings.memory import MemoryAdvisor
 
 AUTO = -2  # spin-box value that means "auto"/"default"
+NOTE_STYLE = "color: palette(placeholder-text);"
 
 
 class SettingsDialog(QDialog):
@@ -125,10 +129,12 @@ class SettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
         self._result: Settings | None = None
-        self._check_as_typed(form, buttons)
         self.advisor = MemoryAdvisor.for_model(model_path)
         self.speed = ContextSpeed(model_path, usage)  # decode speed as the context fills; the chats' use
         self.threads.valueChanged.connect(self._show_costs)
+        self.preset = preset_for(settings, model_path) if model_path else None
+        self._check_as_typed(form, buttons)
+        self._note_preset_wins(form, model_path)
         for spin in (self.n_ctx, self.gpu_layers):
             spin.valueChanged.connect(self._show_costs)
         self.kv_type.currentIndexChanged.connect(self._show_costs)
@@ -143,6 +149,7 @@ class SettingsDialog(QDialog):
         checks.rule(form, self.flash, lambda: "A quantized KV cache needs flash attention: choose auto or on."
                     if self.kv_type.currentData() != "f16" and self.flash.currentData() is False else None,
                     self.kv_type, self.flash)
+        checks.rule(form, self.n_ctx, self._context_problem, self.n_ctx, self.kv_type, self.gpu_layers)
         checks.rule(form, self.n_ubatch, lambda: f"At most the batch size ({self.n_batch.value()})."
                     if self.n_ubatch.value() > self.n_batch.value() else None, self.n_batch, self.n_ubatch)
         p = self.sampling
@@ -152,6 +159,37 @@ class SettingsDialog(QDialog):
             for field in (p.temperature, p.top_p, p.top_k, p.min_p, p.repeat_penalty, p.max_tokens):
                 checks.spin(sampling_form, field)
         checks.check()
+
+    def _context_problem(self) -> str | None:
+        """A context the advisor says does not fit the current model here blocks OK, unless that model's
+        preset sets its own context (then this value is not what it loads with)."""
+        if self.advisor is None or (self.preset is not None and self.preset.n_ctx is not None):
+            return None
+        ngl = None if self.gpu_layers.value() == AUTO else self.gpu_layers.value()
+        return self.advisor.context_problem(self.n_ctx.value(), self.kv_type.currentData(), ngl)
+
+    def _note_preset_wins(self, form: QFormLayout, model_path: str | None) -> None:
+        """Under each field the current model's preset also sets: that the preset's value is the one used."""
+        self.preset_notes: dict[QWidget, QLabel] = {}
+        if self.preset is None or not model_path:
+            return
+        name = Path(model_path).name
+        kv = self.preset.kv_cache_type
+        fields: list[tuple[QWidget, object]] = [
+            (self.threads, self.preset.threads), (self.n_ctx, self.preset.n_ctx),
+            (self.gpu_layers, self.preset.n_gpu_layers), (self.cpu_moe, self.preset.n_cpu_moe),
+            (self.kv_type, KV_TYPE_LABELS.get(kv, kv) if kv else None),
+            (self.flash, None if self.preset.flash_attn is None else ("on" if self.preset.flash_attn else "off")),
+        ]
+        for field, value in fields:
+            if value is None:
+                continue
+            note = QLabel(f"{name}'s preset sets {value}: that is what it loads with (Preset… to change it); "
+                          "this value is for models without one.")
+            note.setWordWrap(True)
+            note.setStyleSheet(NOTE_STYLE)
+            form.insertRow(SettingsChecks._row_of(form, field) + 1, "", note)
+            self.preset_notes[field] = note
 
     def _show_costs(self) -> None:
         if self.advisor is None:

@@ -41,22 +41,42 @@ class MemoryAdvisor:
             return 0
         return -1 if n_gpu_layers is None else n_gpu_layers
 
-    def context_text(self, n_ctx: int, kv_type: str, n_gpu_layers: int | None) -> str:
-        """The memory this context costs (KV cache and total) and the largest context that fits."""
+    def _estimate(self, n_ctx: int, kv_type: str, n_gpu_layers: int | None) -> tuple[Any, bool]:
+        """The memory estimate at this context and whether it fits the budget (ValueError: no estimate)."""
         from app.core.predict.memory import MemoryConfig, estimate_memory
-        from app.core.predict.recommend import max_context
 
         ngl = self._ngl(n_gpu_layers)
         has_gpu = ngl != 0
+        est = estimate_memory(self.info, MemoryConfig(n_ctx=n_ctx, type_k=kv_type, type_v=kv_type,
+                                                      n_gpu_layers=ngl), has_gpu=has_gpu)
+        fits = (est.cpu.total <= self.budget.ram and est.gpu.total <= self.budget.vram) if has_gpu else \
+            est.cpu.total <= self.budget.ram
+        return est, fits
+
+    def largest_context(self, kv_type: str, n_gpu_layers: int | None) -> int:
+        from app.core.predict.recommend import max_context
+
+        return max_context(self.info, kv_type, self._ngl(n_gpu_layers), self.budget)
+
+    def context_problem(self, n_ctx: int, kv_type: str, n_gpu_layers: int | None) -> str | None:
+        """Why this context cannot be loaded on this machine (the same verdict context_text shows), or None."""
         try:
-            est = estimate_memory(self.info, MemoryConfig(n_ctx=n_ctx, type_k=kv_type, type_v=kv_type,
-                                                          n_gpu_layers=ngl), has_gpu=has_gpu)
+            fits = self._estimate(n_ctx, kv_type, n_gpu_layers)[1]
+        except ValueError as exc:
+            return str(exc)
+        if fits:
+            return None
+        return (f"{n_ctx:,} tokens do not fit this machine with this model: at most "
+                f"{self.largest_context(kv_type, n_gpu_layers):,} with a {kv_type} cache.")
+
+    def context_text(self, n_ctx: int, kv_type: str, n_gpu_layers: int | None) -> str:
+        """The memory this context costs (KV cache and total) and the largest context that fits."""
+        try:
+            est, fits = self._estimate(n_ctx, kv_type, n_gpu_layers)
         except ValueError as exc:
             return str(exc)
         where = f"RAM {fmt_bytes(est.cpu.total)}" + (f", GPU {fmt_bytes(est.gpu.total)}" if est.gpu.total else "")
-        fits = (est.cpu.total <= self.budget.ram and est.gpu.total <= self.budget.vram) if has_gpu else \
-            est.cpu.total <= self.budget.ram
-        largest = max_context(self.info, kv_type, ngl, self.budget)
+        largest = self.largest_context(kv_type, n_gpu_layers)
         verdict = "fits" if fits else "does NOT fit"
         trained = f" (trained: {self.info.n_ctx_train:,})" if self.info.n_ctx_train else ""
         return (f"KV cache {fmt_bytes(est.kv_bytes)} ({kv_type}) · in all {where}: {verdict} this machine\n"

@@ -11,7 +11,7 @@ measurements, so tests can assert that a resize settles in a bounded number of t
 The view loads nothing by itself: every resource (image, style sheet) resolves to an empty placeholder,
 including `data:` URLs and local files (QTextDocument would otherwise read `![x](/dev/zero)` until it runs out
 of memory). Links open only on click, only http(s), through the desktop's URL handler; hovering one shows
-its real target.
+its real target. A code block's Copy link (`copy:N`) is answered by `copy_requested(N)`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from PySide6.QtCore import QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QCursor, QDesktopServices, QImage, QTextDocument, QTextOption
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QToolTip, QWidget
 
+from app.ui.chat.code_blocks import COPY_SCHEME
 from app.ui.chat.markdown_render import is_web_link
 from app.ui.toolkit.safe_text import tooltip_html
 
@@ -38,6 +39,7 @@ def _placeholder_image() -> QImage:
 class FittedTextView(QTextBrowser):
     link_opened = Signal(QUrl)  # after a web link was handed to the desktop (tests, status)
     link_refused = Signal(QUrl)
+    copy_requested = Signal(int)  # a code block's Copy link (app/ui/chat/code_blocks.py): its index
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -110,7 +112,9 @@ class FittedTextView(QTextBrowser):
         return ""
 
     def _anchor_clicked(self, url: QUrl) -> None:
-        if is_web_link(url.toString()):
+        if url.scheme() == COPY_SCHEME and url.path().isdigit():
+            self.copy_requested.emit(int(url.path()))
+        elif is_web_link(url.toString()):
             QDesktopServices.openUrl(url)
             self.link_opened.emit(url)
         else:
@@ -119,5 +123,8 @@ class FittedTextView(QTextBrowser):
     def _show_target(self, url: QUrl) -> None:
         if url.isEmpty():
             QToolTip.hideText()
+            return
+        if url.scheme() == COPY_SCHEME:
+            QToolTip.showText(QCursor.pos(), "Copy this code to the clipboard", self)
             return
         QToolTip.showText(QCursor.pos(), tooltip_html(url.toString()), self)

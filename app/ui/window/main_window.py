@@ -35,9 +35,11 @@ from app.core.chat import trash as chat_trash
 from app.core.chat.store import ChatStore
 from app.core.chat.store_recovery import OpenedStore, open_chat_store
 from app.core.config import settings as settings_mod
+from app.ui.chat.context_meter import ContextMeter
 from app.ui.chat.conversation_list import ConversationPanel
 from app.ui.chat.export_dialog import ExportControl
 from app.ui.chat.message_view import InputBox, MessageView
+from app.ui.chat.prefill_progress import PrefillProgressView
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.chat.session import ChatSession
 from app.ui.chat.thinking_box import connect_thinking
@@ -194,6 +196,9 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
             b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + 16)
             buttons.addWidget(b)
         buttons.addStretch(1)
+        self.context_label = QLabel("")  # the context meter (app/ui/chat/context_meter.py)
+        self.context_label.setMinimumWidth(1)  # a small window cuts it (its tooltip has it), never the buttons
+        buttons.addWidget(self.context_label)
         self.hint_label = QLabel("")
         self.hint_label.setMinimumWidth(1)  # a long hint is cut (its tooltip has it), never the buttons
         self.hint_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -236,6 +241,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self._add_toolbar_actions(tb)
         self.addToolBar(tb)
         self.serve_switch = ServeSwitch(self, tb)  # `roofline serve` on the loaded model, from the toolbar
+        self.menus.add_model_menu(tb)  # the same actions in a menu, and each button a Tab stop
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
         # a narrowed window: the chat keeps its room first, the toolbar its buttons
         self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)
@@ -249,7 +255,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.menus = WindowMenus(self)
         tb.addAction(self.menus.settings)
         self.model_preset = ModelPresetControl(self)  # the chosen model's preset: applied on load, edited here
-        tb.addAction("Preset…", self.model_preset.open_dialog).setToolTip("Settings for this model file")
+        self.preset_action = tb.addAction("Preset…", self.model_preset.open_dialog)
+        self.preset_action.setToolTip("Settings for this model file")
         self.draft_control = DraftModelControl(self)  # speculative decoding with a small model of the same family
         self.draft_action = tb.addAction("Draft model…", self.draft_control.open_dialog)
         self.draft_action.setToolTip("Speculative decoding: a small model with the same vocabulary drafts tokens")
@@ -294,6 +301,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.engine.stats.connect(self._stats)
         self.dashboard.live_kv_changed.connect(self._live_kv)
         self.too_long_flow = TooLongFlow(self)  # a message over the context: the ways out
+        self.prefill_view = PrefillProgressView(self)  # a long prompt's prefill as it goes
+        self.context_meter = ContextMeter(self, self.context_label)  # the chat + draft against the context
 
     def _follow_system_theme(self) -> None:
         """Apply the system's light or dark scheme now and whenever it changes."""
@@ -347,6 +356,10 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.banner.restyle()
         self.message_view.restyle()
         self.dashboard.restyle()
+        # the Lab page is built on first visit (a later one starts in the theme of the moment)
+        lab_restyle = getattr(self.lab_page.widget, "restyle", None)
+        if callable(lab_restyle):
+            lab_restyle()
 
     def _restore_window(self) -> None:
         w = self.settings.window

@@ -1,5 +1,6 @@
 """The window's menu bar, with the shortcuts desktop users expect (File: New chat Ctrl+N, Settings Ctrl+,,
-Quit Ctrl+Q; Edit: Find chats Ctrl+F; View: the dashboard and a System/Light/Dark theme, saved in the settings)."""
+Quit Ctrl+Q; Edit: Find chats Ctrl+F; View: the dashboard and a System/Light/Dark theme, saved in the settings;
+Model: Reload Ctrl+R, Eject, Preset…, Draft model…, Serve)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QToolBar, QToolButton
 
 from app.ui.toolkit import theme
 
@@ -58,6 +60,25 @@ class WindowMenus:
         action.triggered.connect(slot)
         self.win.addAction(action)  # shortcuts work with the menu bar hidden (a native menu bar) too
         return action
+
+    def add_model_menu(self, toolbar: QToolBar) -> None:
+        """A Model menu with the toolbar's model actions (Reload Ctrl+R, Eject, Preset…, Draft model…, Serve),
+        and each toolbar button a Tab stop: keyboard users reach all of them both ways. Called once the
+        toolbar holds its actions; the menu's items are the same actions, enabled and checked as they are."""
+        win = self.win
+        model_menu = win.menuBar().addMenu("&Model")
+        manager = win.model_manager
+        manager.reload_action.setShortcut(QKeySequence("Ctrl+R"))
+        win.addAction(manager.reload_action)
+        model_menu.addActions([manager.reload_action, manager.eject_action])
+        model_menu.addSeparator()
+        model_menu.addActions([win.preset_action, win.draft_action])
+        model_menu.addSeparator()
+        model_menu.addAction(win.serve_switch.action)
+        for action in toolbar.actions():
+            button = toolbar.widgetForAction(action)
+            if isinstance(button, QToolButton):
+                button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
 
     def focus_search(self) -> None:
         """Ctrl+F: to the chat search, from any page, with its text selected to type over."""

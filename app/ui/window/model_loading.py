@@ -127,8 +127,14 @@ class ModelLoading(WindowBase):
             self.load_model(Path(last))
             return
         self.state_label.setText("engine: preparing the default model…")
-        self._default_job = run_in_background(self, _prepare_default_model, self.load_model,
+        self._default_job = run_in_background(self, _prepare_default_model, self._default_model_ready,
                                               self._default_model_failed, name="default-model")
+
+    def _default_model_ready(self, model: Path) -> None:
+        """The default model is on disk now (a first start assembled it): list it again so the selector
+        reads its header (size, quantization, verdict and advice), then load it."""
+        self._refresh_model_selector()
+        self.load_model(model)
 
     def _default_model_failed(self, exc: BaseException) -> None:
         self.banner.show_message(f"The default model could not be prepared: {exc}")

@@ -22,7 +22,7 @@ from app.core.sampling.constraint import TokenConstraint, grammar_timings
 from app.core.sampling.logprobs import logprob_entry
 from app.engine import protocol as P
 from app.engine.llama.context_overflow import ContextOverflow, context_limit, fit_prompt
-from app.engine.llama.decoding import plain_tokens
+from app.engine.llama.decoding import plain_tokens, prefill_progress
 from app.engine.llama.draft_model import DraftModelLookup
 from app.engine.llama.grammar_vocab import constraint_for
 from app.engine.llama.live import prefilled_event
@@ -121,8 +121,14 @@ def run_generation(engine: Engine, req: P.Generate) -> None:
     sampler = _sampler(engine.llm, req.sampling, constraint_for(engine.llm, req.grammar), req.logprobs)
     run = _start(engine, req, tokens, t_request, restored)
     gen, lookup = _token_source(engine, req, tokens, overflow, sampler)
+    t_prefill = time.monotonic()
+
+    def progress(done: int, total: int) -> None:  # a long prompt's prefill, chunk by chunk
+        send(P.PrefillProgress(req.request_id, done, total, (time.monotonic() - t_prefill) * 1000.0))
+
     try:
-        _decode(engine, run, gen, max_tokens)
+        with prefill_progress(progress):  # the token sources prefill at their first next()
+            _decode(engine, run, gen, max_tokens)
     finally:
         gen.close()
         run.token_out.flush()  # whatever was streamed reaches the app, even if an error follows

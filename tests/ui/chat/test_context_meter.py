@@ -1,0 +1,52 @@
+"""The context meter at the input (issue 32, context meter): before anything is sent it shows the chat and
+the message being typed against the model's context, grows as the user types, counts the chat's tokens from
+its last reply's metrics once there is one, and warns when the message will not fit."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+import chat_drive
+from app.ui.toolkit import theme
+
+OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+
+
+def shown_tokens(window, qtbot) -> int:
+    qtbot.wait(200)  # the meter follows typing after a short pause
+    QApplication.processEvents()
+    label = window.context_label
+    assert label.isVisible()
+    found = re.search(r"context ≈ ([\d,]+) of 512 tokens", label.text())  # the fake engine's 512 context
+    assert found, label.text()
+    return int(found.group(1).replace(",", ""))
+
+
+def test_the_meter_follows_the_draft_and_the_chat(window, qtbot) -> None:
+    window.new_chat()
+    assert shown_tokens(window, qtbot) == 0
+    qtbot.keyClicks(window.input, "word " * 40)  # 200 characters: about 50 tokens
+    typed = shown_tokens(window, qtbot)
+    assert 30 <= typed <= 70
+    rid = chat_drive.send(window, "x" * 100)
+    chat_drive.prefilled(window, rid)
+    chat_drive.tokens(window, rid, "Hi", " there")
+    chat_drive.done(window, rid, prompt_tokens=120, tokens=30)  # the engine held 120 + 30 for this chat
+    assert shown_tokens(window, qtbot) == 150  # measured: nothing typed yet
+    assert "measured" in window.context_label.toolTip()
+    qtbot.keyClicks(window.input, "y" * 40)
+    more = shown_tokens(window, qtbot)
+    assert more > 150
+
+
+def test_a_message_over_the_context_is_said_before_sending(window, qtbot) -> None:
+    window.new_chat()
+    window.input.setPlainText("long words " * 300)  # ~3300 characters: ~825 tokens for a 512 context
+    assert shown_tokens(window, qtbot) > 512
+    assert "will not fit" in window.context_label.text()
+    assert theme.WARN.lower() in window.context_label.styleSheet().lower()
+    assert not window.session.busy  # nothing was sent
