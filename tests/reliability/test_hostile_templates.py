@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chat import template_sandbox
+from app.core.chat import template_budget
 from app.core.chat.templates import ChatTemplate, ChatTemplateError, render
 from app.engine import limits
 from app.engine import protocol as P
@@ -81,14 +81,14 @@ def test_the_step_budget_counts_loop_items(monkeypatch: pytest.MonkeyPatch) -> N
     template = ChatTemplate("gguf", "gguf", jinja=source)
     monkeypatch.setattr("app.core.chat.templates.MAX_RENDER_SECONDS", 3600.0)
     assert render(template, MESSAGES) == "x"  # 300k loop items fit the default budget...
-    monkeypatch.setattr(template_sandbox, "MAX_STEPS", 200_000)
+    monkeypatch.setattr(template_budget, "MAX_STEPS", 200_000)
     with pytest.raises(ChatTemplateError, match="too many steps"):
         render(template, MESSAGES)  # ...and a smaller budget stops them
 
 
 def test_the_wall_clock_is_checked_inside_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("app.core.chat.templates.MAX_RENDER_SECONDS", 0.0)
-    monkeypatch.setattr(template_sandbox, "MAX_STEPS", 10**12)
+    monkeypatch.setattr(template_budget, "MAX_STEPS", 10**12)
     t0 = time.monotonic()
     with pytest.raises(ChatTemplateError, match="ran longer than"):
         render(ChatTemplate("gguf", "gguf", jinja=SPINNING["silent nested loops"]), MESSAGES)

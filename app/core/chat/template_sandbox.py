@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import update_wrapper, wraps
 from typing import Any
@@ -40,79 +38,12 @@ from jinja2.lexer import TokenStream
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
 
 from app.core.chat import template_compile, template_sizes
+from app.core.chat.template_budget import MAX_PIECE, SMALL, check_clock, expect, produce, tick
 from app.core.chat.template_sizes import field_size, filter_size, percent_size
 
-MAX_STEPS = 1_000_000  # a real template takes a few dozen steps a message
-MAX_CHARS = 16_000_000  # characters produced by all checked operations in one render
-MAX_PIECE = 4_000_000  # the longest single string or list one operation may produce
 MAX_REPEAT = 100_000  # 'x' * n, [..] * n, str.center(n), format widths
 MAX_INT_BITS = 4096  # integers past ~1200 decimal digits are not chat formatting
-_SMALL = 1024  # results up to this size are not accounted for (the step budget bounds how many there are)
-_CLOCK_EVERY = 64  # steps between clock checks (time.thread_time is cheap but not free)
 MAX_DATE_FORMAT = 256  # a date format in a chat template is a few directives; each expands to < 64 characters
-
-
-class _Budget:
-    # Seconds of this thread's CPU time, not of the wall clock: a runaway template burns CPU either way, while a
-    # normal one on a busy machine (other apps, a build, the decode of other streams) is not taken for hostile.
-    def __init__(self, seconds: float, steps: int):
-        self.deadline = time.thread_time() + seconds
-        self.steps_left = steps
-        self.chars_left = MAX_CHARS
-        self.seconds = seconds
-
-
-_local = threading.local()
-
-
-def _budget() -> _Budget | None:
-    return getattr(_local, "budget", None)
-
-
-def start_budget(seconds: float, steps: int | None = None) -> None:
-    """Give the renders that follow on this thread `seconds` of CPU time and `steps` (default
-    MAX_STEPS) steps."""
-    _local.budget = _Budget(seconds, MAX_STEPS if steps is None else steps)
-
-
-def end_budget() -> None:
-    _local.budget = None
-
-
-def tick() -> None:
-    b = getattr(_local, "budget", None)
-    if b is None:
-        return
-    b.steps_left -= 1
-    if b.steps_left < 0:
-        raise SecurityError("the template ran too many steps")
-    if b.steps_left % _CLOCK_EVERY == 0:
-        check_clock()
-
-
-def check_clock() -> None:
-    """The render's clock (its thread's CPU time), also checked from inside long scans and before big allocations."""
-    b = _budget()
-    if b is not None and time.thread_time() > b.deadline:
-        raise SecurityError(f"the template ran longer than {b.seconds:g} s")
-
-
-def expect(n: int, what: str) -> None:
-    """Refuse an operation about to produce at most `n` characters (or items) when they would not fit; what it
-    really makes is accounted for afterwards."""
-    b = _budget()
-    if n > MAX_PIECE or (b is not None and n > b.chars_left):
-        raise SecurityError(f"{what} would make a value of {n:,} characters" if n > MAX_PIECE
-                            else "the template produced too much text")
-    if n > _SMALL:
-        check_clock()
-
-
-def produce(n: int, what: str) -> None:
-    """Account for an operation about to produce `n` characters (or items)."""
-    expect(n, what)
-    if (b := _budget()) is not None:
-        b.chars_left -= n
 
 
 def _size(value: Any) -> int:
@@ -254,7 +185,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         if operator == "+":
             if isinstance(left, str) and isinstance(right, str):
                 n = len(left) + len(right)
-                if n > _SMALL:
+                if n > SMALL:
                     produce(n, "'+'")
             elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
                 produce(_size(left) + _size(right), "'+'")
@@ -295,7 +226,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             elif name == "translate" and isinstance(owner, str) and values:
                 produce(template_sizes.translate_size(owner, values[0]), "translate")
         result = super().call(__context, __obj, *args, **kwargs)
-        if isinstance(result, str) and len(result) > _SMALL:
+        if isinstance(result, str) and len(result) > SMALL:
             produce(len(result), name or "a call")
         return result
 
@@ -320,7 +251,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
                     eval_ctx: Any = None) -> Any:
         tick()  # `map`, `select` and friends call filters through here, once per item
         result = super().call_filter(name, value, args, kwargs, context, eval_ctx)
-        if isinstance(result, str) and len(result) > _SMALL:
+        if isinstance(result, str) and len(result) > SMALL:
             produce(len(result), f"the {name} filter")
         return result
 
@@ -342,10 +273,10 @@ def _filter_with_steps(f: Callable[..., Any], name: str = "") -> Callable[..., A
         if sized and len(args) > value_at and not (keeps_strings and isinstance(args[value_at], str)):
             # what the filter can make of its input, before it runs
             n = filter_size(name, args[value_at], args[value_at + 1:], kwargs, MAX_PIECE, check_clock)
-            if n is not None and n > _SMALL:
+            if n is not None and n > SMALL:
                 expect(n, f"the {name} filter")
         result = f(*args, **kwargs)
-        if isinstance(result, str) and len(result) > _SMALL:
+        if isinstance(result, str) and len(result) > SMALL:
             produce(len(result), f"the {f.__name__} filter")
         return result
 

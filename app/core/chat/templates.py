@@ -25,8 +25,9 @@ from typing import Any
 from jinja2.exceptions import SecurityError, TemplateError
 
 from app.core.chat import template_tools
+from app.core.chat.template_budget import end_budget, start_budget
 from app.core.chat.template_compile import TemplateTooBig
-from app.core.chat.template_sandbox import BoundedSandbox, end_budget, start_budget
+from app.core.chat.template_sandbox import BoundedSandbox
 
 Message = dict[str, Any]  # role, content; an assistant's tool_calls, a tool result's tool_call_id
 

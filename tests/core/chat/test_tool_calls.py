@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.core.chat import tool_calls, tool_formats
-from app.core.chat.template_sandbox import end_budget, start_budget
+from app.core.chat.template_budget import end_budget, start_budget
 from app.core.chat.template_tools import probe
 from app.core.chat.templates import ChatTemplate, ChatTemplateError, render, tool_format
 from app.core.chat.tool_calls import CallStream
