@@ -9,7 +9,6 @@ import re
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import (
     QGuiApplication,
-    QKeyEvent,
     QTextBlockFormat,
     QTextCursor,
     QTextDocumentFragment,
@@ -18,7 +17,6 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QScrollArea,
     QSizePolicy,
     QToolButton,
@@ -378,30 +376,3 @@ class MessageView(QScrollArea):
         self._placeholder.setStyleSheet(f"color: {theme.colors().muted};")
         for w in self._widgets.values():
             w.restyle()
-
-
-class InputBox(QPlainTextEdit):
-    """Enter sends, Shift+Enter inserts a newline, Esc stops (or leaves edit mode)."""
-
-    submitted = Signal()
-    escaped = Signal()
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setPlaceholderText("Message (Enter to send, Shift+Enter for a new line, Esc to stop)")
-        self.setTabChangesFocus(True)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setFixedHeight(self.fontMetrics().lineSpacing() * 4 + 14)
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        key = event.key()
-        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-                self.insertPlainText("\n")
-            else:
-                self.submitted.emit()
-            return
-        if key == Qt.Key.Key_Escape:
-            self.escaped.emit()
-            return
-        super().keyPressEvent(event)

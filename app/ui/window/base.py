@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QComboBox, QLabel, QMainWindow, QProgressBar, QPus
 from app.core.chat.store import ChatStore
 from app.core.config import settings as settings_mod
 from app.ui.chat.conversation_list import ConversationPanel
-from app.ui.chat.message_view import InputBox, MessageView
+from app.ui.chat.input_box import InputBox
+from app.ui.chat.message_view import MessageView
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.chat.session import ChatSession
 from app.ui.dashboard import Dashboard, DashboardDock

@@ -38,7 +38,8 @@ from app.core.config import settings as settings_mod
 from app.ui.chat.context_meter import ContextMeter
 from app.ui.chat.conversation_list import ConversationPanel
 from app.ui.chat.export_dialog import ExportControl
-from app.ui.chat.message_view import InputBox, MessageView
+from app.ui.chat.input_box import InputBox
+from app.ui.chat.message_view import MessageView
 from app.ui.chat.prefill_progress import PrefillProgressView
 from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.chat.session import ChatSession

@@ -9,7 +9,8 @@ from PySide6.QtCore import Qt
 
 from app.core.chat.store import Message
 from app.core.metrics.phase import PhaseMetrics
-from app.ui.chat.message_view import InputBox, MessageView
+from app.ui.chat.input_box import InputBox
+from app.ui.chat.message_view import MessageView
 
 
 def test_a_long_metrics_line_never_widens_a_message_past_the_view(qtbot) -> None:
