@@ -19,6 +19,7 @@ import pytest
 @dataclass
 class FakeEngine:
     bodies: dict[str, str] = field(default_factory=dict)  # path -> body (text/plain for .prom-like, else JSON)
+    after_chat: dict[str, str] = field(default_factory=dict)  # bodies that replace those once a reply is sent
     metrics_mode: str = ""  # "", "endless", "stall", "drip"
     release: threading.Event = field(default_factory=threading.Event)  # ends a stall
     tokens: list[str] = field(default_factory=lambda: ["Hello", " there"])
@@ -88,6 +89,7 @@ class _Handler(BaseHTTPRequestHandler):
         done = {"choices": [{"delta": {}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 3, "completion_tokens": len(st.tokens)}}
         self.wfile.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+        st.bodies.update(st.after_chat)
 
 
 class _Server(ThreadingHTTPServer):

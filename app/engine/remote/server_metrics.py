@@ -110,7 +110,8 @@ class MetricsSource:
                 self.engine = engine
                 return engine
         raise MetricsUnavailable(f"{self.client.host}:{self.client.port} serves no metrics Roofline reads "
-                                 "(no /metrics of vLLM, SGLang, TensorRT-LLM or llama-server, not Ollama)")
+                                 "(no /metrics of vLLM, SGLang, TensorRT-LLM or llama-server, not Ollama): "
+                                 "only the client's wall clock")
 
     def _start(self, engine: str) -> ServerWatch:
         if self.watch is None or self.watch.spec.key != engine:
