@@ -273,11 +273,13 @@ def _llama_server(requests: list[Request], state: dict[str, int]) -> str:
     def num(v: float) -> str:
         return f"{v:.6g}"
 
-    counters = [
-        ("prompt_tokens_total", "Number of prompt tokens processed", sum(r.prompt for r in requests)),
-        ("prompt_seconds_total", "Prompt process time", sum(r.prefill_s for r in requests)),
+    counters = [  # this version counts cached prompt tokens apart from those it evaluated
+        ("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
+         sum(r.prompt - r.cached for r in requests)),
+        ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", sum(r.cached for r in requests)),
+        ("prompt_seconds_total", "Total time spent processing prompts", sum(r.prefill_s for r in requests)),
         ("tokens_predicted_total", "Number of generation tokens processed", sum(r.generated for r in requests)),
-        ("tokens_predicted_seconds_total", "Predict process time", sum(r.decode_s for r in requests)),
+        ("tokens_predicted_seconds_total", "Total time spent generating tokens", sum(r.decode_s for r in requests)),
         ("n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and multimodal "
          "decoding", sum(r.generated for r in requests)),
         ("n_tokens_max", "Largest observed sequence length (prompt + generation)",
@@ -303,6 +305,18 @@ def _llama_server(requests: list[Request], state: dict[str, int]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _slots() -> list[dict[str, object]]:
+    """llama-server's GET /slots at the second scrape (server_slot::to_json, only_metrics): 2 slots of 8192,
+    one mid-reply (prompt 512, 64 decoded), one holding a finished reply's tokens (512 + 129)."""
+    def slot(i: int, decoded: int, busy: bool) -> dict[str, object]:
+        return {"id": i, "n_ctx": KV_CAPACITY // 2, "speculative": False, "is_processing": busy, "id_task": 7 + i,
+                "n_prompt_tokens": 512, "n_prompt_tokens_processed": 384, "n_prompt_tokens_cache": 128,
+                "params": {"n_predict": 256},
+                "next_token": [{"has_next_token": busy, "has_new_line": False, "n_remain": 256 - decoded,
+                                "n_decoded": decoded}]}
+    return [slot(0, 64, True), slot(1, 129, False)]
+
+
 def _ollama() -> dict[str, str]:
     r = RECENT[0]
     chat = {"model": "llama3.1:8b", "created_at": "2026-12-01T10:00:00.000000Z",
@@ -316,7 +330,7 @@ def _ollama() -> dict[str, str]:
                                   "parameter_size": "8.0B", "quantization_level": "Q4_K_M"},
                       "expires_at": "2026-12-01T10:05:00.000000Z", "size_vram": 6_654_289_920,
                       "context_length": KV_CAPACITY}]}
-    return {"ollama-chat.json": json.dumps(chat, indent=1) + "\n", "ollama-ps.json": json.dumps(ps, indent=1) + "\n",
+    return {"llama-server-slots.json": json.dumps(_slots(), indent=1) + "\n", "ollama-chat.json": json.dumps(chat, indent=1) + "\n", "ollama-ps.json": json.dumps(ps, indent=1) + "\n",
             "ollama-version.json": json.dumps({"version": "0.13.0"}) + "\n"}
 
 

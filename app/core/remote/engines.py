@@ -22,7 +22,10 @@ engine's versions. Sources (file, and the version differences each spec covers):
 - llama-server, `tools/server/server-task.cpp` (server_task_result_metrics::to_json's counters and gauges;
   server.cpp before the split); /metrics with --metrics. Counters of prompt and predicted tokens and their
   seconds, requests processing and deferred, n_tokens_max, the spec-decode counters; no KV gauge (the old
-  `llamacpp:kv_cache_usage_ratio` and `llamacpp:kv_cache_tokens` were dropped) and no histograms.
+  `llamacpp:kv_cache_usage_ratio` and `llamacpp:kv_cache_tokens` were dropped) and no histograms. Newer
+  versions count cached prompt tokens apart (`llamacpp:prompt_tokens_cached_total`, with
+  `prompt_tokens_total` then "excluding cached tokens"): its prefill rate is of the tokens it evaluated. Its
+  KV use comes from GET /slots (--slots: each slot's n_ctx, prompt tokens and tokens decoded).
   `roofline serve` (app/server/metrics.py) writes llama-server's names plus those two KV gauges and TTFT and
   ITL histograms: the same spec reads both, `llamacpp:engine_restarts_total` tells them apart.
 - Ollama, `api/types.go`: no /metrics at all; read from replies and /api/ps (app.core.remote.ollama).
@@ -63,6 +66,7 @@ class EngineSpec:
     kv_capacity: Names = ()
     kv_blocks: tuple[str, str, str] | None = None  # (used blocks, max blocks, tokens per block)
     prefix_hits: Pairs = ()  # (hit tokens counter, queried tokens counter)
+    prefix_hits_misses: Pairs = ()  # (hit tokens counter, evaluated tokens counter): hits over their sum
     prefix_hit_gauge: Names = ()
     running: Names = ()
     waiting: Names = ()
@@ -145,6 +149,7 @@ SPECS: dict[str, EngineSpec] = {
         decode_rate=(("llamacpp:tokens_predicted_total", "llamacpp:tokens_predicted_seconds_total"),),
         kv_fraction=("llamacpp:kv_cache_usage_ratio",),  # roofline serve's (llama-server dropped it)
         kv_tokens=("llamacpp:kv_cache_tokens",),
+        prefix_hits_misses=(("llamacpp:prompt_tokens_cached_total", "llamacpp:prompt_tokens_total"),),
         running=("llamacpp:requests_processing",),
         waiting=("llamacpp:requests_deferred",),
         spec_pairs=(("llamacpp:spec_decode_num_accepted_tokens_total",

@@ -165,6 +165,9 @@ def measure(spec: EngineSpec, now: Exposition, before: Exposition | None = None)
         out.kv_fraction = _fraction(out.kv_tokens / out.kv_capacity, "KV-cache usage", notes)
 
     hits = _ratio(now, before, spec.prefix_hits)
+    split = _ratio(now, before, spec.prefix_hits_misses)
+    if split is not None:  # (hits, evaluated): the queried tokens are their sum
+        hits = (split[0], split[0] + split[1])
     if hits and hits[1] > 0:
         out.prefix_hit_rate = _fraction(hits[0] / hits[1], "prefix-cache hit rate", notes)
     elif not hits:

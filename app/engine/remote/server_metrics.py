@@ -22,6 +22,7 @@ import httpx2
 
 from app.core.remote.engines import ENGINES, LABELS, LLAMA, OLLAMA, SPECS, engine_from_answer, engine_from_names
 from app.core.remote.exposition import MAX_METRICS_BYTES, Exposition, ExpositionError, read_exposition
+from app.core.remote.llama_slots import slots_kv
 from app.core.remote.measures import ServerMeasures
 from app.core.remote.ollama import ps_measures
 from app.core.remote.watch import ServerWatch
@@ -132,7 +133,16 @@ class MetricsSource:
             hint = " (started without --metrics?)" if engine == LLAMA else ""
             raise MetricsUnavailable(f"{LABELS[engine]} at {self.client.host}:{self.client.port} has no "
                                      f"{SPECS[engine].metrics_path}{hint}")
-        return watch.add(scrape)
+        m = watch.add(scrape)
+        if engine == LLAMA and m.kv_fraction is None:  # llama-server: KV use from /slots, where it serves them
+            try:
+                kv = slots_kv(self._json("/slots"))
+            except MetricsUnavailable:
+                kv = None  # the KV card says "not reported"; the rest of the poll stands
+            if kv is not None:
+                m.kv_tokens, m.kv_capacity = kv
+                m.kv_fraction = kv[0] / kv[1]
+        return m
 
     def close(self) -> None:
         try:

@@ -10,13 +10,14 @@ import pytest
 
 from app.core.remote.engines import LLAMA, OLLAMA, SGLANG, SPECS, TRTLLM, VLLM, engine_from_answer, engine_from_names
 from app.core.remote.exposition import read_exposition
+from app.core.remote.llama_slots import slots_kv
 from app.core.remote.measures import measure
 from app.core.remote.ollama import ps_measures, reply_measures
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "remote_metrics"
 FILES = {"vllm": VLLM, "vllm-v0": VLLM, "sglang": SGLANG, "trtllm": TRTLLM, "llama-server": LLAMA}
 # The workload written in the files (tests/helpers/engine_recordings.py): 4 requests in the window
-N, PROMPT, GENERATED, PREFILL_S, TTFT_S, ITL_S, WINDOW_S = 4, 512, 129, 0.25, 0.3, 0.02, 60.0
+N, PROMPT, CACHED, GENERATED, PREFILL_S, TTFT_S, ITL_S, WINDOW_S = 4, 512, 128, 129, 0.25, 0.3, 0.02, 60.0
 
 
 def _pair(name: str):
@@ -47,19 +48,22 @@ def test_every_engine_gives_the_same_window(name):
     assert m.window_s == WINDOW_S
     assert (m.running, m.waiting) == (2, 1)
     assert m.generation_tps_total == pytest.approx(N * GENERATED / WINDOW_S)
-    assert m.prompt_tps_total == pytest.approx(N * PROMPT / WINDOW_S)
+    evaluated = PROMPT - CACHED if name == "llama-server" else PROMPT
+    assert m.prompt_tps_total == pytest.approx(N * evaluated / WINDOW_S)
     assert m.spec_acceptance == pytest.approx(300 / 400)
     # decode per request: 128 steps of ITL_S; llama-server counts the first token in its predicted tokens and
     # has no count of finished requests to take it off
     steps = GENERATED if name == "llama-server" else GENERATED - 1
     assert m.decode_tps == pytest.approx(steps / ((GENERATED - 1) * ITL_S))
-    if name != "sglang":  # SGLang has no prefill time: its prefill stays inside TTFT
+    if name == "llama-server":  # its prompt tokens are those it evaluated (the cached ones are counted apart)
+        assert m.prefill_tps == pytest.approx((PROMPT - CACHED) / PREFILL_S)
+    elif name != "sglang":  # SGLang has no prefill time: its prefill stays inside TTFT
         assert m.prefill_tps == pytest.approx(PROMPT / PREFILL_S)
-    if name == "llama-server":  # no histograms, no KV gauge, no prefix cache counters
-        assert m.ttft is None and m.itl is None and m.kv_fraction is None and m.prefix_hit_rate is None
+    assert m.prefix_hit_rate == pytest.approx(CACHED / PROMPT)
+    if name == "llama-server":  # no histograms, no KV gauge (its KV use comes from /slots)
+        assert m.ttft is None and m.itl is None and m.kv_fraction is None
         return
     assert m.kv_fraction == pytest.approx(0.25)
-    assert m.prefix_hit_rate == pytest.approx(128 / 512)
     assert m.ttft is not None and m.ttft.count == N
     assert m.ttft.mean_ms == pytest.approx(TTFT_S * 1000)
     bounds = list(b.buckets[SPECS[FILES[name]].ttft[0]])
@@ -95,6 +99,13 @@ def test_vllm_versions_agree():
     for field in ("kv_fraction", "prefix_hit_rate", "spec_acceptance", "prefill_tps", "decode_tps", "running"):
         assert getattr(new, field) == pytest.approx(getattr(old, field)), field
     assert new.itl is not None and old.itl is not None and new.itl.mean_ms == pytest.approx(old.itl.mean_ms)
+
+
+def test_llama_server_slots_give_its_kv_use():
+    slots = json.loads((DATA / "llama-server-slots.json").read_text(encoding="utf-8"))
+    assert slots_kv(slots) == (512 + 64 + 512 + 129, 16384)
+    assert slots_kv([{"id": 0}]) is None and slots_kv({"n_ctx": 5}) is None and slots_kv([]) is None
+    assert slots_kv([{"n_ctx": 100, "n_prompt_tokens": 10**9}]) == (100, 100)  # never over the slot's context
 
 
 def test_ollama_reply_and_ps():

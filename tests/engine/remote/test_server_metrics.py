@@ -70,7 +70,11 @@ def test_llama_server_without_metrics_is_named_and_explained(fake_engine: tuple[
 def test_the_engine_can_be_forced(fake_engine: tuple[str, FakeEngine]) -> None:
     url, st = fake_engine
     st.bodies["/metrics"] = _text("llama-server-b.prom")
-    assert _source(url, engine="llama-server").poll().decode_tps
+    m = _source(url, engine="llama-server").poll()
+    assert m.decode_tps and m.kv_fraction is None  # no /slots served
+    st.bodies["/slots"] = _text("llama-server-slots.json")
+    m = _source(url, engine="llama-server").poll()
+    assert (m.kv_tokens, m.kv_capacity) == (1217, 16384)
     with pytest.raises(MetricsUnavailable, match="unknown engine"):
         _source(url, engine="tgi")
 
