@@ -276,7 +276,8 @@ def _llama_server(requests: list[Request], state: dict[str, int]) -> str:
     counters = [  # this version counts cached prompt tokens apart from those it evaluated
         ("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
          sum(r.prompt - r.cached for r in requests)),
-        ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", sum(r.cached for r in requests)),
+        ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache",
+         sum(r.cached for r in requests)),
         ("prompt_seconds_total", "Total time spent processing prompts", sum(r.prefill_s for r in requests)),
         ("tokens_predicted_total", "Number of generation tokens processed", sum(r.generated for r in requests)),
         ("tokens_predicted_seconds_total", "Total time spent generating tokens", sum(r.decode_s for r in requests)),
@@ -330,7 +331,8 @@ def _ollama() -> dict[str, str]:
                                   "parameter_size": "8.0B", "quantization_level": "Q4_K_M"},
                       "expires_at": "2026-12-01T10:05:00.000000Z", "size_vram": 6_654_289_920,
                       "context_length": KV_CAPACITY}]}
-    return {"llama-server-slots.json": json.dumps(_slots(), indent=1) + "\n", "ollama-chat.json": json.dumps(chat, indent=1) + "\n", "ollama-ps.json": json.dumps(ps, indent=1) + "\n",
+    return {"llama-server-slots.json": json.dumps(_slots(), indent=1) + "\n",
+            "ollama-chat.json": json.dumps(chat, indent=1) + "\n", "ollama-ps.json": json.dumps(ps, indent=1) + "\n",
             "ollama-version.json": json.dumps({"version": "0.13.0"}) + "\n"}
 
 
