@@ -13,7 +13,11 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 # shellcheck source=scripts/_llama_flags.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_llama_flags.sh"
 
-build_id="$(printf 'tools|%s|%s|%s' "$LLAMA_VERSION" "$cmake_args" "$(uname -m)" | sha256sum | cut -c1-16)"
+# The source is patched as the wheel's is (packaging/patch_llama_sdist.py: old Vulkan headers, AMX): unpatched,
+# ggml-vulkan.cpp does not compile against Debian 12's Vulkan 1.3.239 headers. The patch is part of the cache key.
+PATCH="$(dirname "${BASH_SOURCE[0]}")/../packaging/patch_llama_sdist.py"
+build_id="$(printf 'tools|%s|%s|%s|%s' "$LLAMA_VERSION" "$cmake_args" "$(uname -m)" "$(sha256sum < "$PATCH")" \
+  | sha256sum | cut -c1-16)"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/roofline-build/llama-tools-$build_id"
 if [ -x "$CACHE/bin/llama-bench" ] && [ -x "$CACHE/bin/llama-server" ]; then
   echo "$CACHE/bin"
@@ -37,6 +41,7 @@ mkdir -p "$WORK"
 } >&2
 "$PY" -m pip download -q --no-deps --no-binary :all: -d "$WORK/sdist" "llama-cpp-python==$LLAMA_VERSION" >&2
 tar -xzf "$WORK"/sdist/llama_cpp_python-*.tar.gz -C "$WORK"
+"$PY" "$PATCH" "$(echo "$WORK"/llama_cpp_python-*)" >&2
 SRC="$(echo "$WORK"/llama_cpp_python-*/vendor/llama.cpp)"
 
 # Shared libraries and a Release build, as the wheel has them (its CMakeLists forces BUILD_SHARED_LIBS and

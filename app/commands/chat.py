@@ -12,6 +12,7 @@ from app.commands._common import add_model_arg, api_key_arg, fail, print_json, r
 from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
 from app.core.files.untrusted import clean_line, clean_text
 from app.core.gguf.kv_types import KV_TYPES
+from app.core.remote.engines import ENGINES
 
 if TYPE_CHECKING:
     from app.core.metrics.phase import PhaseMetrics
@@ -61,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "$ROOFLINE_API_KEY, then the OS keyring (a key on the command line shows in `ps`)")
     p.add_argument("--model-name", "--remote-model", dest="remote_model", default=None,
                    help="model name on the --remote server")
+    p.add_argument("--server-engine", default=None, choices=ENGINES,
+                   help="with --remote: the serving engine whose metrics to read (default: told from what it "
+                   "serves)")
     p.add_argument("--json", action="store_true", help="print the reply and metrics as JSON")
     p.set_defaults(func=run)
 
@@ -88,19 +92,21 @@ def run(args: argparse.Namespace) -> int:
         for line in plan.summary_lines():
             print(clean_text(line), file=sys.stderr)
     try:
-        loaded, done = _generate(args, engine, cfg, plan, prompt, messages, sampling)
+        loaded, done, server = _generate(args, engine, cfg, plan, prompt, messages, sampling)
     except EngineError as exc:
         print(f"\nroofline: {clean_text(exc)}", file=sys.stderr)
         return 1
     if done is None:
         return fail("the engine ended the reply without a result")
     metrics = PhaseMetrics.from_dict(done.metrics)
+    measures = server.finish() if server is not None else None
     if args.json:
-        _print_json(done, loaded, cfg, plan)
+        _print_json(done, loaded, cfg, plan, server, measures)
     else:
         _print_summary(args, done, metrics, plan)
         if not args.remote:
             print(slow_summary_line(loaded, done))
+        _print_server(server, measures)
     return 0
 
 
@@ -122,6 +128,18 @@ def slow_summary_line(loaded: P.Loaded, done: P.Done) -> str:
     parts = [f"{name} {got / want:.2f}×" for name, got, want in (("decode", m.decode_tps, decode),
                                                                    ("prefill", m.prefill_tps, prefill)) if want]
     return f"speed   : {', '.join(parts)} the prediction for this load" if parts else "speed   : too short to judge"
+
+
+def _print_server(server: Any, measures: Any) -> None:
+    """--remote: the server's own numbers over the reply, beside the client's wall clock above."""
+    if server is None:
+        return
+    from app.core.remote.text import summary_line
+
+    if measures is not None:
+        print(clean_line(summary_line(measures)))
+    elif server.error:
+        print(f"server  : {clean_line(server.error)}")
 
 
 def _request_parts(args: argparse.Namespace, plan: LoadPlan,
@@ -163,13 +181,19 @@ def _engine(args: argparse.Namespace, model: Path | None, plan: LoadPlan) -> tup
 
 
 def _generate(args: argparse.Namespace, engine: Any, cfg: P.LoadConfig | None, plan: LoadPlan, prompt: str,
-              messages: list[dict[str, str]] | None, sampling: P.Sampling) -> tuple[P.Loaded, P.Done | None]:
-    """Load (or connect), then stream the reply. Returns what was loaded and the Done event (None if none came)."""
+              messages: list[dict[str, str]] | None, sampling: P.Sampling) -> tuple[P.Loaded, P.Done | None, Any]:
+    """Load (or connect), then stream the reply. Returns what was loaded, the Done event (None if none came) and,
+    for a remote server, its metrics' first poll (app.commands._server_side; it runs beside the reply)."""
     from app.engine import protocol as P
 
     quiet = args.json
+    server = None
     with engine:
         loaded = engine.load(cfg) if cfg is not None else engine.connect()
+        if cfg is None:
+            from app.commands._server_side import ServerSide
+
+            server = ServerSide(engine, args.server_engine)
         if not quiet:
             _print_header(args, loaded, cfg)
         req = P.Generate(request_id=engine.new_request_id("c"), messages=messages,
@@ -185,7 +209,7 @@ def _generate(args: argparse.Namespace, engine: Any, cfg: P.LoadConfig | None, p
                 done = event
         if not quiet:
             shown.end()
-    return loaded, done
+    return loaded, done, server
 
 
 def _print_header(args: argparse.Namespace, loaded: P.Loaded, cfg: P.LoadConfig | None) -> None:
@@ -203,10 +227,16 @@ def _print_header(args: argparse.Namespace, loaded: P.Loaded, cfg: P.LoadConfig 
     print(file=sys.stderr)
 
 
-def _print_json(done: P.Done, loaded: P.Loaded, cfg: P.LoadConfig | None, plan: LoadPlan) -> None:
-    """--json: the reply and its metrics (and, for a local engine, what was loaded and why)."""
+def _print_json(done: P.Done, loaded: P.Loaded, cfg: P.LoadConfig | None, plan: LoadPlan, server: Any = None,
+                measures: Any = None) -> None:
+    """--json: the reply and its metrics (and, for a local engine, what was loaded and why; for a remote one,
+    the server's own numbers over the reply under "server", or why there are none under "server_error")."""
     out = {"text": done.text, "reasoning": done.reasoning, "finish_reason": done.finish_reason,
            "metrics": done.metrics}
+    if measures is not None:
+        out["server"] = measures.to_dict()
+    elif server is not None and server.error:
+        out["server_error"] = server.error
     if cfg is not None:
         out["load"] = {"n_ctx": loaded.n_ctx, "type_k": loaded.type_k, "n_threads": loaded.n_threads,
                        "n_gpu_layers": loaded.n_gpu_layers, "sources": plan.sources, "notes": plan.notes}

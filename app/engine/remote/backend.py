@@ -174,6 +174,10 @@ class RemoteClient:
     def _where(self) -> str:
         return f"{self.scheme}://{self.host}:{self.port}{self._prefix}"
 
+    def url_for(self, path: str) -> tuple[str, dict[str, str]]:
+        """The URL and headers of `path` on this server: the metrics poller's, beside the chat's."""
+        return self._url(path), self._headers()
+
     def _explain(self, exc: BaseException, what: str) -> str:
         return explain(exc, self._where(), self.host, self.timeout, what)
 

@@ -30,6 +30,7 @@ from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
 from app.ui.dashboard.reasoning_line import attach_reasoning_line
 from app.ui.dashboard.roofline import RooflinePanel
+from app.ui.dashboard.server_view import RemoteServerPanel, ServerLink
 from app.ui.dashboard.slow_line import SlowLine
 from app.ui.dashboard.speculative_line import attach_speedup_line
 from app.ui.dashboard.traffic import ServerTrafficPanel
@@ -54,6 +55,8 @@ class Dashboard(QWidget, LiveReply):
         lay.setSpacing(8)
         self.server_traffic = ServerTrafficPanel()  # shown only while the window serves the model
         lay.addWidget(self.server_traffic)
+        self.remote_server = RemoteServerPanel()  # shown only while a remote server is polled
+        lay.addWidget(self.remote_server)
         lay.addWidget(self._build_cards())
         self.slow_line = SlowLine(engine)  # under the cards: why the last reply ran under its prediction
         lay.addWidget(self.slow_line)
@@ -186,10 +189,12 @@ class Dashboard(QWidget, LiveReply):
         attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
         attach_context_line(engine, self.card_prompt)  # and when the context filled, how many tokens went
         attach_speedup_line(engine, self.card_decode)  # and what drafting gained or lost
+        self.server_link = ServerLink(self)  # a remote server's own metrics: the Server view and the cards
 
     # ------------------------------------------------------------------ inputs
     def set_loaded(self, loaded: P.Loaded) -> None:
         self.loaded = loaded
+        self.server_link.set_loaded(loaded)
         self._last_stats = None  # the cache they counted is gone with the load (which empties it)
         self._update_kv(None)
         self._update_roofline()
@@ -259,6 +264,8 @@ class Dashboard(QWidget, LiveReply):
     # ------------------------------------------------------------------ rendering
     def _show_message(self, m: PhaseMetrics | None) -> None:
         show_message(self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt, m)
+        if m is not None:
+            self.server_link.overlay()
 
 
     def _update_series(self) -> None:
@@ -310,6 +317,7 @@ class Dashboard(QWidget, LiveReply):
 
     def _update_kv(self, stats: P.Stats | None) -> None:
         self.memory.update_kv(self.loaded, stats or self._last_stats, self.history, self.card_kv)
+        self.server_link.overlay()
 
     def poll(self) -> None:
         """1 Hz: system RAM, engine RSS, VRAM, KV stats (app.ui.dashboard.memory)."""
@@ -326,6 +334,7 @@ class Dashboard(QWidget, LiveReply):
         for card in self.cards:
             card.restyle()
         self.server_traffic.restyle()
+        self.remote_server.restyle()
         for plot in (self.plot_prefill, self.plot_decode, self.plot_ttft, self.plot_itl, self.plot_roof):
             restyle_plot(plot, c.base, c.muted, c.text)
         for label in (self.roof_explain, self.swa_label):

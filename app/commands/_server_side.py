@@ -1,0 +1,58 @@
+"""`roofline chat --remote`'s view of the server's own numbers: one poll of its metrics when the chat
+connects and one when the reply ends, each on its own thread (app.engine.remote.server_metrics), so the
+reply is never held by them; the second is waited for at most its timeout, then the summary goes without it."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from app.core.remote.measures import ServerMeasures
+
+
+class ServerSide:
+    def __init__(self, client: Any, engine: str | None = None, timeout: float | None = None) -> None:
+        from app.engine.remote.server_metrics import DEFAULT_TIMEOUT_S, MetricsSource, MetricsUnavailable
+
+        self._unavailable = MetricsUnavailable
+        self.timeout = timeout or DEFAULT_TIMEOUT_S
+        self.error: str | None = None
+        self.measures: ServerMeasures | None = None
+        try:
+            self.source: Any = MetricsSource(client, engine, self.timeout)
+        except MetricsUnavailable as exc:
+            self.source, self.error = None, str(exc)
+        self._thread = self._poll_on_thread()
+
+    def _poll_on_thread(self) -> threading.Thread | None:
+        if self.source is None:
+            return None
+
+        def poll() -> None:
+            try:
+                self.measures = self.source.poll()
+                self.error = None
+            except self._unavailable as exc:
+                self.error = str(exc)
+
+        thread = threading.Thread(target=poll, name="server-metrics", daemon=True)
+        thread.start()
+        return thread
+
+    def finish(self) -> ServerMeasures | None:
+        """The measures over the reply (the second poll against the first), or None with `error` set."""
+        if self._thread is None:
+            return None
+        self._thread.join(self.timeout)
+        if self._thread.is_alive():
+            self.error = "the server's metrics did not come in time: left out"
+            return None
+        if self.error is not None:  # the first poll failed: a second would fail alike
+            return None
+        self._thread = self._poll_on_thread()
+        if self._thread is not None:
+            self._thread.join(2 * self.timeout)  # a poll stops itself after its timeout; this is a backstop
+            if self._thread.is_alive():
+                self.error = "the server's metrics did not come in time: left out"
+                return None
+        return self.measures if self.error is None else None

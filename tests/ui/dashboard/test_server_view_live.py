@@ -1,0 +1,49 @@
+"""The window connected to a live `roofline serve` on the default model: the Server view fills from its own
+/metrics and, after a reply, the cards carry its prefill and KV labelled "server: roofline serve"."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fake_window import make_window
+from served import KEY, Served, serve
+
+pytestmark = [pytest.mark.model, pytest.mark.gui,
+              pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+
+
+@pytest.fixture(scope="module")
+def served(default_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serve(default_model, tmp_path_factory.mktemp("serve-home"), "--parallel", "2", "--ctx", "2048") as s:
+        yield s
+
+
+def test_the_window_reads_a_live_servers_own_metrics(qtbot, tmp_path: Path, served: Served) -> None:  # type: ignore[no-untyped-def]
+    from app.core.chat.store import ChatStore
+
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    win = make_window(qtbot, store=store)
+    win.show()
+    try:
+        win.connect_remote(served.url, KEY)
+        d = win.dashboard
+        qtbot.waitUntil(lambda: d.remote_server.last is not None, timeout=60_000)
+        assert d.remote_server.title() == "Server · server: roofline serve"
+        win.sampling_panel.max_tokens.setValue(12)
+        win.input.setPlainText("Name three colours.")
+        win.submit()
+        qtbot.waitUntil(lambda: not win.session.busy, timeout=120_000)
+        # the next poll after the reply: the server's own prefill and KV on the cards, TTFT the client's
+        qtbot.waitUntil(lambda: d.card_prefill.detail.text() == "server: roofline serve", timeout=30_000)
+        assert d.card_prefill.value.text().endswith("tok/s")
+        assert d.card_kv.detail.text().startswith("server: roofline serve")
+        assert d.card_ttft.detail.text().startswith("client wall clock")
+        m = d.remote_server.last
+        assert m is not None and m.ttft is not None and m.ttft.count >= 1 and m.kv_tokens
+        d.grab().save(str(tmp_path / "dashboard.png"))
+    finally:
+        win.close()
+        store.close()
