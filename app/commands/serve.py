@@ -59,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def check_options(args: argparse.Namespace, api_key: str | None) -> str | None:
     """One line saying what is wrong with the options, or None."""
-    from app.engine.remote.backend import is_loopback
+    from app.core.config.network import is_loopback
 
     if not is_loopback(args.host) and not api_key:
         return (f"refusing to listen on {args.host} without an API key: anyone who can reach this machine "

@@ -8,7 +8,6 @@ message a user can act on; no traceback reaches the UI or the CLI.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import threading
@@ -18,6 +17,7 @@ from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from app.core.config.network import is_loopback
 from app.core.files import untrusted
 from app.core.gguf.quant_types import bits_per_weight
 from app.core.predict import quality as quant_quality
@@ -61,23 +61,12 @@ def is_offline() -> bool:
     return _truthy(os.environ.get("HF_HUB_OFFLINE")) or _truthy(os.environ.get("TRANSFORMERS_OFFLINE"))
 
 
-def is_loopback_host(host: str | None) -> bool:
-    if not host:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_url_allowed(url: str) -> None:
     """Hub traffic is https only; plain http is allowed for loopback (local test servers)."""
     parts = urlsplit(url)
     if parts.scheme == "https":
         return
-    if parts.scheme == "http" and is_loopback_host(parts.hostname):
+    if parts.scheme == "http" and is_loopback(parts.hostname):
         return
     raise HubInsecure(f"refusing to talk to {parts.scheme}://{parts.netloc}: hub traffic must use https")
 

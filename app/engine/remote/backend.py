@@ -15,7 +15,6 @@ or the OS keyring (app.core.config.secrets), never from settings files.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import sys
@@ -27,6 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
+from app.core.config.network import is_loopback
 from app.core.files.untrusted import TooLarge, clean_line
 from app.engine import protocol as P
 from app.engine.client import EngineError
@@ -61,15 +61,6 @@ from app.engine.remote.server_timings import reply_metrics
 
 def _err(kind: str, message: str, request_id: str | None = None) -> EngineError:
     return EngineError(P.Error(request_id, kind, message))
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class RemoteClient:

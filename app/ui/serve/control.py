@@ -29,8 +29,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
 from app.core.config.defaults import DEFAULT_SERVE_PORT
+from app.core.config.network import is_loopback  # the CLI's rule, word for word
 from app.core.metrics.serve_traffic import Traffic, parse_metrics, traffic
-from app.engine.remote.backend import is_loopback  # the CLI's rule, word for word
 from app.ui.toolkit.background import run_in_background
 
 POLL_MS = 1000  # /metrics this often: a few hundred bytes a second, invisible beside a decode step
