@@ -35,7 +35,7 @@ IMPLEMENTED: dict[str, frozenset[str]] = {
 ELSEWHERE: dict[str, frozenset[str]] = {
     "chat": frozenset({"tools", "tool_choice", "parallel_tool_calls", "response_format", "logprobs",
                        "top_logprobs"}),
-    "completions": frozenset({"logprobs", "echo"}),
+    "completions": frozenset({"logprobs", "echo", "response_format"}),  # llama-server takes a schema here too
     "embeddings": frozenset(),
     "infill": frozenset(),
     "messages": frozenset(),

@@ -59,7 +59,7 @@ def _try(compiled: Any, **variables: Any) -> str:
                 break
     except SecurityError:
         raise
-    except (TemplateError, TypeError, ValueError, KeyError, AttributeError, IndexError):
+    except (TemplateError, TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError):
         return ""  # it refused (raise_exception) or could not handle these messages
     return text
 

@@ -175,7 +175,7 @@ def tool_format(template: ChatTemplate) -> str:
         _compile(template.jinja)
         start_budget(MAX_RENDER_SECONDS)
         support = template_tools.probe(template.jinja)
-    except (TemplateError, TypeError, ValueError, RecursionError, MemoryError):
+    except (TemplateError, TypeError, ValueError, OverflowError, RecursionError, SyntaxError, MemoryError):
         return ""  # a template that cannot even be probed renders nothing either: render says why
     finally:
         end_budget()

@@ -15,6 +15,11 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
 COPY_SCHEME = "copy"
 LIGHT_STYLE, DARK_STYLE = "default", "monokai"
 
@@ -23,17 +28,12 @@ _BLOCK = re.compile(r'<pre><code(?: class="language-([^"]*)")?>(.*?)</code></pre
 
 @lru_cache(maxsize=64)
 def _formatter(dark: bool) -> Any:
-    from pygments.formatters import HtmlFormatter
-
     # inline styles (QTextDocument has no stylesheet classes for spans), no wrapping <div>/<pre>
     return HtmlFormatter(noclasses=True, nowrap=True, style=DARK_STYLE if dark else LIGHT_STYLE)
 
 
 @lru_cache(maxsize=128)
 def _lexer(language: str) -> Any:
-    from pygments.lexers import get_lexer_by_name
-    from pygments.util import ClassNotFound
-
     try:
         return get_lexer_by_name(language, stripnl=False, ensurenl=False)
     except ClassNotFound:
@@ -45,8 +45,6 @@ def highlight_code(code: str, language: str, dark: bool) -> str:
     lexer = _lexer(language.lower()) if language else None
     if lexer is None:
         return html.escape(code, quote=False)
-    from pygments import highlight
-
     return str(highlight(code, lexer, _formatter(dark)))
 
 
@@ -71,3 +69,12 @@ def code_texts(rendered: str) -> list[str]:
     """The code of each block in Python-Markdown's HTML, as the reply wrote it (the newline before the closing
     fence is the fence's, not the code's)."""
     return [html.unescape(m.group(2)).removesuffix("\n") for m in _BLOCK.finditer(rendered)]
+
+
+# Loaded with the window, not at a reply's first code block: Pygments loads a lexer's module, its styles and
+# filters on first use, a stall mid-reply (tests/ui/chat/test_no_lazy_imports.py). The languages replies show
+# most are warmed; a rarer one costs its module's import once.
+COMMON_LANGUAGES = ("python", "bash", "json", "javascript")
+for _language in COMMON_LANGUAGES:
+    for _dark in (False, True):
+        highlight_code("x = 1\n", _language, _dark)

@@ -25,7 +25,6 @@ def open_settings_from_menu(window, monkeypatch) -> object:
 
     small = Budget(ram=2 * GiB, vram=0, unified=False, gpu=None)  # a 2 GiB machine, whatever runs the test
     monkeypatch.setattr("app.core.predict.recommend.memory_budget", lambda hw, vram_limit=None: small)
-    monkeypatch.setattr("app.core.predict.hardware.probe_hardware", lambda: None)
     opened: list[SettingsDialog] = []
     monkeypatch.setattr(SettingsDialog, "exec", lambda self: opened.append(self) or 0)
     window.menus.settings.trigger()
