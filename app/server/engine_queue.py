@@ -146,21 +146,27 @@ class Hub:
         """Requests the engine holds (tokenizing, waiting, running, or cancelled and not yet ended there)."""
         return len(self._in_engine | self._queues.keys())
 
-    async def open(self, request: P.Generate) -> tuple[Accepted, asyncio.Queue[Any]]:
-        """Submit `request`; returns once the engine accepted it, with the queue its events arrive on.
-
-        Raises Unavailable (503), or EngineError with the engine's Error (kind bad_request: 400)."""
+    def _admit(self, rid: str) -> tuple[BatchEngineClient, asyncio.Queue[Any]]:
+        """A place for request `rid`: the engine to send it to and the queue its events arrive on. Unavailable
+        (503) while the engine restarts or every running and waiting place is taken."""
         if not self.ready or self._client is None:
             raise Unavailable(self.restart_error or "The engine is restarting; try again in a moment.")
         if self.in_flight >= self.parallel + self.max_queue:
             raise Unavailable(f"The server is busy: {self.parallel} requests running and {self.max_queue} "
                               "waiting. Try again later.")
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        rid = request.request_id
         self._queues[rid] = queue
         self._in_engine.add(rid)
+        return self._client, queue
+
+    async def open(self, request: P.Generate) -> tuple[Accepted, asyncio.Queue[Any]]:
+        """Submit `request`; returns once the engine accepted it, with the queue its events arrive on.
+
+        Raises Unavailable (503), or EngineError with the engine's Error (kind bad_request: 400)."""
+        rid = request.request_id
+        client, queue = self._admit(rid)
         try:
-            self._client.send(request)
+            client.send(request)
             deadline = time.monotonic() + ACCEPT_TIMEOUT_S
             while True:
                 event = await asyncio.wait_for(queue.get(), max(0.01, deadline - time.monotonic()))
@@ -179,18 +185,11 @@ class Hub:
     async def embed(self, command: Embed) -> Embeddings:
         """The engine's Embeddings for `command`; raises as `open` does. A client that leaves while it waits
         has it cancelled; its place counts until the engine has answered, as a generation's does."""
-        if not self.ready or self._client is None:
-            raise Unavailable(self.restart_error or "The engine is restarting; try again in a moment.")
-        if self.in_flight >= self.parallel + self.max_queue:
-            raise Unavailable(f"The server is busy: {self.parallel} requests running and {self.max_queue} "
-                              "waiting. Try again later.")
-        queue: asyncio.Queue[Any] = asyncio.Queue()
         rid = command.request_id
-        self._queues[rid] = queue
-        self._in_engine.add(rid)
+        client, queue = self._admit(rid)
         finished = False
         try:
-            self._client.send(command)
+            client.send(command)
             while True:
                 event = await queue.get()
                 if isinstance(event, Embeddings):
