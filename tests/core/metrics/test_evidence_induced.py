@@ -57,7 +57,10 @@ def test_a_cpu_hog_is_named_as_other_load() -> None:
     names = [n for n, _ in ev.top_others]
     assert "roofline-hog" in names
     hog_cores = dict(ev.top_others)["roofline-hog"]
-    assert ev.other_cores is not None and ev.other_cores >= min(hog_cores, 1.0) > 0  # capped at the one core
+    # the machine's busy time and the hog's own are read a moment apart and counted in clock ticks (10 ms): the
+    # two agree to a few ticks, not exactly (0.9956 against 0.996 has been seen)
+    slack = 3 / os.sysconf("SC_CLK_TCK") / ev.wall_s
+    assert ev.other_cores is not None and ev.other_cores >= min(hog_cores, 1.0) - slack > 0  # capped at one core
     line = slow_line("decode", 2.0, 10.0, ev)
     assert "other processes used" in line and "of 1 CPU cores" in line
 
