@@ -83,6 +83,10 @@ def describe(hw: HardwareInfo, bw: BandwidthResult,
     cpu = hw.cpu
     cores = f"{cpu.physical_cores or '?'} physical / {cpu.logical_cores or '?'} logical"
     when = "cached, " + bw.measured_at if bw.cached else "just measured"
+    if bw.busy:
+        when += ", while the machine was busy: low"
+    if bw.kept_over_busy:
+        when += "; the re-measure found the machine busy, so this quiet measurement is kept"
     lines = [
         ("CPU", f"{cpu.model} ({cpu.arch})"),
         ("cores", cores),

@@ -40,13 +40,9 @@ class BatchSweepRow:
 def machine_rates(threads: int | None = None) -> Rates:
     """This machine's speed-model rates for `threads` CPU threads (None: llama.cpp's default): a stored
     `roofline calibrate` result for that thread count when there is one."""
-    from app.core.predict.bandwidth import get_bandwidth
-    from app.core.predict.calibration import calibrated_rates
-    from app.core.predict.hardware import probe_hardware
-    from app.core.predict.speed import default_rates
+    from app.core.predict.machine_roofs import machine_figures
 
-    hw = probe_hardware()
-    return calibrated_rates(default_rates(hw, get_bandwidth(hw.machine_key), threads=threads), hw.machine_key)
+    return machine_figures(threads)[0]
 
 
 def predicted_curve(model_path: str | Path, counts: list[int], rates: Rates | None = None,

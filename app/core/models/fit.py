@@ -52,16 +52,14 @@ def machine_for_library(model_path: str | None = None) -> Machine:
     """This computer from cached facts only: probed hardware, the cached bandwidth probe (or none), the stored
     calibration — for the threads a load of `model_path` would use (settings, its preset and tune result;
     no path: the settings alone)."""
-    from app.core.predict.bandwidth import load_cached
-    from app.core.predict.calibration import calibrated_rates
     from app.core.predict.hardware import probe_hardware
     from app.core.predict.load_plan import planned_threads
-    from app.core.predict.speed import default_rates
+    from app.core.predict.machine_roofs import machine_figures
 
     hw = probe_hardware()
     threads, batch = planned_threads(model_path)
-    rates = default_rates(hw, load_cached(hw.machine_key), threads=threads, batch_threads=batch)
-    return Machine(hw, calibrated_rates(rates, hw.machine_key, "cpu", "gpu"))
+    rates, _ = machine_figures(threads, batch, measure=False, gpu_backend="gpu", hw=hw)
+    return Machine(hw, rates)
 
 
 def assess_models(models: list[Any], machine: Machine, n_ctx: int = LIBRARY_CTX) -> dict[str, LibraryFit]:

@@ -5,7 +5,9 @@ GIL inside reductions, so threads run in parallel), and once more with a single 
 predicts for the threads a load uses: one thread rarely saturates the memory system); a copy probe is kept
 for reference, and a small float32 matrix multiply gives a yardstick for compute (prefill). The best of a
 few runs counts, and the whole measurement stays within about two seconds, allocation included.
-Results are cached per machine (CPU model + RAM + core count) in `paths.cache_dir()`.
+Results are stored per machine (CPU model + RAM + core count) in `paths.cache_dir()`, with their date and whether
+the machine was busy: the one measurement the dashboard's roofline, the Lab and Discover all read
+(app.core.predict.machine_roofs turns it into the roofs the plots draw).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class BandwidthResult:
     # ~2x from one to two threads: docs/bench/2026-12-01-estimates-runs.md, runs E and F), so kernel rates
     # scale from the one-core figure
     gemm_gflops_1t: float = 0.0
+    # when a re-measure asked for found the machine busy: that attempt's time. This quiet measurement was kept
+    # over it (contention only lowers the figures, and a pick must not change with the load of the moment)
+    kept_over_busy: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,26 +185,32 @@ def store(result: BandwidthResult) -> None:
         data = {}
     entry = result.to_dict()
     entry.pop("cached", None)
+    entry.pop("kept_over_busy", None)
     data[result.machine_key] = entry
     atomic_write.write_json(path, data)
 
 
 def get_bandwidth(machine_key: str, remeasure: bool = False, **measure_kwargs: Any) -> BandwidthResult:
-    """The cached measurement for this machine, or a fresh one (stored) when missing or asked.
+    """The stored measurement for this machine, or a fresh one (stored) when missing or asked.
 
-    A cached result taken while the machine was busy is measured again; contention only ever lowers
-    these numbers, so the better of the two is kept until a quiet measurement replaces it.
+    A stored result taken while the machine was busy is measured again; contention only ever lowers these
+    numbers, so the better of the two is kept until a quiet measurement replaces it. For the same reason a
+    re-measure that finds the machine busy never replaces a quiet measurement: the quiet one is returned, its
+    `kept_over_busy` saying so (the dashboard, the Lab and Discover then keep agreeing with each other).
     """
-    cached = None if remeasure else load_cached(machine_key)
-    if cached is not None and not cached.busy:
-        return cached
+    stored = load_cached(machine_key)
+    if stored is not None and not stored.busy and not remeasure:
+        return stored
     result = measure_bandwidth(**measure_kwargs)
     result.machine_key = machine_key
-    if cached is not None and result.busy:
-        result.read_gbs = max(result.read_gbs, cached.read_gbs)
-        result.copy_gbs = max(result.copy_gbs, cached.copy_gbs)
-        result.gemm_gflops = max(result.gemm_gflops, cached.gemm_gflops)
-        result.read_gbs_1t = max(result.read_gbs_1t, cached.read_gbs_1t)
-        result.gemm_gflops_1t = max(result.gemm_gflops_1t, cached.gemm_gflops_1t)
+    if stored is not None and result.busy:
+        if not stored.busy:
+            stored.kept_over_busy = result.measured_at
+            return stored
+        result.read_gbs = max(result.read_gbs, stored.read_gbs)
+        result.copy_gbs = max(result.copy_gbs, stored.copy_gbs)
+        result.gemm_gflops = max(result.gemm_gflops, stored.gemm_gflops)
+        result.read_gbs_1t = max(result.read_gbs_1t, stored.read_gbs_1t)
+        result.gemm_gflops_1t = max(result.gemm_gflops_1t, stored.gemm_gflops_1t)
     store(result)
     return result

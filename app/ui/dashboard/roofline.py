@@ -10,6 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
 
 from app.core.metrics.phase import PhaseMetrics
+from app.core.predict.machine_roofs import MachineRoofs
 from app.engine import protocol as P
 from app.ui.dashboard import roofline_math
 from app.ui.dashboard.plots import PLOT_HEIGHT, empty_label, make_plot
@@ -59,16 +60,14 @@ class RooflinePanel(QGroupBox):
         self.roof_explain.setWordWrap(True)
         rl.addWidget(self.roof_explain)
 
-    def update_roofline(self, loaded: P.Loaded | None, history: list[PhaseMetrics], bandwidth: float | None,
-                        bandwidth_note: str, calibrated_peak: float | None, n_ubatch: int,
-                        device: roofline_math.DeviceRoof | None = None) -> None:
+    def update_roofline(self, loaded: P.Loaded | None, history: list[PhaseMetrics], machine: MachineRoofs | None,
+                        n_ubatch: int, device: roofline_math.DeviceRoof | None = None) -> None:
+        """`device`: the measured GPU holding the weights, whose roofs replace the machine's."""
         if loaded is None:
             self.roof_label.setText("Load a model to see where prefill and decode sit.")
             return
-        if device is not None:  # the weights sit on a measured GPU: its roofs, not the CPU's
-            bandwidth, bandwidth_note = device.bandwidth, device.note
-        r = roofline_math.build(history, loaded.n_params, loaded.model_size, bandwidth, calibrated_peak, n_ubatch,
-                                 device)
+        r = roofline_math.build(history, loaded.n_params, loaded.model_size, machine, n_ubatch, device)
+        bandwidth = r.bandwidth
         pts = [p for p in (r.prefill, r.decode) if p is not None]
         lo = min([p.intensity for p in pts] + [0.5]) / 3
         hi = max([p.intensity for p in pts] + [(r.ridge or 1) * 4, 50.0]) * 3
@@ -88,9 +87,13 @@ class RooflinePanel(QGroupBox):
         self.roof_decode.setData([r.decode.intensity] if r.decode else [],
                                  [r.decode.flops] if r.decode else [])
         self.roof_empty.setVisible(not pts)
-        bw = f"{bandwidth / 1e9:.1f} GB/s ({bandwidth_note})" if bandwidth else f"{bandwidth_note}"
-        peak = f"{_si(r.peak_flops)}FLOP/s ({r.peak_source})" if r.peak_flops else r.peak_source
-        text = f"Bandwidth roof: {bw} · compute roof: {peak}"
+        bw = f"{bandwidth / 1e9:.1f} GB/s" if bandwidth else r.bandwidth_source
+        peak = f"{_si(r.peak_flops)}FLOP/s" if r.peak_flops else r.peak_source
+        if bandwidth and r.peak_flops and r.bandwidth_source == r.peak_source:  # one source, said once
+            text = f"Bandwidth roof: {bw} · compute roof: {peak} ({r.peak_source})"
+        else:
+            text = (f"Bandwidth roof: {bw}" + (f" ({r.bandwidth_source})" if bandwidth else "")
+                    + f" · compute roof: {peak}" + (f" ({r.peak_source})" if r.peak_flops else ""))
         if r.decode and bandwidth:
             used = r.decode.flops / r.decode.intensity
             text += f" · decode moves {used / 1e9:.1f} GB/s = {100 * used / bandwidth:.0f} % of the roof"

@@ -5,6 +5,8 @@ read, so its arithmetic intensity is tiny and it sits on the bandwidth slope. Pr
 tokens through the same weights read once per micro-batch, so its intensity is ≈ n times higher and it
 climbs toward the compute roof.
 
+The CPU's roofs are app.core.predict.machine_roofs' for the loaded model and its threads: the same stored
+measurement, and the same figures, as the Lab's batching roofline.
 With the model's weights on a GPU the roofs are that device's: its measured matrix-vector bandwidth and matrix
 multiply rate (app.core.predict.device_bandwidth, the same figures the speed model's GPU rates use).
 """
@@ -18,6 +20,7 @@ from app.core.metrics.phase import PhaseMetrics
 
 if TYPE_CHECKING:
     from app.core.predict.device_bandwidth import DeviceBandwidth
+    from app.core.predict.machine_roofs import MachineRoofs
 
 
 @dataclass
@@ -28,11 +31,12 @@ class Point:
 
 @dataclass
 class Roofline:
-    bandwidth: float | None  # bytes/s (measured read bandwidth); None: not measured yet
-    peak_flops: float | None  # FLOP/s (calibration, or best prefill seen)
+    bandwidth: float | None  # bytes/s (the machine's or the device's roof); None: not measured yet
+    peak_flops: float | None  # FLOP/s (the machine's or the device's roof, else the best prefill seen)
     prefill: Point | None
     decode: Point | None
     peak_source: str
+    bandwidth_source: str = "not measured yet"
 
     def roof(self, intensity: float) -> float | None:
         """Attainable FLOP/s at this intensity: min(compute roof, bandwidth × intensity)."""
@@ -95,13 +99,10 @@ def operating_points(m: PhaseMetrics, n_params: int, model_bytes: int, n_ubatch:
     return prefill, decode
 
 
-def build(metrics: list[PhaseMetrics], n_params: int, model_bytes: int, bandwidth: float | None,
-          calibrated_peak: float | None = None, n_ubatch: int = 512, device: DeviceRoof | None = None) -> Roofline:
-    """Roofline of the latest reply; the compute roof is calibrated or the best prefill FLOP/s seen. On a
-    measured GPU (`device`) its bandwidth replaces `bandwidth` and its matrix multiply is the compute roof unless
-    a calibration gives one."""
-    if device is not None:
-        bandwidth = device.bandwidth
+def build(metrics: list[PhaseMetrics], n_params: int, model_bytes: int, machine: MachineRoofs | None,
+          n_ubatch: int = 512, device: DeviceRoof | None = None) -> Roofline:
+    """Roofline of the latest reply against the machine's roofs (`machine`), or on a measured GPU (`device`)
+    that device's; without a compute roof, the best prefill FLOP/s seen stands in for one."""
     prefill = decode = None
     best_prefill = 0.0
     for m in metrics:
@@ -111,12 +112,12 @@ def build(metrics: list[PhaseMetrics], n_params: int, model_bytes: int, bandwidt
             prefill = p
         if d is not None:
             decode = d
-    if calibrated_peak:
-        peak, source = calibrated_peak, "calibrated"
-    elif device is not None and device.peak_flops > 0:
-        peak, source = device.peak_flops, device.note
-    elif best_prefill > 0:
+    bandwidth, bw_source, peak, source = None, "not measured yet", 0.0, ""
+    if device is not None:
+        bandwidth, bw_source, peak, source = device.bandwidth, device.note, device.peak_flops, device.note
+    elif machine is not None and machine.bandwidth > 0:
+        bandwidth, bw_source = machine.bandwidth, machine.note()
+        peak, source = machine.peak_flops, machine.note()
+    if peak <= 0 and best_prefill > 0:
         peak, source = best_prefill, "best prefill measured here"
-    else:
-        peak, source = None, "not measured yet"
-    return Roofline(bandwidth, peak, prefill, decode, source)
+    return Roofline(bandwidth, peak or None, prefill, decode, source or "not measured yet", bw_source)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.metrics.phase import PhaseMetrics, fmt_bytes, percentile
+from app.core.predict.machine_roofs import MachineRoofs
 from app.engine import protocol as P
 from app.ui.dashboard import roofline_math
 from app.ui.dashboard.cards import Card, CardGrid, show_message
@@ -77,9 +78,7 @@ class Dashboard(QWidget, LiveReply):
         """What the dashboard knows of the model, the machine and the replies, before any event."""
         self.loaded: P.Loaded | None = None
         self.history: list[PhaseMetrics] = []
-        self.bandwidth: float | None = None
-        self.bandwidth_note = "not measured yet"
-        self.calibrated_peak: float | None = None
+        self.machine_roofs: MachineRoofs | None = None  # the loaded model's roofs on this machine (machine_roofs)
         self.device_roofs: dict[str, roofline_math.DeviceRoof] = {}  # measured GPUs by llama.cpp's device name
         self.n_ubatch = 512
         self._live_times: list[float] = []  # the reply being written: its token times so far
@@ -199,9 +198,8 @@ class Dashboard(QWidget, LiveReply):
         self._update_kv(None)
         self._update_roofline()
 
-    def set_bandwidth(self, bytes_per_s: float | None, note: str = "") -> None:
-        self.bandwidth = bytes_per_s
-        self.bandwidth_note = note or ("measured" if bytes_per_s else "not measured yet")
+    def set_machine_roofs(self, roofs: MachineRoofs | None) -> None:
+        self.machine_roofs = roofs
         self._update_roofline()
 
     def set_device_roofs(self, roofs: dict[str, roofline_math.DeviceRoof]) -> None:
@@ -325,8 +323,8 @@ class Dashboard(QWidget, LiveReply):
 
     def _update_roofline(self) -> None:
         device = roofline_math.weights_device(self.loaded.buffers_mib) if self.loaded is not None else None
-        self.roofline.update_roofline(self.loaded, self.history, self.bandwidth, self.bandwidth_note,
-                                      self.calibrated_peak, self.n_ubatch, self.device_roofs.get(device or ""))
+        self.roofline.update_roofline(self.loaded, self.history, self.machine_roofs, self.n_ubatch,
+                                      self.device_roofs.get(device or ""))
 
 
     def restyle(self) -> None:

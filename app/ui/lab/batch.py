@@ -58,17 +58,18 @@ def measure(base: P.LoadConfig, counts: list[int], tokens: int, rounds: int, pro
     """The sweep and its prediction (runs on a worker thread); `partial` gets the result so far after each
     measured count (the prediction is known first: the charts show it from the start)."""
     from app.core.bench.batch_roofline import batch_roofline
-    from app.core.bench.batch_sweep import build_rows, finding, machine_rates, predicted_curve
+    from app.core.bench.batch_sweep import build_rows, finding, predicted_curve
     from app.core.gguf.info import inspect_gguf
+    from app.core.predict.machine_roofs import machine_figures
     from app.engine.batch.sweep import MeasuredPoint, measure_batch
 
-    rates = machine_rates(base.n_threads)
+    rates, measurement = machine_figures(base.n_threads)
     predicted, calibrated = predicted_curve(base.model_path, counts, rates, tokens=tokens)
     info = inspect_gguf(base.model_path)
 
     def result(points: list[MeasuredPoint], final: bool) -> BatchLabResult:
         measured = [(p.streams, p.aggregate_tps) for p in points]
-        roof = batch_roofline(info, rates, predicted, dict(measured))
+        roof = batch_roofline(info, rates, predicted, dict(measured), measurement)
         return BatchLabResult(build_rows(measured, predicted), roof, finding(measured) if final else "",
                               calibrated, final and bool(cancelled()) and len(points) < len(counts))
 
@@ -133,11 +134,15 @@ class BatchLabPanel(QWidget):
         for plot in (self.plot_rate, self.plot_roof):
             for axis in ("left", "bottom"):  # the ticks carry their own units ("100 G")
                 plot.getAxis(axis).enableAutoSIPrefix(False)
+        # the roofs' figures and their source: the same stored measurement the dashboard's roofline shows
+        self.roof_note = QLabel("")
+        self.roof_note.setWordWrap(True)
         self.plots = QWidget()
         pl = QVBoxLayout(self.plots)
         pl.setContentsMargins(0, 0, 0, 0)
         pl.addWidget(self.plot_rate)
         pl.addWidget(self.plot_roof)
+        pl.addWidget(self.roof_note)
         pl.addWidget(self.finding)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
@@ -282,7 +287,11 @@ class BatchLabPanel(QWidget):
         p.clear()
         pts = roof.points
         if not pts or roof.bandwidth <= 0 or roof.peak_flops <= 0:
+            self.roof_note.setText("")
             return
+        # worded as the dashboard's Roofline box words the same figures
+        self.roof_note.setText(f"Bandwidth roof: {roof.bandwidth / 1e9:.1f} GB/s · compute roof: "
+                               f"{roof.peak_flops / 1e9:.1f} GFLOP/s" + (f" ({roof.note})" if roof.note else ""))
         lo = min(min(q.intensity for q in pts), roof.ridge) / 3
         hi = max(max(q.intensity for q in pts), roof.ridge) * 3
         xs = np.logspace(math.log10(lo), math.log10(hi), 80)

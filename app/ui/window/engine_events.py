@@ -61,8 +61,8 @@ class EngineEvents(WindowBase):
         self._engine_state(self.engine.state)  # the state line after a load, whatever came before it
         if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
             self.banner.hide()
-        if not self.bandwidth.known and self.measure_bandwidth_on_load:
-            self.bandwidth.request(measure=True)
+        # the roofs are the model's and its threads' (measured first, once, when nothing is stored yet)
+        self.bandwidth.request(loaded, measure=self.measure_bandwidth_on_load and not self.bandwidth.known)
         self._update_buttons()
 
     def _show_model_line(self, loaded: P.Loaded) -> None:

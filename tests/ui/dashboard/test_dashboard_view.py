@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.metrics.phase import PhaseMetrics
+from app.core.predict.machine_roofs import MachineRoofs
 from fake_engine import gemma_loaded
 
 OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -45,7 +46,7 @@ def test_dashboard_shows_history_memory_and_roofline(qtbot):
     assert "512 tokens" in dash.swa_label.text()
     # Without a bandwidth measurement the roofline says so; with one, decode sits under the slope.
     assert "not measured yet" in dash.roof_label.text()
-    dash.set_bandwidth(13e9, "test")
+    dash.set_machine_roofs(MachineRoofs(13e9, 0.0, 2, "2026-12-01T12:00:00+00:00", busy=False, calibrated=False))
     (dx,), (dy,) = 10 ** dash.roof_decode.getData()[0], 10 ** dash.roof_decode.getData()[1]  # log-log plot
     (px,), (py,) = 10 ** dash.roof_prefill.getData()[0], 10 ** dash.roof_prefill.getData()[1]
     assert px == pytest.approx(39 * dx)  # prefill batch of 39 new tokens through the same weights

@@ -9,12 +9,15 @@ import pytest
 
 from app.core.metrics.phase import PhaseMetrics
 from app.core.predict.device_bandwidth import parse
+from app.core.predict.machine_roofs import MachineRoofs
 from app.ui.dashboard import roofline_math
 from fake_engine import gemma_loaded
 
 VULKAN = parse(json.dumps({"device": "Vulkan0", "description": "llvmpipe", "type": "gpu", "backend": "Vulkan",
                            "llama_cpp_version": "0.3.36", "read_gbs": 6.0,
                            "matvec_gbs": {"F16": 6.0}, "gemm_gflops": 40.0, "measured_at": "2026-12-01T12:00:00"}))
+
+CPU = MachineRoofs(20e9, 150e9, 2, "2026-11-30T12:00:00+00:00", busy=False, calibrated=False)
 
 
 def test_the_weights_device_is_the_one_with_most_model_buffers() -> None:
@@ -27,10 +30,8 @@ def test_the_weights_device_is_the_one_with_most_model_buffers() -> None:
 def test_a_measured_device_gives_both_roofs() -> None:
     m = PhaseMetrics(prompt_tokens=64, prefill_tokens=64, prefill_ms=1000.0, decode_tokens=8, decode_ms=800.0)
     roof = roofline_math.device_roof(VULKAN)
-    r = roofline_math.build([m], 500_000_000, 1_000_000_000, bandwidth=20e9, device=roof)
+    r = roofline_math.build([m], 500_000_000, 1_000_000_000, CPU, device=roof)
     assert r.bandwidth == 6e9 and r.peak_flops == 40e9 and r.peak_source == "measured on Vulkan0, 2026-12-01"
-    calibrated = roofline_math.build([m], 500_000_000, 1_000_000_000, 20e9, calibrated_peak=9e9, device=roof)
-    assert calibrated.peak_flops == 9e9 and calibrated.bandwidth == 6e9
 
 
 @pytest.mark.gui
@@ -40,10 +41,10 @@ def test_dashboard_draws_the_gpu_roof_for_an_offloaded_model(qtbot) -> None:  # 
 
     dash = Dashboard(EngineQt())
     qtbot.addWidget(dash)
-    dash.set_bandwidth(20e9, "measured read bandwidth")
+    dash.set_machine_roofs(CPU)
     dash.set_device_roofs({"Vulkan0": roofline_math.device_roof(VULKAN)})
     dash.set_loaded(gemma_loaded())  # weights in RAM: the CPU's roof
-    assert "20.0 GB/s (measured read bandwidth)" in dash.roof_label.text()
+    assert "20.0 GB/s · compute roof: 150.0 GFLOP/s (measured 2026-11-30 · 2 threads)" in dash.roof_label.text()
     dash.set_loaded(gemma_loaded(n_gpu_layers=99, buffers_mib={"model:Vulkan0": 240.0, "model:CPU_Mapped": 1.0}))
     text = dash.roof_label.text()
-    assert "6.0 GB/s (measured on Vulkan0, 2026-12-01)" in text and "40.0 GFLOP/s" in text
+    assert "6.0 GB/s · compute roof: 40.0 GFLOP/s (measured on Vulkan0, 2026-12-01)" in text

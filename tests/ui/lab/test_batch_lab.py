@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.bench import batch_sweep
 from app.core.bench.batch_roofline import batch_roofline
 from app.core.gguf.info import inspect_gguf
+from app.core.predict import machine_roofs
 from app.core.predict.batching import predict_batch
 from app.core.predict.speed import default_rates
 from app.engine.batch import sweep as batch_engine_sweep
@@ -24,7 +24,7 @@ MEASURED = {1: 50.0, 2: 95.0, 4: 150.0, 8: 160.0, 16: 150.0}  # gains 1.9x, 1.58
 
 
 @pytest.fixture()
-def fake_measure(monkeypatch: pytest.MonkeyPatch) -> dict:
+def fake_engine_sweep(monkeypatch: pytest.MonkeyPatch) -> dict:
     """measure_batch stand-in: reports progress per count, stops between counts when cancelled; `gate` (a
     semaphore), when the test sets one, is acquired before each count: the test lets counts through."""
     calls: dict = {"progress": [], "gate": None, "config": None}
@@ -43,8 +43,14 @@ def fake_measure(monkeypatch: pytest.MonkeyPatch) -> dict:
         return points
 
     monkeypatch.setattr(batch_engine_sweep, "measure_batch", measure_batch)
-    monkeypatch.setattr(batch_sweep, "machine_rates", lambda threads=None: default_rates(None))
     return calls
+
+
+@pytest.fixture()
+def fake_measure(fake_engine_sweep: dict, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The fake sweep with fixed uncalibrated rates (no stored measurement)."""
+    monkeypatch.setattr(machine_roofs, "machine_figures", lambda threads=None, **_: (default_rates(None), None))
+    return fake_engine_sweep
 
 
 def _lab(qtbot, model: Path):  # type: ignore[no-untyped-def]
@@ -121,3 +127,31 @@ def test_roofline_points_move_right_with_the_batch_and_meet_the_compute_roof(def
     assert roof.points[-1].predicted_flops > 0.8 * roof.peak_flops  # the big batch is at the compute roof
     assert roof.points[0].measured_flops == pytest.approx(10.0 * roof.flops_per_token)
     assert roof.points[1].measured_flops is None
+
+
+def test_the_lab_and_the_dashboard_show_one_measurement_of_the_machine(
+        qtbot, default_model: Path, fake_engine_sweep: dict) -> None:
+    """The same model and threads: the Lab's batching roofline and the dashboard's Roofline box give the same
+    two roofs, with the stored measurement's date."""
+    from app.ui.dashboard import Dashboard
+    from app.ui.dashboard.bandwidth_feed import BandwidthFeed
+    from app.ui.engine_link.engine_qt import EngineQt
+    from fake_engine import gemma_loaded
+
+    page = _lab(qtbot, default_model)
+    lab = page.batch_lab
+    lab.streams.setText("1,2")
+    lab.run_button.click()
+    qtbot.waitUntil(lambda: lab.result is not None, timeout=20000)
+    note = lab.result.roofline.note
+    dash = Dashboard(EngineQt())
+    qtbot.addWidget(dash)
+    loaded = gemma_loaded(model_path=str(default_model), n_threads=lab.base.n_threads)  # the Lab's threads
+    dash.set_loaded(loaded)
+    feed = BandwidthFeed(dash, dash)
+    feed.request(loaded, measure=True)
+    qtbot.waitUntil(lambda: "GB/s" in dash.roof_label.text(), timeout=10000)
+    shown = lab.roof_note.text()
+    assert shown.startswith("Bandwidth roof: ") and "(measured 2026-12-01" in shown and note in shown
+    assert dash.roof_label.text().startswith(shown), (dash.roof_label.text(), shown)
+    page.shutdown()

@@ -13,7 +13,7 @@ import shiboken6
 from app.engine import protocol as P
 from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.window.main_window import MainWindow
-from fake_engine import FakeClient, fake_engine
+from fake_engine import FakeClient, fake_engine, gemma_loaded
 from fake_window import make_window
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
@@ -110,34 +110,33 @@ def test_a_remote_connect_that_fails_after_its_engine_was_deleted_is_dropped(qtb
     kept.shutdown()
 
 
-def test_the_bandwidth_feed_shows_a_failure_as_a_note_and_then_runs_the_measurement_asked_for(
-        qtbot, monkeypatch) -> None:
+def test_the_bandwidth_feed_survives_a_failure_and_then_runs_the_measurement_asked_for(qtbot, monkeypatch) -> None:
     from PySide6.QtCore import QObject
 
     from app.ui.dashboard import bandwidth_feed
 
-    asked: list[bool] = []
+    asked: list[tuple[str | None, bool]] = []
     gate = threading.Event()
 
-    def read(measure: bool) -> tuple[float | None, str]:
-        asked.append(measure)
+    def read(path: str | None, threads: int, measure: bool) -> tuple[object, bool]:
+        asked.append((path, measure))
         if not measure:
             gate.wait(5)
             raise OSError("no cache folder")
-        return 12e9, "measured read bandwidth, 2026-11-30"
+        return "roofs", True
 
-    monkeypatch.setattr(bandwidth_feed, "read_bandwidth", read)
-    shown: list[tuple[float | None, str]] = []
+    monkeypatch.setattr(bandwidth_feed, "read_roofs", read)
+    monkeypatch.setattr(bandwidth_feed, "read_device_roofs", dict)
+    shown: list[object] = []
 
     class Dashboard:
-        def set_bandwidth(self, value: float | None, note: str) -> None:
-            shown.append((value, note))
+        def set_machine_roofs(self, roofs: object) -> None:
+            shown.append(roofs)
 
     owner = QObject()
     feed = bandwidth_feed.BandwidthFeed(Dashboard(), owner)
     feed.request()
-    feed.request(measure=True)  # asked while the first is still running: remembered, run next
+    feed.request(gemma_loaded(), measure=True)  # asked while the first is still running: remembered, run next
     gate.set()
-    qtbot.waitUntil(lambda: len(shown) == 2, timeout=5000)
-    assert shown == [(None, "not measured (no cache folder)"), (12e9, "measured read bandwidth, 2026-11-30")]
-    assert asked == [False, True] and feed.known
+    qtbot.waitUntil(lambda: shown == ["roofs"], timeout=5000)
+    assert asked == [(None, False), ("/m/x-Q4_K_M.gguf", True)] and feed.known
