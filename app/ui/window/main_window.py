@@ -174,6 +174,11 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.input.submitted.connect(self.submit)
         self.input.escaped.connect(self.escape)
         cl.addWidget(self.input)
+        # the context meter (app/ui/chat/context_meter.py) on its own line under the input: beside the buttons a
+        # narrow chat column (800 x 600) squeezed it to nothing
+        self.context_label = QLabel("")
+        self.context_label.setWordWrap(True)
+        cl.addWidget(self.context_label)
         cl.addLayout(self._build_buttons())
         return chat
 
@@ -197,9 +202,6 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
             b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + 16)
             buttons.addWidget(b)
         buttons.addStretch(1)
-        self.context_label = QLabel("")  # the context meter (app/ui/chat/context_meter.py)
-        self.context_label.setMinimumWidth(1)  # a small window cuts it (its tooltip has it), never the buttons
-        buttons.addWidget(self.context_label)
         self.hint_label = QLabel("")
         self.hint_label.setMinimumWidth(1)  # a long hint is cut (its tooltip has it), never the buttons
         self.hint_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)

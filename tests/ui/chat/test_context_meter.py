@@ -50,3 +50,14 @@ def test_a_message_over_the_context_is_said_before_sending(window, qtbot) -> Non
     assert "will not fit" in window.context_label.text()
     assert theme.WARN.lower() in window.context_label.styleSheet().lower()
     assert not window.session.busy  # nothing was sent
+
+
+def test_the_meter_is_whole_in_an_800_by_600_window(window, qtbot) -> None:
+    window.resize(800, 600)
+    window.new_chat()
+    window.input.setPlainText("long words " * 300)  # the longest line: "… tokens · 100 % · will not fit"
+    shown_tokens(window, qtbot)
+    label = window.context_label
+    # not squeezed beside the buttons: the chat column's width, and tall enough for its wrapped lines
+    assert label.width() >= window.input.width() * 0.9
+    assert label.height() >= label.heightForWidth(label.width()) and "will not fit" in label.text()
