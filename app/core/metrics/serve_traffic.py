@@ -3,35 +3,26 @@
 Two polls make a snapshot: requests in flight and KV cells are gauges, read as they are; the aggregate decode
 rate and the time to first token of the requests that finished in between are the counters' and the TTFT
 histogram's differences over the interval. Pure Python (the window polls, the dashboard draws), and the text
-is a server's answer, so whatever does not parse is ignored, never raised.
+is a server's answer, so a text that does not parse gives an empty snapshot, never an exception.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from app.core.remote.exposition import ExpositionError, read_exposition
 
 PREFIX = "llamacpp:"
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """`name -> value` for every sample line without labels (histogram buckets, which have labels, and
-    comments are skipped; a malformed line is ignored)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "{" in line:
-            continue
-        parts = line.split()
-        if len(parts) < 2:
-            continue
-        try:
-            value = float(parts[1])
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            out[parts[0]] = value
-    return out
+    """`name -> value` for every sample, summed over label sets (histogram buckets left out), read by the
+    remote normalizer's parser (app.core.remote.exposition, prometheus_client's): one home for the text
+    format. A text the parser refuses gives no samples, never an exception."""
+    try:
+        return dict(read_exposition(text).values)
+    except ExpositionError:
+        return {}
 
 
 @dataclass(frozen=True)

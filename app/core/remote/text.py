@@ -83,6 +83,8 @@ def screen_lines(m: ServerMeasures, where: str) -> list[str]:
     if m.memory_bytes:
         gpu = f", {m.memory_gpu_bytes / 2**30:.1f} GiB on the GPU" if m.memory_gpu_bytes is not None else ""
         lines.append(f"memory   : {m.memory_bytes / 2**30:.1f} GiB{gpu}")
+    if m.load_ms is not None:
+        lines.append(f"load     : {ms(m.load_ms)} to load the model for the reply")
     lines += [f"note     : {n}" for n in m.notes]
     return lines
 
@@ -94,4 +96,9 @@ def summary_line(m: ServerMeasures) -> str:
         parts.append(f"TTFT p50 {ms(m.ttft.p50_ms)}")
     parts.append(f"KV {kv_line(m)}")
     parts.append(requests_line(m))
+    if m.memory_bytes:  # Ollama's /api/ps: the model's memory is its nearest to a KV gauge
+        gpu = f" ({m.memory_gpu_bytes / 2**30:.1f} GiB on the GPU)" if m.memory_gpu_bytes is not None else ""
+        parts.append(f"model {m.memory_bytes / 2**30:.1f} GiB{gpu}")
+    if m.load_ms is not None:
+        parts.append(f"load {ms(m.load_ms)}")
     return f"{m.source} ({window(m)}): " + " · ".join(parts)

@@ -91,15 +91,23 @@ class RemoteServerPanel(QGroupBox):
         notes = "; ".join(m.notes)
         self.status.setText(clean_line(f"{window(m)}" + (f" · {notes}" if notes else ""), 300))
         self.card_requests.set(f"{m.running}" if m.running is not None else "—", requests_line(m))
-        kv_detail = kv_line(m).split(" · ", 1)[-1] if m.kv_tokens is not None or m.kv_capacity else "of its KV cache"
-        self.card_kv.set(f"{100 * m.kv_fraction:.0f} %" if m.kv_fraction is not None else "—",
-                         kv_detail if m.kv_fraction is not None or m.kv_tokens is not None else "not reported")
+        self._kv_card(m)
         self.card_ttft.set(ms(m.ttft.p50_ms) if m.ttft else "—", _tail(m.ttft))
         self.card_itl.set(ms(m.itl.p50_ms) if m.itl else "—", _tail(m.itl))
         self.card_prefill.set(rate(m.prefill_tps), "not reported" if m.prefill_tps is None else "per request")
         self.card_decode.set(rate(m.decode_tps), f"per request ({m.decode_tps_from})" if m.decode_tps_from else
                              "not reported")
         self._plot(m)
+
+    def _kv_card(self, m: ServerMeasures) -> None:
+        if m.kv_fraction is None and m.kv_tokens is None and m.memory_bytes:
+            # Ollama gives no KV gauge; /api/ps's model memory and context are what it says of its cache
+            gpu = f" · {m.memory_gpu_bytes / 2**30:.1f} GiB on the GPU" if m.memory_gpu_bytes is not None else ""
+            self.card_kv.set(f"{m.memory_bytes / 2**30:.1f} GiB", f"model memory{gpu} · {kv_line(m)}")
+            return
+        kv_detail = kv_line(m).split(" · ", 1)[-1] if m.kv_tokens is not None or m.kv_capacity else "of its KV cache"
+        self.card_kv.set(f"{100 * m.kv_fraction:.0f} %" if m.kv_fraction is not None else "—",
+                         kv_detail if m.kv_fraction is not None or m.kv_tokens is not None else "not reported")
 
     def _plot(self, m: ServerMeasures) -> None:
         self._history.append((m.t, m.running or 0, m.waiting or 0, m.kv_fraction))

@@ -120,3 +120,27 @@ def test_ollama_reply_and_ps():
     version = json.loads((DATA / "ollama-version.json").read_text(encoding="utf-8"))
     assert engine_from_answer("/api/version", version) == OLLAMA
     assert engine_from_answer("/props", version) is None
+
+
+def test_ollama_screen_shows_its_reply_and_ps_numbers():
+    from app.core.remote.text import screen_lines
+
+    reply = reply_measures(json.loads((DATA / "ollama-chat.json").read_text(encoding="utf-8")))
+    ps = ps_measures(json.loads((DATA / "ollama-ps.json").read_text(encoding="utf-8")), model="llama3.1:8b")
+    assert reply is not None and ps is not None
+    reply_text = "\n".join(screen_lines(reply, "host:11434"))
+    assert "load     :" in reply_text and "server: Ollama" in reply_text
+    assert reply.prefill_tps is not None and f"{reply.prefill_tps:,.0f} tok/s" in reply_text
+    ps_text = "\n".join(screen_lines(ps, "host:11434"))
+    assert ps.kv_capacity is not None and f"context {ps.kv_capacity:,} tokens" in ps_text
+    assert "memory   :" in ps_text and "on the GPU" in ps_text
+
+
+def test_ollama_chat_summary_names_the_model_memory():
+    from app.core.remote.text import summary_line
+
+    ps = ps_measures(json.loads((DATA / "ollama-ps.json").read_text(encoding="utf-8")), model="llama3.1:8b")
+    assert ps is not None and ps.memory_bytes
+    line = summary_line(ps)
+    assert line.startswith("server: Ollama") and f"model {ps.memory_bytes / 2**30:.1f} GiB" in line
+    assert "on the GPU" in line

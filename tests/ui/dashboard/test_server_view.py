@@ -91,3 +91,18 @@ def test_the_poller_reads_a_server_and_says_why_it_cannot(qtbot, fake_engine: tu
     assert "not Prometheus" in why.args[0]
     watch.stop()
     assert not watch.follow(object())  # a local engine is not polled
+
+
+def test_an_ollama_server_shows_its_model_memory_and_context(win) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from app.core.remote.ollama import ps_measures
+
+    ps = ps_measures(json.loads((DATA / "ollama-ps.json").read_text(encoding="utf-8")), 1.0, "llama3.1:8b")
+    assert ps is not None and ps.memory_bytes and ps.kv_capacity
+    panel = win.dashboard.remote_server
+    panel.on_measures(ps)
+    assert panel.title() == "Server · server: Ollama"
+    assert panel.card_kv.value.text() == f"{ps.memory_bytes / 2**30:.1f} GiB"
+    detail = panel.card_kv.detail.text()
+    assert "on the GPU" in detail and f"context {ps.kv_capacity:,} tokens" in detail

@@ -109,7 +109,6 @@ llamacpp:tokens_predicted_total {tokens}
 llamacpp:time_to_first_token_seconds_bucket{{le="+Inf"}} {count}
 llamacpp:time_to_first_token_seconds_sum {ttft_sum}
 llamacpp:time_to_first_token_seconds_count {count}
-garbage line
 llamacpp:nan_value nan
 """
 
@@ -126,6 +125,8 @@ def test_traffic_from_two_polls() -> None:
     assert first.decode_tps == 0.0 and first.ttft_ms is None and first.tokens_total == 100
     restarted = traffic(parse_metrics(METRICS.format(tokens=10, ttft_sum=0.2, count=1)), 12.0, b, 10.0)
     assert restarted.decode_tps == pytest.approx(5.0) and restarted.ttft_ms == pytest.approx(200.0)
+    # a text the shared parser refuses is an empty snapshot, not a half-read one
+    assert parse_metrics(METRICS.format(tokens=1, ttft_sum=0.1, count=1) + "garbage line\n") == {}
 
 
 @pytest.mark.model
