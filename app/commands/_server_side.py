@@ -1,6 +1,7 @@
 """`roofline chat --remote`'s view of the server's own numbers: one poll of its metrics when the chat
 connects and one when the reply ends, each on its own thread (app.engine.remote.server_metrics), so the
-reply is never held by them; the second is waited for at most its timeout, then the summary goes without it."""
+reply is never held by them; after the reply each is waited for at most twice its timeout (a poll stops itself
+after one), then the summary goes without it."""
 
 from __future__ import annotations
 
@@ -43,7 +44,9 @@ class ServerSide:
         """The measures over the reply (the second poll against the first), or None with `error` set."""
         if self._thread is None:
             return None
-        self._thread.join(self.timeout)
+        # a poll ends itself after its timeout with its own error: the join waits past that (a backstop), since a
+        # join of the same length could end a moment first and report the wrong reason (a busy test run did)
+        self._thread.join(2 * self.timeout)
         if self._thread.is_alive():
             self.error = "the server's metrics did not come in time: left out"
             return None

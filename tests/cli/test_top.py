@@ -88,4 +88,4 @@ def test_chat_remote_goes_on_when_metrics_stall(fake_engine: tuple[str, FakeEngi
     assert main(["chat", "--remote", url, "--api-key", "k", "--server-engine", "vllm", "hello"]) == 0
     out = capsys.readouterr().out
     assert "Hello there" in out
-    assert any(x.startswith("server  : ") and "did not answer" in x for x in out.splitlines())
+    assert any(x.startswith("server  : ") and "did not answer" in x for x in out.splitlines()), out

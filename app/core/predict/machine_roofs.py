@@ -50,6 +50,20 @@ class MachineRoofs:
         return " · ".join(parts)
 
 
+def si(value: float) -> str:
+    """A figure with its SI prefix and the space before the unit: "53.0 G", "1.2 T"."""
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value:.0f} "
+
+
+def roofs_line(bandwidth: float, peak_flops: float, note: str) -> str:
+    """The two roofs in words, as the dashboard's Roofline box and the Lab's batching plot both say them."""
+    return f"Bandwidth roof: {bandwidth / 1e9:.1f} GB/s · compute roof: {si(peak_flops)}FLOP/s" + (
+        f" ({note})" if note else "")
+
+
 def roofs(info: GGUFInfo, rates: Rates, measured: BandwidthResult | None) -> MachineRoofs:
     """The CPU roofs for `info` under `rates` (which `measured` produced)."""
     from app.core.predict.batching import fastest_column_s

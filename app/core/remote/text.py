@@ -65,6 +65,15 @@ def phase_line(per_request: float | None, time: Distribution | None, total: floa
     return " · ".join(parts)
 
 
+def memory_line(m: ServerMeasures) -> str:
+    """The model's memory on the server (Ollama's /api/ps) and how much of it is on the GPU: "6.2 GiB, 6.2 GiB on
+    the GPU"; "" when the server does not say."""
+    if not m.memory_bytes:
+        return ""
+    gpu = f", {m.memory_gpu_bytes / 2**30:.1f} GiB on the GPU" if m.memory_gpu_bytes is not None else ""
+    return f"{m.memory_bytes / 2**30:.1f} GiB{gpu}"
+
+
 def screen_lines(m: ServerMeasures, where: str) -> list[str]:
     """`roofline top`'s screen, below its title line."""
     lines = [f"{where} · {m.source} · {window(m)}",
@@ -81,8 +90,7 @@ def screen_lines(m: ServerMeasures, where: str) -> list[str]:
     if m.spec_acceptance is not None:
         lines.append(f"spec     : {100 * m.spec_acceptance:.0f} % of drafted tokens accepted")
     if m.memory_bytes:
-        gpu = f", {m.memory_gpu_bytes / 2**30:.1f} GiB on the GPU" if m.memory_gpu_bytes is not None else ""
-        lines.append(f"memory   : {m.memory_bytes / 2**30:.1f} GiB{gpu}")
+        lines.append(f"memory   : {memory_line(m)}")
     if m.load_ms is not None:
         lines.append(f"load     : {ms(m.load_ms)} to load the model for the reply")
     lines += [f"note     : {n}" for n in m.notes]
@@ -97,8 +105,7 @@ def summary_line(m: ServerMeasures) -> str:
     parts.append(f"KV {kv_line(m)}")
     parts.append(requests_line(m))
     if m.memory_bytes:  # Ollama's /api/ps: the model's memory is its nearest to a KV gauge
-        gpu = f" ({m.memory_gpu_bytes / 2**30:.1f} GiB on the GPU)" if m.memory_gpu_bytes is not None else ""
-        parts.append(f"model {m.memory_bytes / 2**30:.1f} GiB{gpu}")
+        parts.append(f"model {memory_line(m)}")
     if m.load_ms is not None:
         parts.append(f"load {ms(m.load_ms)}")
     return f"{m.source} ({window(m)}): " + " · ".join(parts)

@@ -50,8 +50,8 @@ class BandwidthFeed(QObject):
     def request(self, loaded: Any = None, measure: bool = False) -> None:
         """Read the roofs for `loaded` (a protocol.Loaded; None: only whether a measurement is stored)."""
         if self._busy:
-            measure = measure or bool(self._next and self._next[1])
-            self._next = (loaded if loaded is not None else (self._next or (None,))[0], measure)
+            queued, queued_measure = self._next or (None, False)
+            self._next = (loaded if loaded is not None else queued, measure or queued_measure)
             return
         self._busy = True
         path = getattr(loaded, "model_path", None)

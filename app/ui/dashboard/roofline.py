@@ -10,20 +10,13 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout
 
 from app.core.metrics.phase import PhaseMetrics
-from app.core.predict.machine_roofs import MachineRoofs
+from app.core.predict.machine_roofs import MachineRoofs, roofs_line, si
 from app.engine import protocol as P
 from app.ui.dashboard import roofline_math
 from app.ui.dashboard.plots import PLOT_HEIGHT, empty_label, make_plot
 from app.ui.toolkit import theme
 
 _SI_PREFIX = {3: "k", 6: "M", 9: "G", 12: "T"}
-
-
-def _si(v: float) -> str:
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if v >= scale:
-            return f"{v / scale:.1f} {unit}"
-    return f"{v:.0f} "
 
 
 class RooflinePanel(QGroupBox):
@@ -88,9 +81,9 @@ class RooflinePanel(QGroupBox):
                                  [r.decode.flops] if r.decode else [])
         self.roof_empty.setVisible(not pts)
         bw = f"{bandwidth / 1e9:.1f} GB/s" if bandwidth else r.bandwidth_source
-        peak = f"{_si(r.peak_flops)}FLOP/s" if r.peak_flops else r.peak_source
+        peak = f"{si(r.peak_flops)}FLOP/s" if r.peak_flops else r.peak_source
         if bandwidth and r.peak_flops and r.bandwidth_source == r.peak_source:  # one source, said once
-            text = f"Bandwidth roof: {bw} · compute roof: {peak} ({r.peak_source})"
+            text = roofs_line(bandwidth, r.peak_flops, r.peak_source)
         else:
             text = (f"Bandwidth roof: {bw}" + (f" ({r.bandwidth_source})" if bandwidth else "")
                     + f" · compute roof: {peak}" + (f" ({r.peak_source})" if r.peak_flops else ""))

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.core.bench.batch_roofline import BatchRoofline
 from app.core.bench.batch_sweep import BatchSweepRow
+from app.core.predict.machine_roofs import roofs_line
 from app.engine import protocol as P
 from app.ui.dashboard.plots import make_plot, restyle_plot
 from app.ui.lab.length_fields import parse_lengths
@@ -289,9 +290,7 @@ class BatchLabPanel(QWidget):
         if not pts or roof.bandwidth <= 0 or roof.peak_flops <= 0:
             self.roof_note.setText("")
             return
-        # worded as the dashboard's Roofline box words the same figures
-        self.roof_note.setText(f"Bandwidth roof: {roof.bandwidth / 1e9:.1f} GB/s · compute roof: "
-                               f"{roof.peak_flops / 1e9:.1f} GFLOP/s" + (f" ({roof.note})" if roof.note else ""))
+        self.roof_note.setText(roofs_line(roof.bandwidth, roof.peak_flops, roof.note))
         lo = min(min(q.intensity for q in pts), roof.ridge) / 3
         hi = max(max(q.intensity for q in pts), roof.ridge) * 3
         xs = np.logspace(math.log10(lo), math.log10(hi), 80)
