@@ -43,7 +43,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$build_id" ]; then
   if ! ls "$WHEEL_DIR"/llama_cpp_python-*.whl >/dev/null 2>&1; then
     echo "roofline: building llama-cpp-python $LLAMA_VERSION from source (first time only; takes several minutes)"
     echo "roofline: CMAKE_ARGS=$cmake_args"
-    [[ "$cmake_args" == *GGML_VULKAN=on* ]] && echo "roofline: with the Vulkan backend (its shaders add 10-20 min)"
+    [[ "$cmake_args" == *GGML_VULKAN=on* ]] && echo "roofline: with the Vulkan backend (its shaders add a few minutes; up to 20 on a busy machine)"
     # From the source, patched (packaging/patch_llama_sdist.py says what and why), like the portable wheel.
     work="$WHEEL_DIR.src"
     rm -rf "$work" "$WHEEL_DIR.tmp" && mkdir -p "$work" "$WHEEL_DIR.tmp"
