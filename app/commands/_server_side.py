@@ -1,7 +1,9 @@
 """`roofline chat --remote`'s view of the server's own numbers: one poll of its metrics when the chat
-connects and one when the reply ends, each on its own thread (app.engine.remote.server_metrics), so the
-reply is never held by them; after the reply each is waited for at most twice its timeout (a poll stops itself
-after one), then the summary goes without it."""
+connects and one when the reply ends, each on its own thread (app.engine.remote.server_metrics). The first is
+the baseline the reply is measured against, so the request waits for it (at most its timeout): a baseline
+taken after the reply would hold the reply too and show it as nothing. A poll that has not answered by then is
+left out, not used late. After the reply each poll is waited for at most twice its timeout (a poll stops
+itself after one), then the summary goes without it."""
 
 from __future__ import annotations
 
@@ -24,6 +26,14 @@ class ServerSide:
         except MetricsUnavailable as exc:
             self.source, self.error = None, str(exc)
         self._thread = self._poll_on_thread()
+        self._late = False
+
+    def before_request(self) -> None:
+        """Wait (at most the poll's timeout) for the baseline poll, before the reply's request goes out."""
+        if self._thread is None:
+            return
+        self._thread.join(self.timeout)
+        self._late = self._thread.is_alive()
 
     def _poll_on_thread(self) -> threading.Thread | None:
         if self.source is None:
@@ -49,6 +59,9 @@ class ServerSide:
         self._thread.join(2 * self.timeout)
         if self._thread.is_alive():
             self.error = "the server's metrics did not come in time: left out"
+            return None
+        if self._late and self.error is None:  # a baseline from after the request would hide the reply
+            self.error = "the server's metrics came only after the request went out: left out"
             return None
         if self.error is not None:  # the first poll failed: a second would fail alike
             return None

@@ -183,7 +183,7 @@ def _engine(args: argparse.Namespace, model: Path | None, plan: LoadPlan) -> tup
 def _generate(args: argparse.Namespace, engine: Any, cfg: P.LoadConfig | None, plan: LoadPlan, prompt: str,
               messages: list[dict[str, str]] | None, sampling: P.Sampling) -> tuple[P.Loaded, P.Done | None, Any]:
     """Load (or connect), then stream the reply. Returns what was loaded, the Done event (None if none came) and,
-    for a remote server, its metrics' first poll (app.commands._server_side; it runs beside the reply)."""
+    for a remote server, its metrics' first poll (app.commands._server_side; the request waits for it, briefly)."""
     from app.engine import protocol as P
 
     quiet = args.json
@@ -200,6 +200,8 @@ def _generate(args: argparse.Namespace, engine: Any, cfg: P.LoadConfig | None, p
                          prompt=prompt if args.raw else None, sampling=sampling,
                          prompt_lookup=args.prompt_lookup, context_overflow=plan.values["context_overflow"],
                          n_keep=args.keep)
+        if server is not None:
+            server.before_request()
         done = None
         shown = ThinkingPrinter()
         for event in engine.generate(req):

@@ -4,6 +4,7 @@ recorded expositions (tests/data/remote_metrics)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,50 @@ def test_chat_remote_goes_on_when_metrics_stall(fake_engine: tuple[str, FakeEngi
     out = capsys.readouterr().out
     assert "Hello there" in out
     assert any(x.startswith("server  : ") and "did not answer" in x for x in out.splitlines()), out
+
+
+def _slow_first_poll(monkeypatch: pytest.MonkeyPatch, delay: float) -> None:
+    """The chat's first metrics poll starts `delay` s late, as on a busy machine."""
+    import app.engine.remote.server_metrics as sm
+
+    original = sm.MetricsSource.poll
+    polls: list[int] = []
+
+    def poll(self: sm.MetricsSource) -> object:
+        polls.append(1)
+        if len(polls) == 1:
+            time.sleep(delay)
+        return original(self)
+
+    monkeypatch.setattr(sm.MetricsSource, "poll", poll)
+
+
+def test_chat_remote_takes_its_baseline_before_the_request(fake_engine: tuple[str, FakeEngine],
+                                                           capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    url, st = fake_engine
+    st.bodies["/metrics"] = _text("vllm-a.prom")
+    st.after_chat["/metrics"] = _text("vllm-b.prom")
+    _slow_first_poll(monkeypatch, 0.4)
+    assert main(["chat", "--remote", url, "--api-key", "k", "hello"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("server: vLLM"))
+    assert "prefill 2,048 tok/s" in line and "decode 50.0 tok/s" in line
+    asked = [r for r in st.requests if r in ("/metrics", "/v1/chat/completions")]
+    assert asked == ["/metrics", "/v1/chat/completions", "/metrics"]
+
+
+def test_chat_remote_leaves_out_a_baseline_that_came_after_the_request(
+        fake_engine: tuple[str, FakeEngine], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import app.engine.remote.server_metrics as sm
+
+    monkeypatch.setattr(sm, "DEFAULT_TIMEOUT_S", 0.3)
+    url, st = fake_engine
+    st.bodies["/metrics"] = _text("vllm-a.prom")
+    st.after_chat["/metrics"] = _text("vllm-b.prom")
+    _slow_first_poll(monkeypatch, 0.5)  # past the wait for it, within the summary's wait for it
+    assert main(["chat", "--remote", url, "--api-key", "k", "--server-engine", "vllm", "hello"]) == 0
+    out = capsys.readouterr().out
+    assert "Hello there" in out
+    assert not any(x.startswith("server: vLLM") for x in out.splitlines()), out
+    assert any(x.startswith("server  : ") and "only after the request" in x for x in out.splitlines()), out
