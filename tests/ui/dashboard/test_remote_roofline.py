@@ -93,6 +93,7 @@ def test_the_servers_phases_sit_on_the_roofs_entered_for_it(qtbot, win, served: 
     _connect(qtbot, win, served, "3350", "989")
     d = win.dashboard
     qtbot.waitUntil(lambda: d.remote_server.last is not None, timeout=15_000)
+    d.set_machine_roofs(LOCAL)  # this machine's roofs arriving meanwhile (the window reads them in the background)
     m = d.remote_server.last
     assert d.roofline.title() == "Roofline · server: vLLM"
     assert d.roof_label.text().startswith("server: vLLM · roofs entered for this server · Bandwidth roof: "
@@ -114,13 +115,17 @@ def test_the_servers_phases_sit_on_the_roofs_entered_for_it(qtbot, win, served: 
     # back on a local model: the local plot, on this machine's roofs
     win.engine._dispatch(loaded_event())
     assert d.roofline.title() == "Roofline" and not d.roof_label.text().startswith("server")
-    assert all(y == pytest.approx(LOCAL.roof(x)) for x, y in _curve(win))
+    d.set_machine_roofs(LOCAL)
+    local = _curve(win)
+    assert local and all(y == pytest.approx(LOCAL.roof(x)) for x, y in local)
+    assert d.roof_label.text().startswith("Bandwidth roof: 20.0 GB/s")
 
 
 def test_without_a_bandwidth_the_plot_says_so_and_draws_no_local_roofs(qtbot, win, served: str) -> None:  # type: ignore[no-untyped-def]
     _connect(qtbot, win, served)
     d = win.dashboard
     qtbot.waitUntil(lambda: d.remote_server.last is not None, timeout=15_000)
+    d.set_machine_roofs(LOCAL)
     assert d.roof_label.text().startswith("server: vLLM: the remote machine's roofline is unknown")
     assert "\n" not in d.roof_label.text()
     decode_x = d.roof_decode.xData
