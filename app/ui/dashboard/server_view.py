@@ -192,7 +192,10 @@ class ServerLink:
         remote = d.engine.remote
         entered = self.roofs_of(remote[0]) if remote else None
         m = d.remote_server.last
-        rr = remote_roofline(m, d.loaded.n_params, d.loaded.model_size, entered.bandwidth if entered else None,
+        # the model's size as the server gives it (llama-server's meta), else as entered for the server
+        n_params = d.loaded.n_params or (entered.n_params if entered else 0)
+        model_bytes = d.loaded.model_size or (entered.model_bytes if entered else 0)
+        rr = remote_roofline(m, n_params, model_bytes, entered.bandwidth if entered else None,
                              entered.peak_flops if entered else None)
         d.roofline.update_remote(rr, m.source if m is not None else "server")
         return True

@@ -1,6 +1,7 @@
 """'Connect to a server…': URL, model name and API key for an OpenAI-compatible server, and optionally the
-remote GPU's memory bandwidth and peak compute, which no engine publishes: with them the dashboard's roofline
-places the server's own prefill and decode against that machine's roofs. They are saved with the server
+remote GPU's memory bandwidth and peak compute, which no engine publishes, and the model's size where the server
+does not give it: with them the dashboard's roofline places the server's own prefill and decode against that
+machine's roofs. They are saved with the server
 (settings' `remote_servers`, by URL) and filled in again when its URL is typed; empty means unknown.
 
 The key goes to the operating system's keyring when the user asks (never into settings.json); without a
@@ -42,6 +43,10 @@ class RemoteDialog(QDialog):
         self.bandwidth.setPlaceholderText("optional: GB/s, e.g. 3350 for an H100 SXM")
         self.compute = QLineEdit()
         self.compute.setPlaceholderText("optional: TFLOP/s, e.g. 989 (its dense BF16)")
+        self.params = QLineEdit()
+        self.params.setPlaceholderText("optional: billions, e.g. 8.03 (the server does not say)")
+        self.weights = QLineEdit()
+        self.weights.setPlaceholderText("optional: GB, e.g. 16.1 for 8.03 B in BF16")
         self.url.textChanged.connect(self._fill_saved)
         self._fill_saved(url)
         self.remember = QCheckBox("Remember the key in the system keyring")
@@ -63,6 +68,8 @@ class RemoteDialog(QDialog):
         form.addRow("", self.remember)
         form.addRow("GPU bandwidth", self.bandwidth)
         form.addRow("Peak compute", self.compute)
+        form.addRow("Model parameters", self.params)
+        form.addRow("Model weights", self.weights)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self._accept)
         buttons.rejected.connect(self.reject)
@@ -79,8 +86,9 @@ class RemoteDialog(QDialog):
         """A saved server's URL typed (or given): its entered roofs come back into the fields."""
         saved = self._saved.get(server_key(url))
         if saved is not None:
-            self.bandwidth.setText(f"{saved.bandwidth_gbs:g}" if saved.bandwidth_gbs else "")
-            self.compute.setText(f"{saved.peak_tflops:g}" if saved.peak_tflops else "")
+            for field, value in ((self.bandwidth, saved.bandwidth_gbs), (self.compute, saved.peak_tflops),
+                                 (self.params, saved.params_b), (self.weights, saved.weights_gb)):
+                field.setText(f"{value:g}" if value else "")
 
     def _accept(self) -> None:
         url, key, _ = self.values()
@@ -88,7 +96,8 @@ class RemoteDialog(QDialog):
             self.warning.setText("Enter a URL such as http://127.0.0.1:8080")
             return
         try:  # a bad number keeps the dialog open with everything typed still there
-            self.roofs = parse_roofs(self.bandwidth.text(), self.compute.text())
+            self.roofs = parse_roofs(self.bandwidth.text(), self.compute.text(), self.params.text(),
+                                     self.weights.text())
         except RoofEntryError as exc:
             self.warning.setText(str(exc))
             return

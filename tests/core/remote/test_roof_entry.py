@@ -49,3 +49,16 @@ def test_saved_with_the_server_in_settings(tmp_path: Path) -> None:
     assert back.warning is None
     assert back.settings.remote_servers["http://gpu-box:8000"].bandwidth_gbs == 3350.0
     assert back.settings.remote_servers["http://gpu-box:8000"].peak_tflops is None
+
+
+def test_the_models_size_both_or_neither_and_plausible() -> None:
+    r = parse_roofs("", "", "8.03B", "16.06")
+    assert (r.n_params, r.model_bytes) == (8_030_000_000, 16_060_000_000) and not r.empty
+    assert parse_roofs("", "", "70.6 billion", "141").params_b == 70.6
+    for params, weights in (("8", ""), ("", "16")):
+        with pytest.raises(RoofEntryError, match="^Model size: enter both"):
+            parse_roofs("", "", params, weights)
+    with pytest.raises(RoofEntryError, match="no format has"):
+        parse_roofs("", "", "8000", "16")  # millions typed as billions
+    with pytest.raises(RoofEntryError, match="^GPU memory bandwidth"):  # the fields in the dialog's order
+        parse_roofs("x", "y", "8", "")
