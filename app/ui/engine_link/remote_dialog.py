@@ -54,8 +54,9 @@ class RemoteDialog(QDialog):
         self.remember.setEnabled(available)
         self.remember.setChecked(available)
         note = QLabel("Timings for a remote server are measured here, at the client: TTFT includes the network "
-                      "and the server's queue. The GPU's bandwidth and compute place the server's own prefill and "
-                      "decode on the roofline; they are saved for this server.")
+                      "and the server's queue. The GPU's bandwidth and compute, and the model's size (only "
+                      "llama-server reports it), place the server's own prefill and decode on the roofline; they "
+                      "are saved for this server.")
         note.setWordWrap(True)
         if not available:
             note.setText(note.text() + " " + secrets.unavailable_reason())  # a whole sentence on its own
