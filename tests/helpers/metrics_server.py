@@ -18,7 +18,8 @@ import pytest
 
 @dataclass
 class FakeEngine:
-    bodies: dict[str, str] = field(default_factory=dict)  # path -> body (text/plain for .prom-like, else JSON)
+    # path -> body (text/plain for .prom-like, else JSON); "/v1/models" replaces the one-model default list
+    bodies: dict[str, str] = field(default_factory=dict)
     after_chat: dict[str, str] = field(default_factory=dict)  # bodies that replace those once a reply is sent
     metrics_mode: str = ""  # "", "endless", "stall", "drip"
     release: threading.Event = field(default_factory=threading.Event)  # ends a stall
@@ -66,7 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
         st.requests.append(self.path)
         if self.path == "/metrics" and st.metrics_mode:
             return self._misbehave(st.metrics_mode)
-        if self.path.rstrip("/").endswith("/v1/models"):
+        if self.path.rstrip("/").endswith("/v1/models") and self.path not in st.bodies:
             return self._body(200, json.dumps({"data": [{"id": "fake-model"}]}).encode(), "application/json")
         body = st.bodies.get(self.path)
         if body is None:

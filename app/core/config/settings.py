@@ -22,6 +22,7 @@ from app.core.config.defaults import DEFAULT_N_CTX, OverflowPolicy
 from app.core.files import atomic_write
 from app.core.files.aside import aside_name
 from app.core.gguf.kv_types import DEFAULT_KV_TYPE, KvType
+from app.core.remote.roof_entry import RemoteServerRoofs
 from app.core.sampling import defaults as D
 
 SETTINGS_VERSION = 1
@@ -124,6 +125,8 @@ class Settings(BaseSettings):
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     window: WindowState = Field(default_factory=WindowState)
     presets: dict[str, ModelPreset] = Field(default_factory=dict)  # key: app.core.models.presets.preset_key
+    # Remote servers' GPU roofs as entered in the Connect dialog; key: app.core.remote.roof_entry.server_key
+    remote_servers: dict[str, RemoteServerRoofs] = Field(default_factory=dict)
     _read_env: ClassVar[bool] = True  # environment variables override the file (see settings_customise_sources)
 
     @classmethod

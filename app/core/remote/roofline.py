@@ -43,7 +43,8 @@ def remote_roofline(m: ServerMeasures | None, n_params: int, model_bytes: int, b
         return RemoteRoof(bandwidth, peak, source, unknown="the server has not reported its phases yet")
     fpt = 2.0 * n_params
     if fpt <= 0 or model_bytes <= 0:
-        return RemoteRoof(bandwidth, peak, source, unknown="the remote model's size is unknown")
+        return RemoteRoof(bandwidth, peak, source, unknown="the remote model's size is unknown: enter its "
+                          "parameters and weights for this server")
     base = fpt / model_bytes
     decode = (base, m.decode_tps * fpt) if m.decode_tps else None
     prefill = (base * max(batch, 1), m.prefill_tps * fpt) if m.prefill_tps else None

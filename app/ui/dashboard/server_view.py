@@ -5,11 +5,14 @@ Six cards — requests running and waiting, KV-cache use, the server's TTFT and 
 minute, its prefill and decode rates per request — and two plots over time: running and waiting requests, and
 KV-cache use. `overlay_cards` writes the server's prefill, decode and KV beside the per-message cards, whose
 TTFT and ITL stay the client's wall clock; each card says whose clock it is. Hidden while no server is polled.
+`ServerLink` also places the server's phases on the Roofline box, against the remote GPU's roofs entered for
+that server (never this machine's).
 """
 
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from typing import Any
 
 import pyqtgraph as pg
@@ -18,6 +21,8 @@ from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QSizePolicy, QVBox
 from app.core.files.untrusted import clean_line
 from app.core.remote.histogram import Distribution
 from app.core.remote.measures import ServerMeasures
+from app.core.remote.roof_entry import RemoteServerRoofs
+from app.core.remote.roofline import remote_roofline
 from app.core.remote.text import dist, kv_line, ms, rate, requests_line, window
 from app.ui.dashboard.cards import Card
 from app.ui.dashboard.plots import make_plot, nice_ceiling, restyle_plot
@@ -162,6 +167,8 @@ class ServerLink:
 
     def __init__(self, dash: Any) -> None:
         self.dash = dash
+        # The GPU roofs entered for a server (the window looks them up in its settings by URL)
+        self.roofs_of: Callable[[str], RemoteServerRoofs | None] = lambda url: None
         self.watch = ServerWatchQt(dash)
         self.watch.measures.connect(self.on_measures)
         self.watch.failed.connect(dash.remote_server.on_failed)
@@ -174,6 +181,24 @@ class ServerLink:
     def on_measures(self, m: ServerMeasures) -> None:
         self.dash.remote_server.on_measures(m)
         self.overlay()
+        self.update_roofline()
+
+    def update_roofline(self) -> bool:
+        """While a remote model is loaded: the Roofline box shows the server's phases against the roofs entered
+        for it (or why it cannot), and True; a local model's box is the dashboard's own (False)."""
+        d = self.dash
+        if d.loaded is None or d.loaded.chat_template_source != "server":
+            return False
+        remote = d.engine.remote
+        entered = self.roofs_of(remote[0]) if remote else None
+        m = d.remote_server.last
+        # the model's size as the server gives it (llama-server's meta), else as entered for the server
+        n_params = d.loaded.n_params or (entered.n_params if entered else 0)
+        model_bytes = d.loaded.model_size or (entered.model_bytes if entered else 0)
+        rr = remote_roofline(m, n_params, model_bytes, entered.bandwidth if entered else None,
+                             entered.peak_flops if entered else None)
+        d.roofline.update_remote(rr, m.source if m is not None else "server")
+        return True
 
     def overlay(self) -> None:
         """While a reply streams, its live numbers own the cards; a local model's cards are its own."""

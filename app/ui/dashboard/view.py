@@ -322,6 +322,8 @@ class Dashboard(QWidget, LiveReply):
         self.memory.poll(self.engine)
 
     def _update_roofline(self) -> None:
+        if self.server_link.update_roofline():  # a remote server: its phases on its own machine's roofs
+            return
         device = roofline_math.weights_device(self.loaded.buffers_mib) if self.loaded is not None else None
         self.roofline.update_roofline(self.loaded, self.history, self.machine_roofs, self.n_ubatch,
                                       self.device_roofs.get(device or ""))

@@ -220,6 +220,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.dock = DashboardDock(self.engine, self)
         self.dashboard = self.dock.dashboard
         self.dashboard.n_ubatch = self.settings.n_ubatch
+        self.dashboard.server_link.roofs_of = self.server_roofs  # a remote server's entered GPU roofs
         self.bandwidth = BandwidthFeed(self.dashboard, self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QWidget
 
+from app.core.remote.roof_entry import RemoteServerRoofs, server_key
 from app.engine import protocol as P
 from app.ui.chat.reply_ending import MODEL_RELOADED
 from app.ui.model_bar import selector as model_selector
@@ -67,8 +68,10 @@ class ModelLoading(WindowBase):
         if data == CONNECT_REMOTE:
             from app.ui.engine_link.remote_dialog import RemoteDialog
 
-            dialog = RemoteDialog(self, url=self.engine.remote[0] if self.engine.remote else "")
+            dialog = RemoteDialog(self, url=self.engine.remote[0] if self.engine.remote else "",
+                                  saved=self.settings.remote_servers)
             if dialog.exec() == RemoteDialog.DialogCode.Accepted:
+                self.remember_server_roofs(dialog.values()[0], dialog.roofs)
                 self.connect_remote(*dialog.values())
             else:
                 self._select_model_in_combo(self.session.model_path)
@@ -112,6 +115,21 @@ class ModelLoading(WindowBase):
         self.model_info.setText("loading…")
         self.model_preset.apply(model)
         self.engine.load(self.load_config(model))
+
+    def server_roofs(self, url: str) -> RemoteServerRoofs | None:
+        """The GPU roofs entered for the server at `url` (None: none entered)."""
+        return self.settings.remote_servers.get(server_key(url))
+
+    def remember_server_roofs(self, url: str, roofs: RemoteServerRoofs) -> None:
+        """The GPU roofs entered for a server, saved with it in the settings (both empty: forgotten)."""
+        servers = dict(self.settings.remote_servers)
+        if roofs.empty:
+            if servers.pop(server_key(url), None) is None:
+                return
+        else:
+            servers[server_key(url)] = roofs
+        self.settings.remote_servers = servers
+        self.save_settings()
 
     def connect_remote(self, url: str, api_key: str | None = None, model: str | None = None) -> None:
         """Chat with an OpenAI-compatible server through the same window (client-side timings)."""

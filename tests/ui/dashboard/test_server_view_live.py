@@ -1,5 +1,6 @@
 """The window connected to a live `roofline serve` on the default model: the Server view fills from its own
-/metrics and, after a reply, the cards carry its prefill and KV labelled "server: roofline serve"."""
+/metrics and, after a reply, the cards carry its prefill and KV labelled "server: roofline serve", and the
+roofline places its decode against the bandwidth entered for it."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ def test_the_window_reads_a_live_servers_own_metrics(qtbot, tmp_path: Path, serv
     win = make_window(qtbot, store=store)
     win.show()
     try:
+        from app.core.remote.roof_entry import RemoteServerRoofs
+
+        win.remember_server_roofs(served.url, RemoteServerRoofs(bandwidth_gbs=50.0))  # as the dialog saves it
         win.connect_remote(served.url, KEY)
         d = win.dashboard
         qtbot.waitUntil(lambda: d.remote_server.last is not None, timeout=60_000)
@@ -43,6 +47,12 @@ def test_the_window_reads_a_live_servers_own_metrics(qtbot, tmp_path: Path, serv
         assert d.card_ttft.detail.text().startswith("client wall clock")
         m = d.remote_server.last
         assert m is not None and m.ttft is not None and m.ttft.count >= 1 and m.kv_tokens
+        # the server's decode on the roofline, against the bandwidth entered for it; its size from its model list
+        qtbot.waitUntil(lambda: d.roof_decode.xData is not None and len(d.roof_decode.xData) == 1, timeout=30_000)
+        info = win.engine.loaded_info
+        assert d.roof_decode.xData[0] == pytest.approx(2.0 * info.n_params / info.model_size)
+        assert d.roof_label.text().startswith("server: roofline serve · roofs entered for this server · "
+                                              "Bandwidth roof: 50.0 GB/s")
         d.grab().save(str(tmp_path / "dashboard.png"))
     finally:
         win.close()
