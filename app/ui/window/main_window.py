@@ -56,6 +56,7 @@ from app.ui.toolkit import theme
 from app.ui.toolkit.background import BackgroundJob
 from app.ui.toolkit.lazy_page import LazyPage
 from app.ui.toolkit.safe_text import make_plain
+from app.ui.toolkit.whole_parts_label import WholePartsLabel
 from app.ui.window.banner import Banner
 from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
@@ -235,7 +236,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.model_combo.activated.connect(self._model_chosen)
         tb.addWidget(self.model_combo)
         self.model_manager = ModelManager(self, tb)  # Eject, Reload
-        self.model_info = QLabel("")
+        self.model_info = WholePartsLabel("")  # drops whole parts where it does not fit, never cuts a number
         self.model_info.setContentsMargins(10, 0, 10, 0)
         tb.addWidget(self.model_info)
         spacer = QWidget()
@@ -247,7 +248,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.menus.add_model_menu(tb)  # the same actions in a menu, and each button a Tab stop
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
         # a narrowed window: the chat keeps its room first, the toolbar its buttons
-        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)
+        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page)
         self.statusBar().addPermanentWidget(self.speed_label)
 
     def _add_toolbar_actions(self, tb: QToolBar) -> None:
