@@ -220,6 +220,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         """The performance dashboard, docked right, and its memory-bandwidth feed."""
         self.dock = DashboardDock(self.engine, self)
         self.dashboard = self.dock.dashboard
+        self.dashboard.slow_line.follows_engine = False  # about the chat on screen (app/ui/window/chat_flow.py)
         self.dashboard.n_ubatch = self.settings.n_ubatch
         self.bandwidth = BandwidthFeed(self.dashboard, self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
