@@ -50,6 +50,7 @@ from app.ui.dashboard.bandwidth_feed import BandwidthFeed
 from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.model_bar.draft_model_action import DraftModelControl
 from app.ui.model_bar.eject_reload import ModelManager
+from app.ui.model_bar.fitted_combo import FittedCombo
 from app.ui.model_bar.preset import ModelPresetControl
 from app.ui.serve.switch import ServeSwitch
 from app.ui.toolkit import theme
@@ -231,7 +232,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         tb.setObjectName("model_toolbar")
         tb.setMovable(False)
         tb.addWidget(QLabel(" Model "))
-        self.model_combo = QComboBox()
+        self.model_combo = FittedCombo()  # its face drops whole parts of the summary, never cuts a number
         self.model_combo.setMinimumContentsLength(22)
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_combo.activated.connect(self._model_chosen)
