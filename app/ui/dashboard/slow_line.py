@@ -4,6 +4,10 @@ model predicts for this load, the most likely cause from the evidence the engine
 
 The model's header and this machine's stored rates (for the load's thread count) are read off the GUI thread
 when a model loads; each reply is then two predictions.
+
+On its own the line follows the engine's replies. In the window (`follows_engine` False) it is about the chat
+on screen: the window shows it for a reply that ends there (`show_for`), and a chat shown anew or a reply
+that ends in a chat not on screen hides it, so an empty chat never explains another chat's reply.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class SlowLine(QLabel):
         self.setVisible(False)
         self._model: tuple[Any, Any, Any] | None = None
         self._for: str | None = None
+        self.follows_engine = True  # False: the window calls show_for for the replies of the chat on screen
         engine.loaded.connect(self.on_loaded)
         engine.done.connect(self.on_done)
 
@@ -47,13 +52,18 @@ class SlowLine(QLabel):
         run_in_background(self, lambda: _prepare(loaded), ready, lambda _exc: None, name="slow-line")
 
     def on_done(self, done: P.Done) -> None:
-        if self._model is None:
+        if self.follows_engine:
+            self.show_for(done.metrics)
+
+    def show_for(self, metrics: dict[str, Any] | None) -> None:
+        """The line for a reply that just ended (its metrics as the engine sent them, evidence included)."""
+        if self._model is None or not metrics:
             self.show_line("")
             return
         from app.core.predict.reply_check import slow_reply_line
 
         info, rates, cfg = self._model
-        self.show_line(slow_reply_line(info, rates, cfg, done.metrics))
+        self.show_line(slow_reply_line(info, rates, cfg, metrics))
 
     def show_line(self, line: str) -> None:
         self.setText(f"Why slow? {line}" if line else "")

@@ -213,6 +213,8 @@ class Dashboard(QWidget, LiveReply):
         self._staged.stop()
         self._live_timer.stop()
         self._live_shown = False
+        if not self.slow_line.follows_engine:
+            self.slow_line.show_line("")  # it explained a reply of the chat shown before, or none
         self._update_series()
         self._show_message(self.history[-1] if self.history else None)
         self._set_itl(list(self.history[-1].itl_ms) if self.history else [])

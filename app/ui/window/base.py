@@ -26,6 +26,7 @@ from app.ui.model_bar.draft_model_action import DraftModelControl
 from app.ui.model_bar.preset import ModelPresetControl
 from app.ui.toolkit.background import BackgroundJob
 from app.ui.toolkit.lazy_page import LazyPage
+from app.ui.toolkit.whole_parts_label import WholePartsLabel
 from app.ui.window.banner import Banner
 from app.ui.window.startup_guard import OpeningGuard
 
@@ -63,7 +64,7 @@ class WindowBase(QMainWindow):
     dashboard: Dashboard
     bandwidth: BandwidthFeed
     model_combo: QComboBox
-    model_info: QLabel
+    model_info: WholePartsLabel
     state_label: QLabel
     progress: QProgressBar
     mem_label: QLabel

@@ -152,6 +152,7 @@ class ChatFlow(WindowBase):
             if message.metrics:
                 self.dashboard.replace_history(earlier, redraw=False)
                 self.dashboard.add_metrics(PhaseMetrics.from_dict(message.metrics))
+                self.dashboard.slow_line.show_for(message.metrics)  # why this reply, on screen, was slow
             else:
                 self.dashboard.set_history(earlier)
         elif self.session.conversation is not None:  # it ended in the background: the shown chat's numbers

@@ -12,6 +12,7 @@ from app.ui.chat.too_long import read_refusal
 from app.ui.dashboard.live_numbers import LiveKV
 from app.ui.engine_link import engine_qt as E
 from app.ui.toolkit.safe_text import set_plain_tooltip
+from app.ui.toolkit.whole_parts_label import dropping_parts
 from app.ui.window import onboarding
 from app.ui.window.base import WindowBase
 
@@ -24,6 +25,18 @@ def quant_of(loaded: P.Loaded) -> str:
         if m:
             return m.group(1).upper()
     return loaded.model_desc or "?"
+
+
+def model_line_choices(loaded: P.Loaded) -> list[str]:
+    """The toolbar's model line, whole, then shorter as the toolbar narrows: the least important part goes
+    first (the load time, then where the template came from, then the template); the quant stays last."""
+    if loaded.chat_template_source == "server":
+        return dropping_parts("remote server · its own chat template · timings measured client-side")
+    quant, ctx = quant_of(loaded), f"ctx {loaded.n_ctx}"
+    template = f"template {loaded.chat_template_name}"
+    source = f"{template} ({loaded.chat_template_source})"
+    return [f"{quant} · {ctx} · {source} · load {loaded.load_ms:.0f} ms", f"{quant} · {ctx} · {source}",
+            f"{quant} · {ctx} · {template}", f"{quant} · {ctx}", quant]
 
 
 class EngineEvents(WindowBase):
@@ -66,15 +79,12 @@ class EngineEvents(WindowBase):
         self._update_buttons()
 
     def _show_model_line(self, loaded: P.Loaded) -> None:
-        """The toolbar's line (and tooltip) about the model in use."""
-        if loaded.chat_template_source == "server":
-            self.model_info.setText("remote server · its own chat template · timings measured client-side")
-        else:
-            self.model_info.setText(
-                f"{quant_of(loaded)} · ctx {loaded.n_ctx} · template {loaded.chat_template_name} "
-                f"({loaded.chat_template_source}) · load {loaded.load_ms:.0f} ms")
+        """The toolbar's line (and tooltip, the whole line first) about the model in use."""
+        forms = model_line_choices(loaded)
+        self.model_info.set_forms(forms)
         set_plain_tooltip(self.model_info,
-            f"{loaded.model_desc}\n{loaded.n_params / 1e6:.0f} M parameters, {fmt_bytes(loaded.model_size)}\n"
+            f"{forms[0]}\n{loaded.model_desc}\n{loaded.n_params / 1e6:.0f} M parameters, "
+            f"{fmt_bytes(loaded.model_size)}\n"
             f"architecture {loaded.architecture}, trained context {loaded.n_ctx_train}\n"
             f"chat template: {loaded.chat_template_name} (from {loaded.chat_template_source})\n"
             f"KV cache {loaded.type_k}/{loaded.type_v}, {fmt_bytes(loaded.kv_bytes_allocated)}; "

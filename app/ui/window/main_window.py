@@ -50,12 +50,14 @@ from app.ui.dashboard.bandwidth_feed import BandwidthFeed
 from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.model_bar.draft_model_action import DraftModelControl
 from app.ui.model_bar.eject_reload import ModelManager
+from app.ui.model_bar.fitted_combo import FittedCombo
 from app.ui.model_bar.preset import ModelPresetControl
 from app.ui.serve.switch import ServeSwitch
 from app.ui.toolkit import theme
 from app.ui.toolkit.background import BackgroundJob
 from app.ui.toolkit.lazy_page import LazyPage
 from app.ui.toolkit.safe_text import make_plain
+from app.ui.toolkit.whole_parts_label import WholePartsLabel
 from app.ui.window.banner import Banner
 from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
@@ -219,6 +221,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         """The performance dashboard, docked right, and its memory-bandwidth feed."""
         self.dock = DashboardDock(self.engine, self)
         self.dashboard = self.dock.dashboard
+        self.dashboard.slow_line.follows_engine = False  # about the chat on screen (app/ui/window/chat_flow.py)
         self.dashboard.n_ubatch = self.settings.n_ubatch
         self.dashboard.server_link.roofs_of = self.server_roofs  # a remote server's entered GPU roofs
         self.bandwidth = BandwidthFeed(self.dashboard, self)
@@ -230,13 +233,13 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         tb.setObjectName("model_toolbar")
         tb.setMovable(False)
         tb.addWidget(QLabel(" Model "))
-        self.model_combo = QComboBox()
+        self.model_combo = FittedCombo()  # its face drops whole parts of the summary, never cuts a number
         self.model_combo.setMinimumContentsLength(22)
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_combo.activated.connect(self._model_chosen)
         tb.addWidget(self.model_combo)
         self.model_manager = ModelManager(self, tb)  # Eject, Reload
-        self.model_info = QLabel("")
+        self.model_info = WholePartsLabel("")  # drops whole parts where it does not fit, never cuts a number
         self.model_info.setContentsMargins(10, 0, 10, 0)
         tb.addWidget(self.model_info)
         spacer = QWidget()
@@ -248,7 +251,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.menus.add_model_menu(tb)  # the same actions in a menu, and each button a Tab stop
         self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
         # a narrowed window: the chat keeps its room first, the toolbar its buttons
-        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page, self.model_info)
+        self.room_for_chat = RoomForChat(self, self.dock, self.chat_page)
         self.statusBar().addPermanentWidget(self.speed_label)
 
     def _add_toolbar_actions(self, tb: QToolBar) -> None:

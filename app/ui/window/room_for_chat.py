@@ -3,27 +3,23 @@ gets wider. A dock and a splitter's fixed side keep their widths when the window
 dashboard and sidebar sized for 1600 px left the chat a column at its minimum. When the window gets
 narrower, the dock is narrowed to `DOCK_SHARE` of the window and the sidebar to `SIDEBAR_SHARE` (never below
 their minimums) if they are wider; when it gets wider again, each goes back to the width it had before, as far
-as `RESTORE_SHARE` of the window allows. The toolbar's model details are cut (their tooltip has them) before
-they push the Dashboard and Settings buttons into the toolbar's overflow menu."""
+as `RESTORE_SHARE` of the window allows. (The toolbar's model line gives up its least important parts before
+it pushes the Dashboard and Settings buttons into the toolbar's overflow menu: app/ui/toolkit/whole_parts_label.py.)"""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QSplitter
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter
 
 DOCK_SHARE = 0.32
 SIDEBAR_SHARE = 0.25
 RESTORE_SHARE = 0.4
-MODEL_INFO_MIN = 80  # px of the toolbar's model details kept however narrow the window
 
 
 class RoomForChat(QObject):
-    def __init__(self, window: QMainWindow, dock: QDockWidget, split: QSplitter, model_info: QLabel):
+    def __init__(self, window: QMainWindow, dock: QDockWidget, split: QSplitter):
         super().__init__(window)
         self.window, self.dock, self.split = window, dock, split  # split: [sidebar, chat]
-        # A label's minimum is its whole text: let the toolbar squeeze it (cut; its tooltip has all of it)
-        # before it hides the buttons after it in its overflow menu.
-        model_info.setMinimumWidth(MODEL_INFO_MIN)
         self._pending = False
         self._last_width = window.width()
         self._dock_before: int | None = None  # widths before an automatic narrowing

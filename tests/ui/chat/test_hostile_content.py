@@ -177,8 +177,8 @@ def test_model_names_and_engine_errors_reach_the_window_as_text(qtbot, tmp_path:
     engine = fake_engine(model_desc=hostile, template="<i>tpl</i>")
     win = make_window(qtbot, store=store, engine=engine)
     engine.loaded.emit(engine.loaded_info)
-    assert win.model_info.textFormat() == Qt.TextFormat.PlainText and "<i>tpl</i>" in win.model_info.text()
-    assert _shown_as(win.model_info.toolTip()).startswith(hostile)
+    assert win.model_info.textFormat() == Qt.TextFormat.PlainText and "<i>tpl</i>" in win.model_info.full_text()
+    assert _shown_as(win.model_info.toolTip()).split("\n")[1].startswith(hostile)  # after the whole line
     engine._dispatch(P.Error(None, "engine_died", hostile, fatal=True))
     assert win.banner.label.textFormat() == Qt.TextFormat.PlainText
     assert _shown_as(win.banner.label.toolTip()) == hostile

@@ -24,7 +24,7 @@ def test_chat_through_a_remote_server_then_back_to_local(qtbot, server: str, def
     win.connect_remote(server, api_key=KEY)
     qtbot.waitUntil(lambda: win.engine.loaded_info is not None, timeout=30_000)
     assert win.engine.remote is not None and win.engine.pid is None  # no local engine process meanwhile
-    assert "client-side" in win.model_info.text()
+    assert "client-side" in win.model_info.full_text()  # (what fits the toolbar: tests/ui/window/test_model_line.py)
     win.input.setPlainText("Say hello.")
     qtbot.keyClick(win.input, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: not win.session.busy, timeout=60_000)

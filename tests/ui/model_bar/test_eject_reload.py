@@ -58,7 +58,7 @@ def test_eject_frees_the_model_and_reload_loads_it_again(window, qtbot) -> None:
     assert manager.eject()
     assert isinstance(win.engine.client.sent[-1], P.Unload)
     assert win.engine.loaded_info is None and not manager.eject_action.isEnabled()
-    assert "no model loaded" in win.model_info.text()
+    assert "no model loaded" in win.model_info.full_text()
     win.new_chat()
     win.input.setPlainText("hello?")
     win.submit()

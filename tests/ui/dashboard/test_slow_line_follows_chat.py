@@ -1,0 +1,69 @@
+"""In the window the "why slow?" line is about the chat on screen: shown after a slow reply ends there, gone
+when another chat is shown, and never shown in a chat for a reply that ended in another one (it once told an
+empty chat why another chat's reply was slow). Fake engine; speeds are shares of the prediction."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.bench.zoo import zoo_path
+from app.core.chat.store import ChatStore
+from app.core.metrics.evidence import Evidence
+from app.core.metrics.phase import PhaseMetrics
+from app.core.predict.reply_check import expected
+from app.engine import protocol as P
+from chat_drive import open_window, send
+from fake_engine import loaded_event
+
+pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+
+HOG = Evidence(wall_s=4.0, n_cpus=2, threads=2, other_cores=1.6, top_others=[("stress", 1.5)], engine_cores=0.4)
+
+
+def _slow(win: Any, share: float = 0.3) -> dict[str, Any]:
+    """A reply's metrics, decoding at `share` of the prediction for the loaded model, with evidence."""
+    info, rates, cfg = win.dashboard.slow_line._model
+    m = PhaseMetrics(prompt_tokens=40, prefill_tokens=40, prefill_ms=1.0, decode_tokens=64, generated_tokens=65)
+    decode, prefill = expected(info, rates, cfg, m)
+    m.decode_ms = 1000.0 * 64 / (decode * share)
+    m.prefill_ms = 1000.0 * 40 / prefill
+    return {**m.to_dict(), "evidence": HOG.to_dict()}
+
+
+@pytest.fixture
+def win(qtbot: Any, tmp_path: Path) -> Any:
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    model = zoo_path("llama-3.2-1b", "Q4_K_M", tmp_path)
+    w = open_window(qtbot, store, dataclasses.replace(loaded_event(), model_path=str(model), n_ctx=4096,
+                                                      n_threads=2))
+    qtbot.waitUntil(lambda: w.dashboard.slow_line._model is not None, timeout=15000)
+    yield w
+    w.close()
+    store.close()
+
+
+def _line(win: Any) -> str:
+    line = win.dashboard.slow_line
+    return line.text() if line.isVisibleTo(win.dashboard) else ""
+
+
+def test_the_line_follows_the_chat_on_screen(win: Any) -> None:
+    rid = send(win, "first chat")
+    chat_a = win.session.conversation.id
+    win.engine._dispatch(P.Done(rid, "x", "length", _slow(win)))
+    assert _line(win).startswith("Why slow? decode ")  # its reply, on screen
+    win.new_chat()
+    assert _line(win) == ""  # an empty chat: nothing to explain
+    chat_b = win.session.conversation.id
+    win.open_conversation(chat_a)
+    rid = send(win, "again")
+    win.open_conversation(chat_b)  # away while it is written
+    win.engine._dispatch(P.Done(rid, "y", "length", _slow(win)))
+    assert _line(win) == "", "the empty chat explains a reply of another chat"
+    rid = send(win, "this chat's own")
+    win.engine._dispatch(P.Done(rid, "z", "length", _slow(win)))
+    assert "0.30× the prediction" in _line(win)
