@@ -14,6 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="auto-tune threads and n_ubatch for this machine and model")
     add_model_arg(p)
     p.add_argument("-r", "--repetitions", type=A.repetitions, default=2)
+    p.add_argument("--rounds", type=A.repetitions, default=2,
+                   help="interleaved rounds over the configurations (default 2: a burst of load in one round "
+                        "cannot pick the winner; 1 is twice as fast)")
     p.add_argument("--show", action="store_true", help="print the stored choice and exit")
     p.add_argument("--forget", action="store_true", help="delete the stored choice and exit")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with EngineClient() as engine:
             result = autotune.autotune(EngineSweepBackend(engine, base), repetitions=args.repetitions,
-                                       progress=progress)
+                                       rounds=args.rounds, progress=progress)
     except EngineError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
