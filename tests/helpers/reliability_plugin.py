@@ -1,4 +1,5 @@
-"""Counters of the reliability suite (tests/test_reliability_*.py), printed as one summary at the end of the run.
+"""Counters of the reliability suite (tests/reliability/), printed as one summary at the end of the run (with
+pytest-xdist, each worker's counts are added up by the controller).
 
 Tests call `record("kills survived")` etc. as each thing they prove happens; `pytest_terminal_summary`
 prints the totals (only when a reliability test ran). Every hostile input counts as tried; `record("hostile
@@ -15,6 +16,8 @@ from collections import Counter
 from collections.abc import Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 COUNTS: Counter[str] = Counter()
 ORDER = ("kills survived", "engine restarts", "corrupt files rejected", "corrupt files loaded harmlessly",
@@ -70,6 +73,19 @@ def summary_line() -> str:
         if "messages lost" not in names:
             names.append("messages lost")
     return ", ".join(f"{name} = {COUNTS[name]}" for name in names)
+
+
+def pytest_sessionfinish(session: Any) -> None:
+    """In a pytest-xdist worker: hand this worker's counts to the controller, which prints the summary."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["reliability_counts"] = dict(COUNTS)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent when the suite runs in one process
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """In the pytest-xdist controller: add up each worker's counts as it finishes."""
+    COUNTS.update(getattr(node, "workeroutput", {}).get("reliability_counts", {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:

@@ -133,10 +133,13 @@ def test_client_leaving_mid_stream_frees_its_cells_at_once(served: Served) -> No
     for got, _ in enumerate(sse_events(resp), 1):
         if got == 5:
             break
-    time.sleep(0.7)  # the engine's stats reach /metrics at most 0.5 s apart while it is busy
-    during = served.metrics()
-    assert during["llamacpp:requests_processing"] == 1
-    held = 5 + 4  # at least: its prompt (5 tokens with BOS) and 4 of the 5 tokens streamed (the 5th is not fed yet)
+    # /metrics shows the engine's last stats, which may be from before the 5th token on a busy machine: wait for
+    # a snapshot 10 cells past the first one read now (the sequence goes on decoding meanwhile), so that it holds
+    # at least `held` cells of this sequence whatever the first one held
+    first = served.metrics()["llamacpp:kv_cache_tokens"]
+    during = served.wait_metric("llamacpp:kv_cache_tokens", lambda v: v >= first + 10)
+    assert during["llamacpp:requests_processing"] == 1 and during["llamacpp:kv_cache_tokens"] >= first + 10
+    held = 10
     if conn.sock:
         conn.sock.close()  # the client goes away without a word
     conn.close()
