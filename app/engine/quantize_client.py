@@ -102,6 +102,7 @@ class QuantizeJob:
         env.setdefault("PYTHONUNBUFFERED", "1")
         if self._cancelled.is_set():
             raise QuantizeCancelled("cancelled")
+        existed = self.out_path.exists()
         self._proc = subprocess.Popen(
             quantize_command(self.in_path, self.out_path, self.qtype, self.threads),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -122,6 +123,8 @@ class QuantizeJob:
         reader.join(2)
         if self._cancelled.is_set():
             self.partial_path.unlink(missing_ok=True)
+            if not existed:  # a cancel as the quantizer finished: "cancelled" must leave nothing written
+                self.out_path.unlink(missing_ok=True)
             self.state.stage = "cancelled"
             self._notify({"event": "cancelled"})
             raise QuantizeCancelled("quantization cancelled; the partial output was deleted")

@@ -86,6 +86,23 @@ def test_cancel_terminates_and_deletes_partial(tmp_path: Path) -> None:
     assert not out.exists() and not job.partial_path.exists()
 
 
+def test_a_cancel_as_the_quantizer_finishes_leaves_nothing_written(f32_model: Path, tmp_path: Path) -> None:
+    # The Cancel button can be pressed as the quantizer writes its last event: the job says "cancelled", so the
+    # file it has just finished must go too (a busy machine showed the dialog "cancelled" beside the new file).
+    out = tmp_path / "late-cancel.gguf"
+    job: QuantizeJob
+
+    def on_event(event: dict, state: object) -> None:
+        if event["event"] == "done":
+            job.cancel()
+
+    job = QuantizeJob(f32_model, out, "Q8_0", threads=1, on_event=on_event)
+    with pytest.raises(QuantizeCancelled):
+        job.run()
+    assert job.state.stage == "cancelled"
+    assert not out.exists() and not job.partial_path.exists()
+
+
 def _catch(fn, errors: list[BaseException]) -> None:  # type: ignore[no-untyped-def]
     try:
         fn()
