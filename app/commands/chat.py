@@ -225,6 +225,11 @@ def _print_header(args: argparse.Namespace, loaded: P.Loaded, cfg: P.LoadConfig 
     print(clean_text(f"model: {loaded.model_desc}  ({loaded.model_path})"), file=sys.stderr)
     if cfg is not None:  # what the engine allocated, not what was asked for
         print(f"context: {loaded.n_ctx} tokens, KV {loaded.type_k}/{loaded.type_v}", file=sys.stderr)
+        from app.core.metrics.slowness import gpu_shortfall, placement_warning
+
+        shortfall = gpu_shortfall(loaded.gpu_layers_requested, loaded.gpu_layers_placed, loaded.gpu_layers_total)
+        if shortfall:
+            print(f"warning: {placement_warning(shortfall)}", file=sys.stderr)
     print(f"chat template: {template}", file=sys.stderr)
     print(file=sys.stderr)
 

@@ -209,6 +209,9 @@ class Loaded:
     rss_bytes: int
     metadata: dict[str, str] = field(default_factory=dict)
     tool_format: str = ""  # the family whose tool calls the chat template writes (tool_formats); "": no tools
+    gpu_layers_requested: int = 0  # LoadConfig.n_gpu_layers as asked (-1: all), whatever the build can do
+    gpu_layers_placed: int | None = None  # layers (and the output) llama.cpp put on a GPU, from its load log
+    gpu_layers_total: int | None = None  # of how many (the repeating layers and the output)
 
 
 @dataclass

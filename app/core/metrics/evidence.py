@@ -172,16 +172,32 @@ def between(before: Snapshot, after: Snapshot, threads: int = 0, n_cpus: int | N
 
 
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+_ASSIGNED = re.compile(r"layer\s+(\d+) assigned to device (\S+?),")
 
 
 def offloaded_layers(log_lines: list[str]) -> tuple[int, int] | None:
-    """(layers offloaded, of how many) from llama.cpp's load log ("offloaded 12/29 layers to GPU"), the last
-    load's; None when the log does not say (a CPU-only build prints nothing)."""
-    for line in reversed(log_lines):
-        m = _OFFLOADED.search(line)
+    """(layers on a GPU, of how many: the repeating ones and the output) of the last load, from llama.cpp's load
+    log; None when the log does not say.
+
+    The truth is in the per-layer lines ("layer  12 assigned to device Vulkan0", the output layer last, every
+    build prints them): the summary "offloaded 12/29 layers to GPU" is worked out from the request, and a GPU
+    build without a usable device (a missing driver, a device it skips) prints no summary at all while every
+    layer runs on the CPU. The summary counts only where the per-layer lines are missing."""
+    assigned: dict[int, str] = {}
+    summary: tuple[int, int] | None = None
+    for line in reversed(log_lines):  # the per-layer lines come before the summary
+        m = _ASSIGNED.search(line)
         if m:
-            return int(m.group(1)), int(m.group(2))
-    return None
+            assigned.setdefault(int(m.group(1)), m.group(2))
+            if int(m.group(1)) == 0:
+                break  # the last load's first layer: its whole list is read
+        elif not assigned and (s := _OFFLOADED.search(line)) is not None:
+            if summary is not None:
+                break  # an earlier load's summary: the last load had no per-layer lines
+            summary = int(s.group(1)), int(s.group(2))
+    if assigned:
+        return sum(1 for dev in assigned.values() if not dev.upper().startswith("CPU")), len(assigned)
+    return summary
 
 
 def gpu_free_share(devices: list[dict[str, Any]]) -> float | None:

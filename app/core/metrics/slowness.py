@@ -36,15 +36,30 @@ def _fmt_cores(x: float) -> str:
     return f"{x:.1f}"
 
 
+def gpu_shortfall(planned: int | None, placed: int | None, total: int | None) -> str:
+    """"only 0 of 19 layers are on the GPU (the plan was 19): the rest run on the CPU" when llama.cpp placed
+    fewer layers on a GPU than the load asked for (planned -1 or not said: all), else "". Said after the load
+    and, when a reply is slow, as its cause."""
+    if placed is None or not total or planned == 0:
+        return ""
+    want = total if planned is None or planned < 0 else min(planned, total)
+    if placed >= want:
+        return ""
+    return f"only {placed} of {total} layers are on the GPU (the plan was {want}): the rest run on the CPU"
+
+
+def placement_warning(shortfall: str) -> str:
+    """The load's warning for a `gpu_shortfall` line (the window's banner, `roofline chat`)."""
+    return (f"{shortfall[0].upper()}{shortfall[1:]}. llama.cpp found no GPU it could use for them: `roofline hw` "
+            "lists the devices it sees.")
+
+
 def causes(ev: Evidence) -> list[Cause]:
     """Every cause the evidence supports, strongest first."""
     found: list[Cause] = []
-    if ev.gpu_layers_offloaded is not None and ev.gpu_layers_total:
-        planned = ev.gpu_layers_planned
-        want = ev.gpu_layers_total if planned is None or planned < 0 else min(planned, ev.gpu_layers_total)
-        if ev.gpu_layers_offloaded < want:
-            found.append(Cause(1.0, rank=2, line=f"only {ev.gpu_layers_offloaded} of {ev.gpu_layers_total} layers "
-                                                 f"are on the GPU (the plan was {want}): the rest run on the CPU"))
+    shortfall = gpu_shortfall(ev.gpu_layers_planned, ev.gpu_layers_offloaded, ev.gpu_layers_total)
+    if shortfall:
+        found.append(Cause(1.0, rank=2, line=shortfall))
     if ev.gpu_free_share is not None and ev.gpu_free_share < GPU_FULL and (ev.gpu_layers_offloaded or 0) > 0:
         found.append(Cause(1.0, rank=1, line=f"GPU memory is full ({ev.gpu_free_share:.0%} free): the driver may be "
                                              "spilling buffers to shared system memory"))

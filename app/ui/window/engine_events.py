@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from app.core.metrics.phase import fmt_bytes
+from app.core.metrics.slowness import gpu_shortfall, placement_warning
 from app.engine import protocol as P
 from app.ui.chat.too_long import read_refusal
 from app.ui.dashboard.live_numbers import LiveKV
@@ -74,6 +75,9 @@ class EngineEvents(WindowBase):
         self._engine_state(self.engine.state)  # the state line after a load, whatever came before it
         if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
             self.banner.hide()
+        shortfall = gpu_shortfall(loaded.gpu_layers_requested, loaded.gpu_layers_placed, loaded.gpu_layers_total)
+        if shortfall and not remote:  # "100 % GPU" asked, the CPU doing it: say so at once, not only when slow
+            self.banner.show_message(placement_warning(shortfall), while_model=loaded.model_path)
         # the roofs are the model's and its threads' (measured first, once, when nothing is stored yet)
         self.bandwidth.request(loaded, measure=self.measure_bandwidth_on_load and not self.bandwidth.known)
         self._update_buttons()

@@ -100,3 +100,21 @@ def test_llama_log_says_how_many_layers_it_offloaded() -> None:
     assert offloaded_layers(["nothing here"]) is None
     assert gpu_free_share([{"memory_total": 100, "memory_free": 30}, {"memory_total": 200, "memory_free": 10}]) == 0.05
     assert gpu_free_share([{"memory_total": 0, "memory_free": 0}]) is None
+
+
+def _assigned(devices: list[str]) -> list[str]:
+    return [f"load_tensors: layer {il:3d} assigned to device {dev}, is_swa = 0" for il, dev in enumerate(devices)]
+
+
+def test_the_layers_llama_cpp_placed_count_not_the_summary_that_repeats_the_request() -> None:
+    half = _assigned(["CPU"] * 17 + ["Vulkan0"] * 13) + ["load_tensors: offloaded 13/30 layers to GPU"]
+    assert offloaded_layers(half) == (13, 30)
+    # the summary is the request worked out, not the placement: the per-layer lines win over it
+    assert offloaded_layers(_assigned(["CPU"] * 30) + ["load_tensors: offloaded 30/30 layers to GPU"]) == (0, 30)
+    no_device = _assigned(["CPU"] * 30)  # a GPU build without a usable device prints no summary
+    assert offloaded_layers(no_device) == (0, 30)
+    assert offloaded_layers(no_device + half) == (13, 30)  # the last load's
+    assert offloaded_layers(half + no_device) == (0, 30)
+    ev = Evidence(wall_s=1.0, gpu_layers_planned=-1)
+    ev.gpu_layers_offloaded, ev.gpu_layers_total = offloaded_layers(no_device)  # type: ignore[misc]
+    assert causes(ev)[0].line.startswith("only 0 of 30 layers are on the GPU (the plan was 30)")

@@ -72,3 +72,16 @@ def test_broken_settings_file_warns_in_window(qtbot, roofline_home):
     window.close()
     saved = json.loads(S.settings_path().read_text())
     assert saved["sampling"]["max_tokens"] == 77 and saved["window"]["geometry"]
+
+
+def test_a_load_whose_gpu_layers_ran_on_the_cpu_says_so_until_another_model(window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    model, loaded = _local(tmp_path)
+    window.load_model(model)
+    placed = dataclasses.replace(loaded, gpu_layers_requested=-1, gpu_layers_placed=19, gpu_layers_total=19)
+    window.engine._dispatch(placed)  # every layer where it was asked: nothing to say
+    assert not window.banner.isVisibleTo(window)
+    window.engine._dispatch(dataclasses.replace(placed, gpu_layers_placed=0))  # the build found no device
+    assert window.banner.isVisibleTo(window)
+    assert window.banner.label.text().startswith("Only 0 of 19 layers are on the GPU (the plan was 19)")
+    window.engine._dispatch(_remote())
+    assert not window.banner.isVisibleTo(window)

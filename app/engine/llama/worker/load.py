@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import llama_cpp
 
 from app.core.chat.templates import select_template, tool_format
+from app.core.metrics.evidence import offloaded_layers
 from app.core.predict.threads import default_threads
 from app.engine import protocol as P
 from app.engine.llama.draft_model import open_draft
@@ -59,6 +60,7 @@ def load_model(engine: Engine, cfg: P.LoadConfig) -> None:
     arch = meta.get("general.architecture", "unknown")
     engine.template = select_template(arch, meta.get("tokenizer.chat_template"), cfg.chat_template)
     buffers = engine.log.buffers_since(mark)
+    placed = offloaded_layers(engine.log.lines[mark:])
     kv_bytes = int(sum(v for k, v in buffers.items() if k.startswith("KV:")) * 1024 * 1024)
     ctx = llm._ctx.ctx
     n_threads = llm.context_params.n_threads
@@ -87,6 +89,9 @@ def load_model(engine: Engine, cfg: P.LoadConfig) -> None:
         rss_bytes=rss(),
         metadata={k: v for k, v in meta.items() if not k.startswith("tokenizer.ggml.")},
         tool_format=tool_format(engine.template),
+        gpu_layers_requested=cfg.n_gpu_layers,
+        gpu_layers_placed=placed[0] if placed else None,
+        gpu_layers_total=placed[1] if placed else None,
     )
     if cfg.draft_model:
         engine.draft, problem = open_draft(cfg.model_path, cfg.draft_model, llm, cfg.draft_max)

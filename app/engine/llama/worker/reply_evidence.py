@@ -35,7 +35,7 @@ class ReplyEvidence:
         loaded = engine.loaded
         ev = E.between(self.before, after, threads=loaded.n_threads if loaded else 0)
         if loaded is not None:
-            ev.gpu_layers_planned = loaded.n_gpu_layers
+            ev.gpu_layers_planned = loaded.gpu_layers_requested  # as asked: a build may place fewer
             ev.model_bytes = loaded.model_size
         offloaded = E.offloaded_layers(engine.log.lines)
         if offloaded is not None:
