@@ -13,9 +13,11 @@ than real weights in those two types (1.29x and 1.3-1.4x, one thread; Q4_K and Q
 docs/estimates.md), so a zoo evaluation is calibrated on types where the zoo behaves like real models —
 plus `roofline calibrate`'s kernel probes (a 4-layer model of Llama-3.2-1B's width in Q8_0 and Q4_0 with random
 weights, "probe:Q8_0"), which give those types' kernels their own scales; the evaluation files in those two
-types get random weights too, like a real model's (marked "random weights"). Models in that set are marked
-"(cal)" in the table, all others are out of sample. It lives in a temporary ROOFLINE_HOME: the user's
-stored calibration is untouched.
+types get random weights too, like a real model's (marked "random weights"), and so does every mixture of
+experts: a zero router sends every token to the same few experts (a prompt batch then runs them as one big
+product instead of many small ones), and a zero MXFP4 block has a subnormal scale (decode 1.5x slower).
+Models in that set are marked "(cal)" in the table, all others are out of sample. It lives in a temporary
+ROOFLINE_HOME: the user's stored calibration is untouched.
 The predictions are for the thread count the runs used (`-t`; default: llama.cpp's, the physical cores),
 from probes measured with that many threads.
 
@@ -51,23 +53,43 @@ EVALUATION = [
     ("qwen2.5-7b", "Q4_K_M"), ("mistral-7b", "Q4_K_M"), ("llama-3.1-8b", "Q4_K_M"),
     ("qwen2.5-0.5b", "Q4_K_M"), ("llama-3.2-1b", "Q4_0"), ("llama-3.2-1b", "Q6_K"), ("llama-3.2-1b", "Q8_0"),
     ("qwen2.5-0.5b", "Q8_0"), ("qwen2.5-0.5b", "F16"),
+    # the 2025-26 generation, each in the quantization its releases use (ZooSpec.release)
+    ("gpt-oss-20b", "MXFP4"), ("qwen3-30b-a3b", "Q4_K_M"), ("qwen3-8b", "Q4_K_M"), ("gemma-3-4b", "Q4_K_M"),
+    ("lfm2-1.2b", "Q8_0"), ("granite-4.0-h-micro", "Q4_K_M"),
 ]  # the models the targets are about first, then the other quantizations (a busy machine may not reach them)
+MIN_LAYERS = 4  # a model too big for the RAM is measured on its first layers (at least this many), said so
 RAM_SHARE = 0.8  # use at most this share of the RAM available now (others share the machine)
 CAL_CTX, CAL_GEN, CAL_PROMPT = 2048, 32, 256  # the calibration runs (as `roofline calibrate` measures)
 BENCH_CALIBRATION_EXTRA = ("llama-3.2-3b:Q4_K_M",)  # with `roofline calibrate`'s zoo shapes: three shapes
 
 
-def _model_path(name: str, zoo_dir: Path, default: Path) -> Path:
+def _cut(name: str) -> tuple[str, int | None]:
+    """"key@N:QUANT" (a model measured on its first N layers) -> ("key:QUANT", N); otherwise (name, None)."""
+    head, _, quant = name.partition(":")
+    key, _, layers = head.partition("@")
+    return (f"{key}:{quant}", int(layers)) if layers else (name, None)
+
+
+def _model_path(name: str, zoo_dir: Path, default: Path, sparse: bool = False) -> Path:
     """The file of a calibration or evaluation model: the kernel probes ("probe:Q8_0") and the evaluation
     files in their types get random weights, as `roofline calibrate`'s probes do (zeros decode Q8_0 faster
     than real weights); the rest stay sparse zeros (Q4_K and Q6_K decode alike on both)."""
+    import dataclasses
+
     from app.commands.calibrate import KERNEL_PROBES
-    from app.core.bench.zoo import kernel_probe, zoo_path
+    from app.core.bench.zoo import ZOO, kernel_probe, zoo_path
 
     if name == "default":
         return default
-    key, quant = name.split(":")
-    return zoo_path(kernel_probe() if key == "probe" else key, quant, zoo_dir, random_weights=quant in KERNEL_PROBES)
+    whole, layers = _cut(name)
+    key, quant = whole.split(":")
+    spec = kernel_probe() if key == "probe" else ZOO[key]
+    if layers is not None:  # the same shape, fewer layers: its own file name
+        spec = dataclasses.replace(spec, key=f"{key}-{layers}l", n_layers=layers,
+                                   attn_layers=tuple(il for il in spec.attn_layers if il < layers))
+    # a MoE's zeros route every token to the same experts (and MXFP4's zero scale is subnormal): random weights
+    random = not sparse and (quant in KERNEL_PROBES or bool(spec.n_expert))
+    return zoo_path(spec, quant, zoo_dir, random_weights=random)
 
 
 def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[str, Any]:
@@ -92,6 +114,7 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
         "cpus_allowed": len(os.sched_getaffinity(0)), "isolated": os.environ.get("ROOFLINE_BENCH_ISOLATE") == "1",
         "calibration": [], "runs": [], "memory": [], "skipped": [], "n_threads": args.threads,
         "random_weights": list(KERNEL_PROBES),  # the quantizations whose evaluation files are not zeros
+        "random_weights_moe": True,  # nor are any mixture of experts' files
     }
     # the probes with the thread count the runs use (all cores this process may use when not given)
     bw = get_bandwidth(hw.machine_key, remeasure=True, threads=args.threads or data["cpus_allowed"])
@@ -132,11 +155,20 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
         measured: list[tuple[str, Path, Any]] = []
         for key, quant in args.wanted:
             spec = ZOO[key]
-            path = _model_path(f"{key}:{quant}", zoo_dir, default)
-            info = inspect_gguf(path)
+            name = f"{key}:{quant}"
+            shape = _model_path(name, zoo_dir, default, sparse=True)  # read for its size: random weights later
             label = f"{spec.name} {quant}"
-            est = estimate_memory(info, MemoryConfig(n_ctx=4096), has_gpu=False)
+            est = estimate_memory(inspect_gguf(shape), MemoryConfig(n_ctx=4096), has_gpu=False)
             avail = psutil.virtual_memory().available
+            layers = int(spec.n_layers * RAM_SHARE * avail / est.cpu.total * 0.9)  # the layers that fit, roughly
+            if est.cpu.total > RAM_SHARE * avail and layers >= MIN_LAYERS:
+                name = f"{key}@{layers}:{quant}"  # per-layer costs are what the speed model is checked on
+                label = f"{spec.name} {quant} (first {layers} of {spec.n_layers} layers)"
+            path = _model_path(name, zoo_dir, default)
+            if path != shape:
+                shape.unlink()  # disk: the zoo's big files are written whole
+            info = inspect_gguf(path)
+            est = estimate_memory(info, MemoryConfig(n_ctx=4096), has_gpu=False)
             if est.cpu.total > RAM_SHARE * avail:
                 data["skipped"].append(f"{label}: needs {est.cpu.total / 2**30:.1f} GiB (weights, repacked copy, KV, "
                                        f"compute), {avail / 2**30:.1f} GiB available now")
@@ -148,7 +180,7 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
             reps = 1 if big else args.repetitions
             say(f"{label}: load")
             loaded = engine.load(P.LoadConfig(model_path=str(path), n_ctx=4096, n_threads=args.threads))
-            data["memory"].append({"model": f"{key}:{quant}", "kv": "f16", "estimated_mib": est.cpu.total / MiB,
+            data["memory"].append({"model": name, "kv": "f16", "estimated_mib": est.cpu.total / MiB,
                                    "llama_mib": sum(loaded.buffers_mib.values())})
             if big:  # page the weights in and start the threads without a full extra run
                 engine.bench(P.Bench(request_id=engine.new_request_id("w"), n_gen=4, repetitions=1, warmup=False))
@@ -158,10 +190,10 @@ def measure_all(args: argparse.Namespace, default: Path, zoo_dir: Path) -> dict[
                 res = engine.bench(P.Bench(request_id=engine.new_request_id("z"), n_prompt=n_prompt, n_gen=n_gen,
                                            repetitions=reps, warmup=not big))
                 tps = [(n_prompt or n_gen) / (ns / 1e9) for ns in res.samples_ns]
-                data["runs"].append({"model": f"{key}:{quant}", "test": test, "tps": tps,
+                data["runs"].append({"model": name, "test": test, "tps": tps,
                                      "load": os.getloadavg()[0]})
                 print(f"measured {label} {test}: {statistics.fmean(tps):.2f} tok/s", flush=True)
-            measured.append((f"{key}:{quant}", path, info))
+            measured.append((name, path, info))
         calibration_round(engine, "2/2")
         # memory does not depend on the machine's load: the other KV types after the timed runs
         for name, path, info in measured if not args.no_memory else []:
@@ -238,12 +270,15 @@ def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
     cfg = MemoryConfig(n_ctx=4096)
     table = []
     for r in data["runs"]:
-        info, (key, quant) = info_of(r["model"]), r["model"].split(":")
+        info, (key, quant) = info_of(r["model"]), _cut(r["model"])[0].split(":")
+        layers = _cut(r["model"])[1]
         meas = statistics.fmean(r["tps"])
         spread = statistics.stdev(r["tps"]) / meas if len(r["tps"]) > 1 else 0.0
         pu, pc = (predict(info, rates, cfg, n_prompt=512, n_gen=128) for rates in (unc, calibrated))
         pick = (lambda p: p.prefill_tps) if r["test"] == "pp512" else (lambda p: p.decode_tps)
-        label = (f"{ZOO[key].name} {quant}" + (" random weights" if quant in data.get("random_weights", []) else "")
+        label = (f"{ZOO[key].name} {quant}" + (f" (first {layers} layers)" if layers else "")
+                 + (" random weights" if quant in data.get("random_weights", [])
+                    or (data.get("random_weights_moe") and ZOO[key].n_expert) else "")
                  + (" (cal)" if r["model"] in cal_set else ""))
         table.append((label, ZOO[key].params_b, r["test"], meas, spread, pick(pu), pick(pc),
                       pc.decode_bound if r["test"] == "tg128" else ""))
@@ -265,8 +300,9 @@ def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
         print("\n| model | KV | estimated MiB | llama.cpp buffers MiB | ratio |\n| --- | --- | --- | --- | --- |")
         ordered = sorted(data["memory"], key=lambda m: abs(m["estimated_mib"] / m["llama_mib"] - 1))
         for m in ordered:
-            key, quant = m["model"].split(":")
-            print(f"| {ZOO[key].name} {quant} | {m['kv']} | {m['estimated_mib']:.1f} | {m['llama_mib']:.1f} | "
+            (key, quant), layers = _cut(m["model"])[0].split(":"), _cut(m["model"])[1]
+            cut = f" ({layers} layers)" if layers else ""
+            print(f"| {ZOO[key].name} {quant}{cut} | {m['kv']} | {m['estimated_mib']:.1f} | {m['llama_mib']:.1f} | "
                   f"{m['estimated_mib'] / m['llama_mib']:.3f} |")
             if abs(m["estimated_mib"] / m["llama_mib"] - 1) > 0.02:
                 ok = False

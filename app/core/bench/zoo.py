@@ -66,20 +66,27 @@ _SCALE_BYTES = {"Q4_0": (0, 2), "Q5_0": (0, 2), "Q8_0": (0, 2), "Q4_1": (0, 4), 
 
 
 def fill_weights(path: str | Path, seed: int = 0) -> Path:
-    """Give a zoo file random weights in place of its zeros: random quants with a small float16 scale in
-    every block, random float16 matrices, norms of one. Zeros decode some types faster than real weights do
-    (Q8_0 1.13-1.29x on the development VMs; memory and shapes are the same), so where a type's kernels are
-    timed for real models the file gets weights like theirs. Writes the whole file (no longer sparse)."""
+    """Give a zoo file random weights in place of its zeros: random quants with a small scale in every block
+    (float16; MXFP4's power-of-two byte), random float16 matrices and MoE routers, norms of one. Zeros run
+    some types at another speed than real weights do (Q8_0 decodes 1.13-1.29x faster on the development VMs,
+    MXFP4 1.5x slower: its zero scale is subnormal; a zero router sends every token to the same experts;
+    memory and shapes are the same), so where a type's kernels are timed for real models the file gets
+    weights like theirs. Writes the whole file (no longer sparse)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     reader = gguf.GGUFReader(path)
-    tensors = [(t.tensor_type, int(t.data_offset), int(t.n_bytes)) for t in reader.tensors]
+    tensors = [(t.tensor_type, int(t.data_offset), int(t.n_bytes), t.name) for t in reader.tensors]
     del reader  # its memory map, before the file is written through another handle
     scale = np.frombuffer(np.float16(0.002).tobytes(), np.uint8)
     with open(path, "r+b") as f:
-        for qtype, offset, n_bytes in tensors:
-            if qtype == gguf.GGMLQuantizationType.F32:
+        for qtype, offset, n_bytes, name in tensors:
+            if qtype == gguf.GGMLQuantizationType.F32 and name.endswith("ffn_gate_inp.weight"):
+                # a MoE router of random rows: each token picks its own experts, as in a real model (equal
+                # rows would send every token to the same few experts, which a prompt batch runs as one
+                # big product instead of many small ones)
+                data = (rng.standard_normal(n_bytes // 4, np.float32) * 0.02).tobytes()
+            elif qtype == gguf.GGMLQuantizationType.F32:
                 data = np.ones(n_bytes // 4, np.float32).tobytes()
             elif qtype in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.BF16):
                 values = rng.standard_normal(n_bytes // 2, np.float32) * 0.02
@@ -89,8 +96,11 @@ def fill_weights(path: str | Path, seed: int = 0) -> Path:
             else:
                 block = gguf.GGML_QUANT_SIZES[qtype][1]
                 blocks = rng.integers(0, 256, (n_bytes // block, block), np.uint8)
-                lo, hi = _SCALE_BYTES.get(qtype.name, (0, 2))
-                blocks[:, lo:hi] = np.resize(scale, (hi or block) - (lo % block))
+                if qtype.name == "MXFP4":  # one E8M0 byte, a power of two: 2^(118 - 127) ≈ 0.002
+                    blocks[:, 0] = 118
+                else:
+                    lo, hi = _SCALE_BYTES.get(qtype.name, (0, 2))
+                    blocks[:, lo:hi] = np.resize(scale, (hi or block) - (lo % block))
                 data = blocks.tobytes()
             f.seek(offset)
             f.write(data)

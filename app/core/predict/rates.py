@@ -51,15 +51,19 @@ CPU_FLOPS_PER_CORE = 30e9  # float32 GEMM fallback when no probe ran
 # scripts/bench_zoo and scripts/bench_predict, docs/bench/2026-12-01-estimates-runs.md.
 DECODE_PER_GEMM: dict[str, float] = {
     "Q4_0": 0.26, "Q4_K": 0.33, "Q5_0": 0.125, "Q5_1": 0.125, "Q5_K": 0.25, "Q6_K": 0.30, "Q8_0": 0.14,
-    "F16": 0.17, "BF16": 0.14, "F32": 0.11, "IQ4_NL": 0.34, "Q2_K": 0.28, "Q3_K": 0.25,
+    "F16": 0.17, "BF16": 0.14, "F32": 0.11, "IQ4_NL": 0.34, "Q2_K": 0.28, "Q3_K": 0.25, "MXFP4": 0.31,
 }
 DECODE_DEFAULT = 0.21
 # Prefill matmul FLOP/s per GEMM FLOP/s of the probe (type → factor), for wide matrices, one thread (pp512 of
 # Llama-3.2-1B in each type): int8 dot products beat the float32 probe; Q6_K's GEMM is the fastest there.
 PREFILL_PER_GEMM: dict[str, float] = {
     "Q4_0": 1.53, "Q4_K": 1.75, "Q5_0": 1.25, "Q5_1": 1.25, "Q5_K": 1.4, "Q6_K": 2.3, "Q8_0": 1.36,
-    "F16": 1.15, "BF16": 0.9, "F32": 0.7, "IQ4_NL": 1.5, "Q2_K": 0.9, "Q3_K": 0.9,
+    "F16": 1.15, "BF16": 0.9, "F32": 0.7, "IQ4_NL": 1.5, "Q2_K": 0.9, "Q3_K": 0.9, "MXFP4": 1.1,
 }
+# MXFP4 (gpt-oss's experts) from scripts/bench_kernel_types: its MoE probe (gpt-oss-20b's layers, random
+# weights and router) against the Q4_0 probe interleaved, on an AVX2 CPU through NO_VNNI's scales
+# (docs/bench/2026-12-03-kernel-types-mxfp4.txt); its prefill factor is for dense-sized products, the experts'
+# small ones then pay MOE_PREFILL_EFFICIENCY like every type's.
 PREFILL_DEFAULT = 0.9
 # Matrix products of a few columns (a decode step of B sequences batched together, app.core.predict.batching), by
 # type and column count: (weights/s per GEMM FLOP/s of the probe, one thread; a cost per output row, in
@@ -100,8 +104,10 @@ BATCH_PER_GEMM: dict[str, dict[int, tuple[float, float]]] = {
 # integer kernels run slower against the probe, by type: the per-type calibrated scales of an AVX2-only CPU
 # (scripts/bench_zoo, docs/bench/2026-12-01-bench_zoo-1thread-isolated-epyc-K.txt), Q6_K decode (memory-bound
 # there) and other types at the Q4_K figure.
-NO_VNNI_DECODE = {"Q4_K": 0.62, "Q4_0": 0.75, "Q8_0": 0.88}
-NO_VNNI_PREFILL = {"Q4_K": 0.62, "Q6_K": 0.48, "Q8_0": 0.70, "Q4_0": 0.78}
+# MXFP4 takes Q4_0's: its kernels look its 4-bit codes up in a table and multiply them by int8 activations with
+# the same instructions (ggml-cpu's x86 quants.c and repack.cpp).
+NO_VNNI_DECODE = {"Q4_K": 0.62, "Q4_0": 0.75, "Q8_0": 0.88, "MXFP4": 0.75}
+NO_VNNI_PREFILL = {"Q4_K": 0.62, "Q6_K": 0.48, "Q8_0": 0.70, "Q4_0": 0.78, "MXFP4": 0.78}
 NO_VNNI_DEFAULT = 0.62
 FLOAT_TYPES = frozenset({"F16", "BF16", "F32"})  # no int8 dot product: the probe's own kind of kernel
 # The element-wise work around each prefill matmul (norms, rope, activations, copies) grows with the width

@@ -211,3 +211,23 @@ def test_zoo_models_run_in_the_engine_and_memory_matches(loaded_zoo: list[tuple[
                 assert est.kv_bytes == pytest.approx(kv_reported, abs=0.01 * MiB), spec.key
             res = engine.bench(P.Bench(request_id="z", n_gen=2, repetitions=1, warmup=False))
             assert len(res.samples_ns) == 1 and res.samples_ns[0] > 0
+
+
+def test_random_weights_look_like_a_real_models(tmp_path: Path) -> None:
+    """A zero MoE router sends every token to the same experts, and a zero MXFP4 block has a subnormal scale
+    (2^-127): both run at another speed than a real model, so the filled file has neither."""
+    import gguf
+    import numpy as np
+
+    from app.core.bench.zoo import fill_weights
+
+    spec = dataclasses.replace(ZOO["gpt-oss-20b"], key="gpt-oss-1l", n_layers=1, n_vocab=512)
+    path = fill_weights(write_zoo_model(spec, "MXFP4", tmp_path))
+    tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    router = np.asarray(tensors["blk.0.ffn_gate_inp.weight"].data, np.float32).reshape(spec.n_expert, -1)
+    assert len({row.tobytes() for row in router}) == spec.n_expert  # every expert its own row
+    experts = tensors["blk.0.ffn_up_exps.weight"]
+    assert experts.tensor_type == gguf.GGMLQuantizationType.MXFP4
+    blocks = np.asarray(experts.data, np.uint8).reshape(-1, 17)  # one E8M0 scale byte, 16 bytes of codes
+    assert (blocks[:, 0] == 118).all() and blocks[:, 1:].any()
+    assert np.asarray(tensors["blk.0.attn_norm.weight"].data, np.float32).min() == 1.0  # norms of one
