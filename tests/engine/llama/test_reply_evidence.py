@@ -1,8 +1,9 @@
 """The engine records what the machine did during each reply (Done.metrics["evidence"]) on the real default
 model; a mapped model whose pages were evicted from the engine (tests/helpers/page_out.py: process_madvise
 MADV_PAGEOUT, as memory pressure would; posix_fadvise DONTNEED and drop_caches leave mapped pages alone) is
-read from storage during the next reply, and the slowness line names it. Counters only: no assertion reads a
-time."""
+read from storage during the next reply, and the slowness line names it. So it is when a real memory hog takes
+the RAM the mapped model was in (both in a memory cgroup of the test's own, tests/helpers/memory_cgroup.py:
+the machine outside it never feels the pressure). Counters only: no assertion reads a time."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from app.core.metrics.evidence import Evidence
-from app.core.metrics.slowness import READ_BYTES, causes
+from app.core.metrics.slowness import MAJOR_FAULTS, READ_BYTES, causes
 from app.engine import protocol as P
 from app.engine.client import EngineClient
 from engine_helpers import collect
+from memory_cgroup import memory_cgroup
 from page_out import page_out
 
 pytestmark = pytest.mark.model
@@ -63,3 +65,36 @@ def test_a_mapped_model_paged_in_during_the_reply_is_named(default_model: Path, 
     assert first.disk_read_bytes is not None and first.disk_read_bytes >= READ_BYTES
     assert any(c.line.startswith("weights paged in from the mapped model file") for c in causes(first))
     assert (second.disk_read_bytes or 0) < first.disk_read_bytes // 4  # cached now
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memory cgroups are Linux's")
+def test_a_memory_hog_that_takes_the_mapped_models_ram_is_named(default_model: Path, tmp_path: Path) -> None:
+    model = tmp_path / "squeezed.gguf"
+    shutil.copyfile(default_model, model)
+    with open(model, "rb") as f:  # written pages are dirty until fsync; then out of the page cache, so the
+        os.fsync(f.fileno())  # engine's own reads bring (and charge) them into its cgroup
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    try:
+        group_cm = memory_cgroup()
+        group = group_cm.__enter__()
+    except OSError as exc:
+        pytest.skip(f"no memory cgroup of our own here (not root, or /sys/fs/cgroup read-only): {exc}")
+    try:
+        with EngineClient() as client:
+            client.start()
+            assert client.pid is not None
+            group.add(client.pid)  # before the load: the mapped model's pages are charged to the cgroup
+            client.load(P.LoadConfig(model_path=str(model), n_ctx=512, n_threads=2, use_mmap=True))
+            client.stats()  # after the warm-up decode
+            cached = group.file_bytes()
+            assert cached >= default_model.stat().st_size // 2  # the mapped model is in the cgroup's RAM
+            headroom = 32 << 20
+            group.set_limit(group.usage() + headroom)
+            with group.hog(headroom + int(cached * 0.8)):  # the RAM of four fifths of the model taken
+                _tokens, done = collect(client, _request("h1"))
+    finally:
+        group_cm.__exit__(None, None, None)
+    ev = Evidence.from_dict(done.metrics["evidence"])
+    assert (ev.major_faults or 0) >= MAJOR_FAULTS or (ev.disk_read_bytes or 0) >= READ_BYTES
+    # named among the causes (another process's CPU load on a busy machine may be stronger)
+    assert any(c.line.startswith("weights paged in from the mapped model file") for c in causes(ev))
