@@ -144,6 +144,13 @@ def test_a_whole_prompt_from_the_cache_has_nothing_to_prefill(fake_ollama: tuple
     assert done.metrics["prefill_tokens"] == 0 and done.metrics["decode_tps"] == pytest.approx(50.0)
 
 
+def test_a_last_line_past_the_line_bound_ends_the_reply_in_one_error(fake_ollama: tuple[str, FakeOllama]) -> None:
+    url, st = fake_ollama
+    st.last = NUMBERS + ', "padding": "' + "A" * (2 << 20) + '"'  # 2 MiB on one line: past MAX_EVENT_BYTES
+    with pytest.raises(EngineError, match="sent more than a reply can hold"):
+        _chat(url)
+
+
 def test_an_error_line_mid_stream_is_the_servers_words(fake_ollama: tuple[str, FakeOllama]) -> None:
     url, st = fake_ollama
     st.error_after = "model runner has unexpectedly stopped"
