@@ -29,7 +29,7 @@ set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 # reliability counts printed at the end; sub-runs; the loopback hub, the hostile OpenAI server and the window
 # fixtures for every test that names them
 pytest_plugins = ["reliability_plugin", "pytester", "hubserver", "hostile_openai", "fake_window", "chat_drive",
-                  "metrics_server"]
+                  "metrics_server", "fake_ollama"]
 
 
 @pytest.fixture(scope="session")

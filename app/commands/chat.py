@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     if done is None:
         return fail("the engine ended the reply without a result")
     metrics = PhaseMetrics.from_dict(done.metrics)
-    measures = server.finish() if server is not None else None
+    measures = _server_measures(server, done)
     if args.json:
         _print_json(done, loaded, cfg, plan, server, measures)
     else:
@@ -128,6 +128,16 @@ def slow_summary_line(loaded: P.Loaded, done: P.Done) -> str:
     parts = [f"{name} {got / want:.2f}×" for name, got, want in (("decode", m.decode_tps, decode),
                                                                    ("prefill", m.prefill_tps, prefill)) if want]
     return f"speed   : {', '.join(parts)} the prediction for this load" if parts else "speed   : too short to judge"
+
+
+def _server_measures(server: Any, done: P.Done) -> Any:
+    """--remote: the server's own numbers over the reply: its metrics' polls, and Ollama's own per-reply prefill
+    and decode where the reply went through its native API (app.core.remote.ollama.with_reply)."""
+    if server is None:
+        return None
+    from app.core.remote.ollama import with_reply
+
+    return with_reply(server.finish(), done.metrics)
 
 
 def _print_server(server: Any, measures: Any) -> None:
@@ -169,7 +179,8 @@ def _engine(args: argparse.Namespace, model: Path | None, plan: LoadPlan) -> tup
     if model is None:
         from app.engine.remote.backend import RemoteClient  # written for the remote-backend feature
 
-        return RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.remote_model), None
+        return RemoteClient(args.remote, api_key=api_key_arg(args.api_key), model=args.remote_model,
+                            engine=args.server_engine), None
     from app.engine import protocol as P
     from app.engine.client import EngineClient
 
@@ -193,7 +204,7 @@ def _generate(args: argparse.Namespace, engine: Any, cfg: P.LoadConfig | None, p
         if cfg is None:
             from app.commands._server_side import ServerSide
 
-            server = ServerSide(engine, args.server_engine)
+            server = ServerSide(engine, args.server_engine or engine.engine or None)  # as connect() told it
         if not quiet:
             _print_header(args, loaded, cfg)
         req = P.Generate(request_id=engine.new_request_id("c"), messages=messages,

@@ -1,12 +1,11 @@
 """`roofline chat --remote` and `roofline top --remote` against live servers on the real default model:
 `roofline serve` (its own /metrics: llama-server's names plus KV gauges and TTFT/ITL histograms) and, where
-scripts/_llama_tools.sh has built it, llama.cpp's llama-server started with --metrics --slots."""
+scripts/_llama_tools.sh has built it, llama.cpp's llama-server started with --metrics --slots (.ci/run builds it
+and sets ROOFLINE_REQUIRE_LLAMA_SERVER=1: there a missing one fails, tests/cli/test_llama_server_guard.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 import urllib.request
@@ -16,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from llama_tools import require_llama_server
 from served import KEY, Served, serve
 
 pytestmark = pytest.mark.model
-TOOLS = Path(__file__).resolve().parents[2] / "scripts" / "_llama_tools.sh"
 
 
 @pytest.fixture(scope="module")
@@ -51,18 +50,9 @@ def test_top_once_reads_roofline_serve(served: Served, capsys: pytest.CaptureFix
     assert 0 < m["kv_fraction"] <= 1 and m["kv_tokens"] > 0  # the finished chat's prefix stays cached
 
 
-def _llama_server_bin() -> Path | None:
-    """The built llama-server, or None: building it (10-30 min) is scripts/_llama_tools.sh's job, not a test's."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "roofline-build"
-    found = sorted(cache.glob("llama-tools-*/bin/llama-server"))
-    return found[-1] if found else (Path(shutil.which("llama-server")) if shutil.which("llama-server") else None)
-
-
 @pytest.fixture(scope="module")
 def llama_server(default_model: Path) -> Iterator[str]:
-    binary = _llama_server_bin()
-    if binary is None:
-        pytest.skip(f"llama-server is not built (run {TOOLS.name})")
+    binary = require_llama_server()  # a skip without one; a failure where .ci/run built it (llama_tools)
     from llama_server import free_port
 
     port = free_port()

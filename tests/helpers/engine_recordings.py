@@ -324,7 +324,7 @@ def _ollama() -> dict[str, str]:
             "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": True,
             "total_duration": int((r.prefill_s + r.decode_s + 0.1) * 1e9), "load_duration": 100_000_000,
             "prompt_eval_count": r.prompt, "prompt_eval_duration": int(r.prefill_s * 1e9),
-            "eval_count": r.generated - 1, "eval_duration": int(r.decode_s * 1e9)}
+            "eval_count": r.generated, "eval_duration": int(r.decode_s * 1e9)}  # all its tokens, n - 1 steps
     ps = {"models": [{"name": "llama3.1:8b", "model": "llama3.1:8b", "size": 6_654_289_920,
                       "digest": "46e0c10c039e019119339687c3c1757cc81b9da49709a3b3924863ba87ca666e",
                       "details": {"parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],

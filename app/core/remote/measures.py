@@ -46,6 +46,7 @@ class ServerMeasures:
     memory_bytes: int | None = None  # the model's memory on the server (Ollama's /api/ps)
     memory_gpu_bytes: int | None = None
     load_ms: float | None = None  # the model's load time in the last reply (Ollama)
+    scope: str = ""  # what the numbers cover when not a window of scrapes (Ollama's: "this reply", "now")
     notes: list[str] = field(default_factory=list)
 
     @property

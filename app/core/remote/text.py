@@ -30,6 +30,8 @@ def rate(v: float | None) -> str:
 
 
 def window(m: ServerMeasures) -> str:
+    if m.scope:
+        return m.scope
     return f"over the last {m.window_s:.0f} s" if m.window_s else "since the server started"
 
 

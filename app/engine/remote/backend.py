@@ -6,7 +6,10 @@ new_request_id, on_event on a thread) so the CLI and the GUI drive either one. I
 bounded: app.engine.remote.http; one reply at most MAX_REPLY_BYTES of text, its numbers checked in
 app.engine.remote.openai_stream). TTFT and ITL are the client's wall clock (network included); prefill and
 decode come from the server's llama-server `timings` when it sends them (app.engine.remote.server_timings), else
-from chunk arrival times. The server's chat template is never seen: see `source` in the metrics and Loaded.
+from chunk arrival times. An Ollama server (its GET /api/version, asked once at connect, or `engine="ollama"`)
+streams through its native /api/chat and /api/generate instead, whose last line has its own prefill and decode
+(app.engine.remote.ollama_native); one without them gets /v1 again. The server's chat template is never seen:
+see `source` in the metrics and Loaded.
 
 Security default: plain http only to loopback hosts; anything else needs https, or an explicit opt-in
 (`allow_insecure_http=True` or ROOFLINE_ALLOW_INSECURE_HTTP=1), which warns. API keys come from the caller
@@ -27,20 +30,26 @@ from urllib.parse import urlsplit
 import httpx2
 
 from app.core.config.network import is_loopback
-from app.core.files.untrusted import TooLarge, clean_line
+from app.core.files.untrusted import TooLarge
+from app.core.remote.engines import OLLAMA
 from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.engine.reasoning_stream import ReasoningStream
 from app.engine.remote.http import (
+    NDJSON,
     NETWORK_ERRORS,
+    SSE,
     Connection,
     event_data,
     explain,
     is_timeout,
+    json_lines,
     new_client,
     not_a_stream,
     read_body,
+    status_error,
 )
+from app.engine.remote.ollama_native import answers_as_ollama, native_metrics, native_request, parse_line
 from app.engine.remote.openai_stream import (  # noqa: F401 (SOURCE and the limits are part of this module's API)
     LLAMA_EXTRAS,
     MAX_ERROR_BYTES,
@@ -54,6 +63,7 @@ from app.engine.remote.openai_stream import (  # noqa: F401 (SOURCE and the limi
     listed_models,
     model_facts,
     parse_data,
+    remote_loaded,
     request_body,
 )
 from app.engine.remote.server_timings import reply_metrics
@@ -68,9 +78,11 @@ class RemoteClient:
 
     def __init__(self, url: str, api_key: str | None = None, model: str | None = None,
                  on_event: Callable[[Any], None] | None = None, timeout: float = 30.0,
-                 allow_insecure_http: bool | None = None, send_llama_extras: bool = True) -> None:
+                 allow_insecure_http: bool | None = None, send_llama_extras: bool = True,
+                 engine: str | None = None) -> None:
         self.url = url.strip()
         self.model = model
+        self.engine = engine  # the serving engine (app.core.remote.engines): None until connect() asks
         self.timeout = timeout
         self._api_key = api_key
         self._on_event = on_event
@@ -173,19 +185,7 @@ class RemoteClient:
         return explain(exc, self._where(), self.host, self.timeout, what)
 
     def _status_error(self, status: int, body: bytes, request_id: str | None = None) -> EngineError:
-        text = body.decode("utf-8", "replace")[:400]
-        try:
-            detail = json.loads(text).get("error", text)
-            if isinstance(detail, dict):
-                detail = detail.get("message", detail)
-        except (ValueError, AttributeError):
-            detail = text
-        if status in (401, 403):
-            return _err("load_failed", f"The server refused the API key (HTTP {status}): {detail}", request_id)
-        if status == 404:
-            return _err("load_failed", f"{self._where()} has no OpenAI-compatible API here (HTTP 404). "
-                        "Give the server's base URL, e.g. http://127.0.0.1:8080", request_id)
-        return _err("bad_request", f"The server answered HTTP {status}: {detail}", request_id)
+        return status_error(status, body, self._where(), request_id)
 
     def _get_json(self, path: str) -> Any:
         try:
@@ -216,19 +216,14 @@ class RemoteClient:
             if not ids:
                 raise _err("load_failed", f"{self._where()} lists no models; pass a model name")
             self.model = ids[0]
+        if self.engine is None:  # Ollama's replies carry its numbers only on its native API
+            url, headers = self.url_for("/api/version")
+            self.engine = OLLAMA if answers_as_ollama(url, headers) else ""
         facts, notes = model_facts(models, self.model)
         for note in notes:
             self.warnings.append(note)
             print(note, file=sys.stderr)
-        self.loaded = P.Loaded(
-            model_path=f"{self._where()}/v1 (model {self.model})",
-            load_ms=(time.perf_counter() - t0) * 1000.0, **facts, architecture="remote",
-            model_desc=f"{clean_line(self.model.rstrip('/').rsplit('/', 1)[-1], 120)} (remote)",  # bidi shown
-            chat_template_name=f"the server at {self.host}", chat_template_source="server",
-            n_gpu_layers=0, type_k="", type_v="", flash_attn=None, swa_full=False, buffers_mib={},
-            kv_bytes_allocated=0, kv_cells_allocated=0, n_threads=0, n_threads_batch=0, rss_bytes=0,
-            metadata={"remote.models": ",".join(ids)}, tool_format="",  # the remote server parses its own calls
-        )
+        self.loaded = remote_loaded(self._where(), self.host, self.model, ids, facts, (time.perf_counter() - t0) * 1e3)
         if self._on_event is not None:
             self._on_event(self.loaded)
         return self.loaded
@@ -238,11 +233,13 @@ class RemoteClient:
         raise _err("bad_request", "A remote server loads its own models; use connect() instead of load().")
 
     # ------------------------------------------------------------------ generation
-    def _open_stream(self, req: P.Generate) -> httpx2.Response:
+    def _open_stream(self, req: P.Generate) -> tuple[httpx2.Response, bool]:
+        """The answer to the request (and whether it is Ollama's native stream), once the server took it."""
         rid = req.request_id
         client = self._http()
-        for extras in ((True, False) if self._extras else (False,)):
-            path, body = request_body(req, self.model, extras)
+        while True:  # each retry below turns something off for good: it ends
+            native = self.engine == OLLAMA
+            path, body = native_request(req, self.model) if native else request_body(req, self.model, self._extras)
             conn = Connection()
             with self._lock:
                 self._active[rid] = conn
@@ -256,20 +253,22 @@ class RemoteClient:
                 raise _err("timeout" if is_timeout(exc) else "generation_failed",
                            self._explain(exc, "the request"), rid) from exc
             if resp.status_code == 200:
-                return resp
+                return resp, native
             try:
                 err_body = read_body(resp, MAX_ERROR_BYTES, "the error body")
             except (TooLarge, *NETWORK_ERRORS):
                 err_body = b"(an error body too long or broken to show)"
             finally:
                 resp.close()
+            if native and resp.status_code in (404, 405) and b'"error"' not in err_body:  # no native API here
+                self.engine = ""
+                continue
             # Strict OpenAI-style servers reject llama.cpp's sampling fields: retry once without them.
-            if extras and resp.status_code in (400, 422) and any(k.encode() in err_body for k in
-                                                                 (*LLAMA_EXTRAS, "ignore_eos", "stream_options")):
+            if not native and self._extras and resp.status_code in (400, 422) and any(
+                    k.encode() in err_body for k in (*LLAMA_EXTRAS, "ignore_eos", "stream_options")):
                 self._extras = False
                 continue
             raise self._status_error(resp.status_code, err_body, rid)
-        raise _err("bad_request", "the server rejected the request", rid)
 
     def _stream(self, req: P.Generate) -> Iterator[Any]:
         """Token events, then Done; raises EngineError on failures (with what arrived so far)."""
@@ -286,18 +285,20 @@ class RemoteClient:
         reply = ReasoningStream(rid, t_request, split=req.messages is not None and req.split_reasoning)
         usage: dict[str, Any] = {}
         timings: dict[str, Any] | None = None  # llama-server's (or roofline serve's) own phase numbers, as sent
+        last: dict[str, Any] | None = None  # Ollama's native last line, with its numbers
+        native = False
         size = ReplySize(self._where())  # at most MAX_REPLY_CHUNKS pieces and MAX_REPLY_BYTES of text
         finish = "length"
         resp: httpx2.Response | None = None
         try:
             try:
-                resp = self._open_stream(req)
+                resp, native = self._open_stream(req)
             except _Cancelled:
                 finish = "cancelled"
-            problem = not_a_stream(resp) if resp is not None else None
+            problem = not_a_stream(resp, NDJSON if native else SSE) if resp is not None else None
             if problem:
                 raise _err("generation_failed", f"The server at {self._where()} {problem}.", rid)
-            events = event_data(resp, MAX_EVENT_BYTES) if resp is not None else iter(())
+            events = (json_lines if native else event_data)(resp, MAX_EVENT_BYTES) if resp is not None else iter(())
             while resp is not None:
                 if rid in self._cancelled:
                     finish = "cancelled"
@@ -318,7 +319,7 @@ class RemoteClient:
                         break
                     raise _err("generation_failed", f"The server at {self._where()} closed the connection "
                                f"mid-reply after {len(times)} tokens (it stopped or crashed).", rid)
-                chunk = parse_data(payload)
+                chunk = parse_line(payload) if native else parse_data(payload)
                 if chunk is None:
                     continue
                 timings = chunk.timings if chunk.timings is not None else timings
@@ -338,6 +339,9 @@ class RemoteClient:
                     if event is not None:
                         yield event
                 finish = chunk.finish or finish
+                if chunk.last is not None:  # the native stream's last line
+                    last = chunk.last
+                    break
         finally:
             with self._lock:
                 self._active.pop(rid, None)
@@ -347,8 +351,9 @@ class RemoteClient:
         tail = reply.finish(time.monotonic())
         if tail is not None:
             yield tail
-        data = reply_metrics(client_metrics(t_request, time.monotonic(), ttft_ms, times, usage,
-                                            req.messages is not None), timings, reply.metrics())
+        client = client_metrics(t_request, time.monotonic(), ttft_ms, times, usage, req.messages is not None)
+        data = native_metrics(client, last, reply.metrics()) if native else reply_metrics(client, timings,
+                                                                                            reply.metrics())
         yield P.Done(rid, reply.answer, finish, data, reasoning=reply.reasoning)
 
     def generate(self, request: P.Generate, timeout: float = 600.0) -> Iterator[Any]:

@@ -13,11 +13,13 @@ without a blank line and raises on invalid UTF-8.
 
 As the standard library's http.client did here before: one connection per request, no proxies or netrc
 from the environment, no redirects, bodies uncompressed (a compressed stream is refused: decompressing is
-where a small body becomes a large one).
+where a small body becomes a large one). Ollama's native API streams JSON lines instead of events: read by
+`json_lines`, each line bounded alike.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import threading
@@ -27,6 +29,8 @@ from typing import Any
 import httpx2
 
 from app.core.files.untrusted import TooLarge
+from app.engine import protocol as P
+from app.engine.client import EngineError
 
 NETWORK_ERRORS = (httpx2.HTTPError, OSError)
 
@@ -83,11 +87,15 @@ def read_body(resp: httpx2.Response, limit: int, what: str) -> bytes:
     return b"".join(chunks)
 
 
-def not_a_stream(resp: httpx2.Response) -> str | None:
-    """Why a 200 answer is not a stream of server-sent events we read, or None when it is one."""
+SSE, NDJSON = "text/event-stream", "application/x-ndjson"  # the two streams read here (NDJSON: Ollama's native API)
+
+
+def not_a_stream(resp: httpx2.Response, kind: str = SSE) -> str | None:
+    """Why a 200 answer is not the stream we read (`kind`: SSE or NDJSON), or None when it is one."""
     content_type = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if content_type != "text/event-stream":
-        return f"answered with content type {content_type or 'none'!r}, not a stream of server-sent events"
+    if content_type != kind:
+        what = "server-sent events" if kind == SSE else "JSON lines"
+        return f"answered with content type {content_type or 'none'!r}, not a stream of {what}"
     encoding = resp.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         return f"compressed the stream ({encoding!r}) though asked not to"
@@ -103,6 +111,51 @@ def event_data(resp: httpx2.Response, max_event_bytes: int) -> Iterator[str]:
                 yield event.data
     except httpx2.SSEError as exc:
         raise TooLarge(str(exc)) from exc
+
+
+def json_lines(resp: httpx2.Response, max_line_bytes: int) -> Iterator[str]:
+    """Each non-blank line of a newline-delimited JSON stream, as it arrives (Ollama's native API). Raises
+    `TooLarge` for a line over `max_line_bytes`, the unfinished one included, network errors as httpx2 does."""
+    pieces: list[bytes] = []  # the unfinished line, kept in pieces: joining it once per chunk would be quadratic
+    size = 0
+    for chunk in resp.iter_raw():
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if size + end - start > max_line_bytes:
+                raise TooLarge(f"a line of the stream is over {max_line_bytes:,} bytes")
+            line = b"".join([*pieces, chunk[start:end]])
+            pieces, size, start = [], 0, end + 1
+            if line.strip():
+                yield line.decode("utf-8", "replace")
+        if start < len(chunk):
+            pieces.append(chunk[start:])
+            size += len(chunk) - start
+            if size > max_line_bytes:
+                raise TooLarge(f"a line of the stream is over {max_line_bytes:,} bytes")
+    line = b"".join(pieces)
+    if line.strip():
+        yield line.decode("utf-8", "replace")
+
+
+def status_error(status: int, body: bytes, where: str, request_id: str | None = None) -> EngineError:
+    """A server's answer other than 200, in words: its `error` (OpenAI's and Ollama's place for it) or body."""
+    text = body.decode("utf-8", "replace")[:400]
+    try:
+        detail = json.loads(text).get("error", text)
+        if isinstance(detail, dict):
+            detail = detail.get("message", detail)
+    except (ValueError, AttributeError):
+        detail = text
+    if status in (401, 403):
+        kind, message = "load_failed", f"The server refused the API key (HTTP {status}): {detail}"
+    elif status == 404 and detail == text:  # no error of its own: most likely not the API's base URL
+        kind, message = "load_failed", (f"{where} has no OpenAI-compatible API here (HTTP 404). "
+                                        "Give the server's base URL, e.g. http://127.0.0.1:8080")
+    elif status == 404:  # its own words ("model 'x' not found")
+        kind, message = "load_failed", f"The server answered HTTP 404: {detail}"
+    else:
+        kind, message = "bad_request", f"The server answered HTTP {status}: {detail}"
+    return EngineError(P.Error(request_id, kind, message))
 
 
 def explain(exc: BaseException, where: str, host: str, timeout: float, what: str) -> str:

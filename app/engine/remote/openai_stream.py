@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.files.untrusted import shown, whole_number
+from app.core.files.untrusted import clean_line, shown, whole_number
 from app.core.metrics.phase import PhaseMetrics, rate
 from app.engine import protocol as P
 
@@ -64,6 +64,7 @@ class Chunk:
     timings: dict[str, Any] | None = None  # llama-server's block, as sent (app.engine.remote.server_timings reads it)
     error: str | None = None
     done: bool = False
+    last: dict[str, Any] | None = None  # Ollama's native `done` object, its numbers (app.engine.remote.ollama_native)
 
 
 def _json_int(digits: str) -> int | float:
@@ -165,6 +166,18 @@ def model_facts(models: list[dict[str, Any]], model: str) -> tuple[dict[str, int
             notes.append(f"note: the server's meta.{key} ({shown(meta[key])}) is not a count: ignored")
         facts[name] = value or 0
     return facts, notes
+
+
+def remote_loaded(where: str, host: str, model: str, ids: list[str], facts: dict[str, int], load_ms: float) -> P.Loaded:
+    """The Loaded of a remote model: what the server listed (`ids`, llama-server's `facts`), nothing local."""
+    return P.Loaded(
+        model_path=f"{where}/v1 (model {model})", load_ms=load_ms, **facts, architecture="remote",
+        model_desc=f"{clean_line(model.rstrip('/').rsplit('/', 1)[-1], 120)} (remote)",  # bidi shown
+        chat_template_name=f"the server at {host}", chat_template_source="server",
+        n_gpu_layers=0, type_k="", type_v="", flash_attn=None, swa_full=False, buffers_mib={},
+        kv_bytes_allocated=0, kv_cells_allocated=0, n_threads=0, n_threads_batch=0, rss_bytes=0,
+        metadata={"remote.models": ",".join(ids)}, tool_format="",  # the remote server parses its own calls
+    )
 
 
 def read_usage(usage: dict[str, Any], chunks: int) -> tuple[dict[str, Any], list[str]]:

@@ -286,7 +286,9 @@ class MessageWidget(QFrame):
                     f"<span style='color:{c.muted}'>TTFT {pm.ttft_ms:.0f} ms</span> · "
                     f"<span style='color:{theme.PREFILL}'>{pm.prefill_short}</span> · "
                     f"<span style='color:{theme.DECODE}'>decode {pm.decode_tps:.1f} tok/s</span>")
-            set_plain_tooltip(self.metrics_label, "\n".join(pm.summary_lines()))
+            # a remote server's numbers left out (not counts, not plausible), one line each, as the CLI prints them
+            notes = [f"note    : {n}" for n in m.metrics.get("server_notes") or [] if isinstance(n, str)]
+            set_plain_tooltip(self.metrics_label, "\n".join(pm.summary_lines() + notes))
         else:
             self.metrics_label.setText("")
 

@@ -115,16 +115,18 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
         for card in (ttft, prefill, decode, itl, prompt):
             card.set("—", "")
         return
+    # a server's own per-reply numbers name it (source "server: Ollama (…)"): "server: Ollama · 512 tok in …"
+    server = m.source.split(" (", 1)[0] + " · " if m.source.startswith("server: ") else ""
     if m.source.startswith("client-side"):  # a remote server: its prefill is hidden inside TTFT
         ttft.set(fmt(m.ttft_ms, 0, " ms"), "client-side")
         prefill.set("n/a", "inside TTFT (remote)")
     else:
         ttft.set(fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
         if m.prefill_tokens > 0:
-            prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
+            prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{server}{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
         else:  # the same prompt again: its cells and first logits were kept (app.engine.llama.decoding.prefill)
-            prefill.set("—", "nothing new to evaluate")
-    detail = f"{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
+            prefill.set("—", f"{server}nothing new to evaluate")
+    detail = f"{server}{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
     if m.draft_tokens:  # speculative decoding: how many drafted tokens the model agreed with, and whose
         who = "draft model" if m.drafter == "draft model" else "lookup"
         detail += f" · {who} {100 * m.draft_acceptance:.0f} % accepted"

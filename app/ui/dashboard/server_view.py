@@ -6,12 +6,14 @@ minute, its prefill and decode rates per request — and two plots over time: ru
 KV-cache use. `overlay_cards` writes the server's prefill, decode and KV beside the per-message cards, whose
 TTFT and ITL stay the client's wall clock; each card says whose clock it is. Hidden while no server is polled.
 `ServerLink` also places the server's phases on the Roofline box, against the remote GPU's roofs entered for
-that server (never this machine's).
+that server (never this machine's). Ollama's metrics have no phases: there the last reply's own (its native
+API's numbers, in the reply's metrics) stand in for them.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -19,8 +21,11 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.files.untrusted import clean_line
+from app.core.metrics.phase import PhaseMetrics
+from app.core.remote.engines import OLLAMA
 from app.core.remote.histogram import Distribution
 from app.core.remote.measures import ServerMeasures
+from app.core.remote.ollama import REPLY_SOURCE
 from app.core.remote.roof_entry import RemoteServerRoofs
 from app.core.remote.roofline import remote_roofline
 from app.core.remote.text import dist, kv_line, ms, rate, requests_line, window
@@ -89,7 +94,7 @@ class RemoteServerPanel(QGroupBox):
         self.setVisible(True)
         self.status.setText(clean_line(f"server metrics: {why}", 300))
 
-    def on_measures(self, m: ServerMeasures) -> None:
+    def on_measures(self, m: ServerMeasures, plot: bool = True) -> None:
         self.last = m
         self.setVisible(True)
         self.setTitle(f"Server · {m.source}")
@@ -99,10 +104,13 @@ class RemoteServerPanel(QGroupBox):
         self._kv_card(m)
         self.card_ttft.set(ms(m.ttft.p50_ms) if m.ttft else "—", _tail(m.ttft))
         self.card_itl.set(ms(m.itl.p50_ms) if m.itl else "—", _tail(m.itl))
-        self.card_prefill.set(rate(m.prefill_tps), "not reported" if m.prefill_tps is None else "per request")
-        self.card_decode.set(rate(m.decode_tps), f"per request ({m.decode_tps_from})" if m.decode_tps_from else
-                             "not reported")
-        self._plot(m)
+        reply = m.scope.startswith("last reply")  # Ollama's: the last reply's own rates (ServerLink.on_reply)
+        self.card_prefill.set(rate(m.prefill_tps), "not reported" if m.prefill_tps is None else
+                              "last reply" if reply else "per request")
+        self.card_decode.set(rate(m.decode_tps), "not reported" if not m.decode_tps_from else
+                             "last reply" if reply else f"per request ({m.decode_tps_from})")
+        if plot:
+            self._plot(m)
 
     def _kv_card(self, m: ServerMeasures) -> None:
         if m.kv_fraction is None and m.kv_tokens is None and m.memory_bytes:
@@ -172,16 +180,37 @@ class ServerLink:
         self.watch = ServerWatchQt(dash)
         self.watch.measures.connect(self.on_measures)
         self.watch.failed.connect(dash.remote_server.on_failed)
+        self.reply: PhaseMetrics | None = None  # the last reply's own numbers, from Ollama's native API
+        self.polled: ServerMeasures | None = None  # the last poll as the server answered it
 
     def set_loaded(self, loaded: Any) -> None:
+        self.reply = self.polled = None
         self.dash.remote_server.clear()
         if loaded.chat_template_source != "server" or not self.watch.follow(self.dash.engine.client):
             self.watch.stop()
 
     def on_measures(self, m: ServerMeasures) -> None:
-        self.dash.remote_server.on_measures(m)
+        self.polled = m
+        self.dash.remote_server.on_measures(self._with_reply(m))
         self.overlay()
         self.update_roofline()
+
+    def on_reply(self, metrics: PhaseMetrics) -> None:
+        """A reply ended. Ollama's metrics (/api/ps) have no per-request rates: the last reply's own, from its
+        native API, stand in for them on the Server view, the cards and the Roofline box."""
+        self.reply = metrics if metrics.source == REPLY_SOURCE else None
+        if self.polled is not None and self.polled.engine == OLLAMA:
+            self.dash.remote_server.on_measures(self._with_reply(self.polled), plot=False)  # the same poll again
+            self.overlay()
+            self.update_roofline()
+
+    def _with_reply(self, m: ServerMeasures) -> ServerMeasures:
+        r = self.reply
+        if r is None or m.engine != OLLAMA:
+            return m
+        return dataclasses.replace(m, prefill_tps=r.prefill_tps or None, decode_tps=r.decode_tps or None,
+                                   decode_tps_from="last reply" if r.decode_tps else "",
+                                   scope="last reply; model memory now")
 
     def update_roofline(self) -> bool:
         """While a remote model is loaded: the Roofline box shows the server's phases against the roofs entered

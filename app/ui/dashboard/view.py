@@ -233,6 +233,7 @@ class Dashboard(QWidget, LiveReply):
         of every reply (scripts/bench_gui), now three pieces the event loop runs between."""
         self.history.append(m)
         self.end_reply()
+        self.server_link.on_reply(m)  # before the cards: a server's view of this reply goes over them
         self._show_message(m)
         self._update_kv(None)
         self._stage = 0
