@@ -107,9 +107,10 @@ NO_VNNI_DEFAULT = 0.62
 # in use the CPU layers' weights sit in the device's host buffer instead (app.core.predict.host_offload), and the
 # CPU runs its plain kernels on them: decode's row-by-row dot product instead of the interleaved 8-row one, and a
 # prompt batch the generic matrix loop (Q4_K: no tinyBLAS kernel; Q4_0: tinyBLAS). Type -> (decode, prefill) rate
-# of the plain kernels / the repacked ones, llama-bench --repack 0 against 1 on the same model and threads
-# (docs/bench/2026-12-03-gpu-check-llvmpipe.md); a type without an entry keeps the repacked rates.
-UNREPACKED: dict[str, tuple[float, float]] = {"Q4_K": (0.99, 0.85), "Q4_0": (0.81, 0.70)}
+# of the plain kernels / the repacked ones: llama-bench --repack 0 against 1, one thread, a 2048-wide 4-layer model
+# in each type, the best of 14 runs each on a shared AVX2 EPYC without VNNI (docs/bench/2026-12-03-gpu-check-
+# llvmpipe.md; pp16 and pp512 alike). A type without an entry (ARM's other repacked types) keeps its rates.
+UNREPACKED: dict[str, tuple[float, float]] = {"Q4_K": (0.95, 0.85), "Q4_0": (0.8, 0.7)}
 FLOAT_TYPES = frozenset({"F16", "BF16", "F32"})  # no int8 dot product: the probe's own kind of kernel
 # The element-wise work around each prefill matmul (norms, rope, activations, copies) grows with the width
 # alone, so a width-n model reaches n / (n + PREFILL_WIDTH) of the kernels' rate (640-wide Gemma 3 270M:
