@@ -64,7 +64,25 @@ def test_a_device_llama_cpp_sees_is_measured_with_small_sizes_on_a_software_devi
     mod = _script()
     pipe = LlamaDevice("Vulkan0", "llvmpipe (LLVM 15.0.6, 256 bits)", "gpu", "Vulkan", 2 << 30, 2 << 30)
     monkeypatch.setattr(mod, "offload_device", lambda: pipe)
-    asked: list[tuple[int, int, int]] = []
-    monkeypatch.setattr(mod, "check", lambda r, p, n: asked.append((r, p, n)) or 0)
+    asked: list[tuple] = []
+    monkeypatch.setattr(mod, "check", lambda *a: asked.append(a) or 0)
     monkeypatch.setattr(sys, "argv", ["gpu_check", "-r", "1"])
-    assert mod.main() == 0 and asked == [(1, 16, 4)]
+    assert mod.main() == 0 and asked == [(1, [16], 4, [], ["0", "half", "all"], "")]
+
+
+def test_a_run_can_be_narrowed_and_bad_choices_get_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    mod = _script()
+    pipe = LlamaDevice("Vulkan0", "llvmpipe (LLVM 15.0.6, 256 bits)", "gpu", "Vulkan", 2 << 30, 2 << 30)
+    monkeypatch.setattr(mod, "offload_device", lambda: pipe)
+    asked: list[tuple] = []
+    monkeypatch.setattr(mod, "check", lambda *a: asked.append(a) or 0)
+    monkeypatch.setattr(sys, "argv", ["gpu_check", "-p", "16,64", "--models", "llama-3.2-1b", "--levels", "0,half",
+                                      "--json", "rows.json"])
+    assert mod.main() == 0 and asked == [(2, [16, 64], 4, ["llama-3.2-1b"], ["0", "half"], "rows.json")]
+    for bad in (["-p", "sixteen"], ["--levels", "most"], ["--models", "gpt-5"], ["-p", "0"]):
+        monkeypatch.setattr(sys, "argv", ["gpu_check", *bad])
+        assert mod.main() == 2
+        out = capsys.readouterr().out
+        assert len(out.strip().splitlines()) == 1 and "Traceback" not in out, out
+    assert len(asked) == 1  # nothing was measured for them

@@ -109,6 +109,14 @@ BATCH_PER_GEMM: dict[str, dict[int, tuple[float, float]]] = {
 NO_VNNI_DECODE = {"Q4_K": 0.62, "Q4_0": 0.75, "Q8_0": 0.88, "MXFP4": 0.75}
 NO_VNNI_PREFILL = {"Q4_K": 0.62, "Q6_K": 0.48, "Q8_0": 0.70, "Q4_0": 0.78, "MXFP4": 0.78}
 NO_VNNI_DEFAULT = 0.62
+# The types llama.cpp repacks (app.core.predict.repack), multiplied without their repacked copy: with a GPU device
+# in use the CPU layers' weights sit in the device's host buffer instead (app.core.predict.host_offload), and the
+# CPU runs its plain kernels on them: decode's row-by-row dot product instead of the interleaved 8-row one, and a
+# prompt batch the generic matrix loop (Q4_K: no tinyBLAS kernel; Q4_0: tinyBLAS). Type -> (decode, prefill) rate
+# of the plain kernels / the repacked ones: llama-bench --repack 0 against 1, one thread, a 2048-wide 4-layer model
+# in each type, the best of 14 runs each on a shared AVX2 EPYC without VNNI (docs/bench/2026-12-03-gpu-check-
+# llvmpipe.md; pp16 and pp512 alike). A type without an entry (ARM's other repacked types) keeps its rates.
+UNREPACKED: dict[str, tuple[float, float]] = {"Q4_K": (0.95, 0.85), "Q4_0": (0.8, 0.7)}
 FLOAT_TYPES = frozenset({"F16", "BF16", "F32"})  # no int8 dot product: the probe's own kind of kernel
 # The element-wise work around each prefill matmul (norms, rope, activations, copies) grows with the width
 # alone, so a width-n model reaches n / (n + PREFILL_WIDTH) of the kernels' rate (640-wide Gemma 3 270M:
@@ -139,18 +147,23 @@ class DeviceRates:
     threads: int = 0  # CPU: the llama.cpp threads (decode) these rates are for; 0: not said (GPU)
     # type → columns → (weights/s, cost per output row in weights) of products of a few columns
     batch_rates: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
+    # type → (decode, prefill) factor on the rates when its weights are not repacked (UNREPACKED)
+    unrepacked: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def effective_bandwidth(self) -> float:
         """η · bandwidth in bytes/s."""
         return self.efficiency * self.bandwidth_gbs * 1e9
 
-    def decode_rate(self, ggml_type: str) -> float:
-        """Weights/s of a decode matrix-vector product of this type; 0: no compute roof."""
-        return self.decode_rates.get(ggml_type, self.decode_rates.get("*", 0.0))
+    def decode_rate(self, ggml_type: str, repacked: bool = True) -> float:
+        """Weights/s of a decode matrix-vector product of this type; 0: no compute roof. `repacked` False: the
+        weights are in plain layout where llama.cpp would have repacked them (the plain kernels' rate)."""
+        rate = self.decode_rates.get(ggml_type, self.decode_rates.get("*", 0.0))
+        return rate if repacked else rate * self.unrepacked.get(ggml_type, (1.0, 1.0))[0]
 
-    def prefill_rate(self, ggml_type: str) -> float:
-        return self.prefill_rates.get(ggml_type, self.prefill_rates.get("*", self.prefill_flops))
+    def prefill_rate(self, ggml_type: str, repacked: bool = True) -> float:
+        rate = self.prefill_rates.get(ggml_type, self.prefill_rates.get("*", self.prefill_flops))
+        return rate if repacked else rate * self.unrepacked.get(ggml_type, (1.0, 1.0))[1]
 
     def batch_rate(self, ggml_type: str, columns: int) -> tuple[float, float]:
         """(weights/s, cost per output row in weights) of a `columns`-column product of this type: the
@@ -240,7 +253,7 @@ def cpu_rates(read_gbs: float, gemm_flops: float, source: str, *, threads: int =
              for t, tab in BATCH_PER_GEMM.items()}
     return DeviceRates("cpu", bw, ETA_CPU if n > 1 else ETA_CPU_1T, T0_CPU, ATTENTION_PER_GEMM * pre_flops,
                        decode_rates=decode, prefill_rates=prefill, t_layer_s=T_LAYER_CPU if n > 1 else T_LAYER_1T,
-                       source=source, threads=n, batch_rates=batch)
+                       source=source, threads=n, batch_rates=batch, unrepacked=dict(UNREPACKED))
 
 
 def measured_gpu_rates(measured: Any) -> DeviceRates:

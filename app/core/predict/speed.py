@@ -11,9 +11,11 @@ label comes from the model's own two sums: all groups' memory times against all 
 
 Prefill (a batch of prompt tokens, in micro-batches): 2 FLOPs per weight per token at the type's matmul
 rate, never faster than reading that type's weights once per micro-batch (all experts of a MoE are touched
-by a 512-token batch), plus attention over the context and the output matrix once for the last token. With
-partial GPU offload llama.cpp computes big prompt batches of CPU-resident layers on the GPU as well,
-streaming their weights over PCIe (~25 GB/s).
+by a 512-token batch), plus attention over the context and the output matrix once for the last token.
+With a GPU device in use (layers offloaded, or a device present at n_gpu_layers 0; `host_offload`) the CPU
+layers' weights sit in the device's host buffer, not repacked, so the CPU multiplies them at its plain kernels'
+rates, and every micro-batch of 32 tokens or more runs on the device whole, the host weights copied to it each
+time (~25 GB/s over PCIe).
 
 `cost_parts` returns the pieces before they are added up, so `app.core.predict.calibration` can refit the
 rates' scale factors to measured runs on several models without re-deriving any of this.
@@ -26,6 +28,13 @@ from typing import Any
 
 from app.core.gguf.info import GGUFInfo
 from app.core.gguf.kv_types import LLAMA_KV_TYPES, ggml_name
+from app.core.predict.host_offload import (
+    offloaded_prefill,
+    offloaded_share,
+    output_side,
+    refused_by_device,
+    unrepacked_types,
+)
 from app.core.predict.memory import (
     CTX_PAD,
     MemoryConfig,
@@ -47,8 +56,6 @@ from app.core.predict.rates import (  # noqa: F401  (re-exported: the speed mode
     default_rates,
     width_factor,
 )
-
-PCIE_GBS = 25.0
 
 
 @dataclass
@@ -152,11 +159,9 @@ def weight_groups(info: GGUFInfo, cfg: MemoryConfig, has_gpu: bool = True) -> di
     share = info.expert_used_count / info.expert_count if info.is_moe and info.expert_used_count else 1.0
     out_name = "token_embd.weight" if info.tied_output else "output.weight"
     groups: dict[str, dict[str, Group]] = {"cpu": {}, "gpu": {}}
-    device_in_use = has_gpu and (cfg.gpu_present or cfg.n_gpu_layers != 0)
-    limit = cfg.gpu_max_matrix if device_in_use else 0  # a weight the device refuses stays in RAM (memory.py)
     for t in info.tensors:
         il = _layer_of(t.name)
-        refused = bool(limit) and t.n_bytes > limit and len(t.shape) >= 2
+        refused = refused_by_device(t, cfg, has_gpu)
         if il is not None and il < info.n_layers:
             dev = "gpu" if on_gpu[il] and not refused and not expert_stays_on_cpu(t.name, il, cfg.n_cpu_moe) else "cpu"
         elif t.name == out_name:
@@ -277,6 +282,7 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
     parts = {dev: Parts() for dev in devices}
     out_name = "token_embd.weight" if info.tied_output else "output.weight"
     out_t = next((t for t in info.tensors if t.name == out_name), None)
+    plain = unrepacked_types(cfg, has_gpu)  # in a device's host buffer: the CPU's plain kernels
     for dev, r in devices.items():
         p = parts[dev]
         bw = r.effective_bandwidth
@@ -285,19 +291,20 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
         width = width_factor(info.n_embd) if dev == "cpu" else 1.0
         for gtype, g in groups[dev].items():
             p.types.append(gtype)
+            packed = dev != "cpu" or gtype not in plain
             if n_prompt:
                 out_el = out_t.n_elements if out_t is not None and out_t.ggml_type == gtype and \
                     (output_on_gpu == (dev == "gpu")) else 0
-                rate = r.prefill_rate(gtype) * width
+                rate = r.prefill_rate(gtype, packed) * width
                 p.mem.append(n_ub * g.bytes_all / bw)
                 # the output matrix: logits for the last token only, a matrix-vector product
-                out_rate = r.decode_rate(gtype)
+                out_rate = r.decode_rate(gtype, packed)
                 out_t_s = out_el / out_rate if out_rate else 2 * out_el / rate
                 # MoE experts: each multiplies only the tokens routed to it (mul_mat_id), a slower product
                 dense = g.elements - g.expert_elements - out_el + g.expert_elements / MOE_PREFILL_EFFICIENCY
                 p.alu.append(2 * dense * n_prompt / rate + out_t_s if rate else 0.0)
             else:
-                rate = r.decode_rate(gtype)
+                rate = r.decode_rate(gtype, packed)
                 p.mem.append(g.bytes / bw)
                 p.alu.append(g.elements / rate if rate else 0.0)
         layers = [il for il in range(info.n_layers) if on_gpu[il] == (dev == "gpu")]
@@ -341,16 +348,8 @@ def predict(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None, depth
         t_mem, t_alu = t_mem + m, t_alu + a
 
     total_flops, _ = prefill_flops(info, n_prompt, depth)
-    pparts = cost_parts(info, rates, cfg, depth=depth, n_prompt=n_prompt)
-    if gpu_used and n_prompt >= 32 and rates.gpu is not None:  # op offload: the GPU computes everything
-        g = rates.gpu
-        compute_t = total_flops / g.prefill_flops
-        read_t = sum(pparts["cpu"].mem) * rates.cpu.effective_bandwidth / (PCIE_GBS * 1e9) + sum(pparts["gpu"].mem)
-        prefill_t = max(compute_t, read_t) + g.t0_s * pparts["gpu"].t0_count
-    else:
-        compute_t = sum(sum(pparts[d].alu) + pparts[d].attention for d in used)
-        read_t = sum(sum(pparts[d].mem) for d in used)
-        prefill_t = sum(pparts[d].time(t0=devices[d].t0_s, t_layer=devices[d].t_layer_s) for d in used)
+    prefill_t, compute_t, read_t, offloaded = _prefill_times(info, rates, cfg, n_prompt, depth, used)
+    used += ["gpu"] if offloaded and "gpu" not in used else []  # its rates priced the prompt
     calibrated = all(devices[d].calibrated for d in used)
     return SpeedPrediction(
         decode_tps=1.0 / stream,
@@ -361,10 +360,31 @@ def predict(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None, depth
         prefill_flops_per_token=total_flops / n_prompt if n_prompt else 0.0,
         decode_bound=("per-token overhead" if overhead > max(t_mem, t_alu) else
                       "compute" if t_alu > t_mem else "memory bandwidth"),
-        prefill_bound="compute" if compute_t >= read_t else "memory bandwidth",  # PCIe counts as bandwidth
+        prefill_bound="compute" if compute_t >= read_t else "memory bandwidth",  # copies to the device count too
         calibrated=calibrated, depth=depth, decode_memory_s=t_mem, decode_compute_s=t_alu,
         threads=rates.cpu.threads,
     )
+
+
+def _prefill_times(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, n_prompt: int, depth: int,
+                   used: list[str]) -> tuple[float, float, float, int]:
+    """(seconds, compute seconds, read seconds, tokens the device took whole) of an n_prompt-token prefill after
+    `depth` cached ones: the micro-batches llama.cpp hands the device whole, host layers included
+    (`host_offload`), at its rates plus the host weights' copies; the rest on the `used` devices, layer by layer."""
+    devices = {"cpu": rates.cpu} | ({"gpu": rates.gpu} if rates.gpu is not None else {})
+    big, n_big = offloaded_share(n_prompt, cfg, rates.gpu is not None)
+    t = c = r = 0.0
+    if big and rates.gpu is not None:
+        moe = (info.expert_used_count, info.expert_count) if info.is_moe else (0, 0)
+        flops = sum(prefill_flops(info, big, depth)[1])  # the layers' (the output's product is apart)
+        t, c, r = offloaded_prefill(rates.gpu, rates.cpu, weight_groups(info, cfg), flops, big, n_big, info.n_layers,
+                                    moe, output_side(info, cfg), big == n_prompt, unrepacked_types(cfg, True))
+    if big < n_prompt or not big:
+        parts = cost_parts(info, rates, cfg, depth=depth + big, n_prompt=n_prompt - big)
+        t += sum(parts[d].time(t0=devices[d].t0_s, t_layer=devices[d].t_layer_s) for d in used)
+        c += sum(sum(parts[d].alu) + parts[d].attention for d in used)
+        r += sum(sum(parts[d].mem) for d in used)
+    return t, c, r, big
 
 
 def offload_curve(info: GGUFInfo, rates: Rates, cfg: MemoryConfig | None = None,
