@@ -72,7 +72,7 @@ class EngineEvents(WindowBase):
         # The status bar's memory line is the local engine's: a server's memory is on its own machine.
         self.mem_label.setText("memory: on the server" if remote else "")
         self._engine_state(self.engine.state)  # the state line after a load, whatever came before it
-        if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
+        if self.banner.restart_button.isVisible() or "engine" in self.banner.text().lower():
             self.banner.hide()
         # the roofs are the model's and its threads' (measured first, once, when nothing is stored yet)
         self.bandwidth.request(loaded, measure=self.measure_bandwidth_on_load and not self.bandwidth.known)

@@ -276,7 +276,7 @@ def test_a_failed_server_connection_keeps_the_local_model(win, qtbot) -> None:
     assert win.engine.loaded_info is not None and win.engine.remote is None
     assert win.engine.state == "idle"
     assert win.model_info.text() == before
-    assert "Still using fake model" in win.banner.label.text()
+    assert "Still using fake model" in win.banner.text()
     rid = send(win, "still works")  # the local model answers
     assert isinstance(local.sent[-1], P.Generate) and local.sent[-1].request_id == rid
 
@@ -292,7 +292,7 @@ def test_a_failed_load_loads_the_previous_model_again(win) -> None:
     engine._dispatch(P.Error(None, "load_failed", "not a GGUF file."))
     last = engine.client.sent[-1]
     assert isinstance(last, P.Load) and last.config.model_path == "/models/fake-Q4_K_M.gguf"
-    assert "Loading fake-Q4_K_M.gguf again" in win.banner.label.text()
+    assert "Loading fake-Q4_K_M.gguf again" in win.banner.text()
     engine._dispatch(loaded_event())
     assert win.session.model_path == "/models/fake-Q4_K_M.gguf"
     assert win.model_combo.currentData() == "/models/fake-Q4_K_M.gguf"

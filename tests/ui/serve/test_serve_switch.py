@@ -78,7 +78,7 @@ def test_a_server_that_dies_says_so_in_the_banner(qtbot, monkeypatch) -> None:
     qtbot.waitUntil(lambda: switch.control.state == "serving", timeout=20000)
     qtbot.waitUntil(lambda: switch.control.state == "stopped", timeout=20000)
     assert not win.banner.isHidden()
-    assert win.banner.label.text() == "The server stopped: the engine died: out of memory"
+    assert win.banner.text() == "The server stopped: the engine died: out of memory"
     assert not switch.action.isChecked() and switch.label.isHidden()
 
 
@@ -87,7 +87,7 @@ def test_no_model_no_server(qtbot, monkeypatch) -> None:
     win.session.model_path = None
     win.serve_switch.action.trigger()
     assert not win.serve_switch.control.running and not win.serve_switch.action.isChecked()
-    assert "Load a model first" in win.banner.label.text()
+    assert "Load a model first" in win.banner.text()
 
 
 def test_a_non_loopback_host_needs_an_api_key(qtbot) -> None:
