@@ -29,6 +29,7 @@ from app.ui.toolkit.lazy_page import LazyPage
 from app.ui.toolkit.whole_parts_label import WholePartsLabel
 from app.ui.window.banner import Banner
 from app.ui.window.startup_guard import OpeningGuard
+from app.ui.window.status_line import StatusLine
 
 if TYPE_CHECKING:
     from app.ui.dashboard.live_numbers import LiveKV
@@ -67,7 +68,7 @@ class WindowBase(QMainWindow):
     model_info: WholePartsLabel
     state_label: QLabel
     progress: QProgressBar
-    mem_label: QLabel
+    status_line: StatusLine  # the server, the reply's speed, the memory
     # state
     sampling_overrides: dict[str, object]
     measure_bandwidth_on_load: bool

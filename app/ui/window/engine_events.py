@@ -15,6 +15,7 @@ from app.ui.toolkit.safe_text import set_plain_tooltip
 from app.ui.toolkit.whole_parts_label import dropping_parts
 from app.ui.window import onboarding
 from app.ui.window.base import WindowBase
+from app.ui.window.status_line import join_parts
 
 _QUANT_RE = re.compile(r"(?i)(IQ\d_[A-Z]+|Q\d_K_[SML]|Q\d_K|Q\d_\d|F16|BF16|F32|MXFP4)")
 
@@ -70,7 +71,7 @@ class EngineEvents(WindowBase):
             self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
         self._show_model_line(loaded)
         # The status bar's memory line is the local engine's: a server's memory is on its own machine.
-        self.mem_label.setText("memory: on the server" if remote else "")
+        self.status_line.set_part("memory", "memory: on the server" if remote else "")
         self._engine_state(self.engine.state)  # the state line after a load, whatever came before it
         if self.banner.restart_button.isVisible() or "engine" in self.banner.text().lower():
             self.banner.hide()
@@ -103,7 +104,7 @@ class EngineEvents(WindowBase):
     def _engine_error(self, error: P.Error) -> None:
         in_use = self.engine.loaded_info
         if error.fatal:
-            self.mem_label.setText("")  # no engine, no memory to show
+            self.status_line.set_part("memory", "")  # no engine, no memory to show
             self.model_info.setText("engine stopped")
             first = error.message.strip().splitlines()[0] if error.message.strip() else "The engine stopped."
             self.banner.show_message(f"{first} Your text so far is saved; restart the engine to go on "
@@ -127,7 +128,7 @@ class EngineEvents(WindowBase):
                                          f"the model in use before.", while_model=previous.model_path)
             else:
                 self.model_info.setText("load failed")
-                self.mem_label.setText("")
+                self.status_line.set_part("memory", "")
                 self.banner.show_message(f"Could not load the model: {error.message}")
         elif read_refusal(error) is None:  # a message over the context: too_long_flow says it and offers a way out
             self.banner.show_message(f"{error.kind.replace('_', ' ')}: {error.message}")
@@ -136,12 +137,13 @@ class EngineEvents(WindowBase):
 
     def _stats(self, stats: P.Stats) -> None:
         self._rss_text = f"engine RSS {fmt_bytes(stats.rss_bytes)}"
-        self.mem_label.setText(f"{self._rss_text} · KV {stats.kv_cells_used}/{stats.kv_cells_allocated} cells")
+        kv = f"KV {stats.kv_cells_used}/{stats.kv_cells_allocated} cells"
+        self.status_line.set_part("memory", join_parts([self._rss_text, kv]))
 
     def _live_kv(self, kv: LiveKV) -> None:
         """While a reply streams the engine sends no stats: the KV count follows the dashboard's live one."""
         rss = getattr(self, "_rss_text", "")
-        self.mem_label.setText(f"{rss + ' · ' if rss else ''}KV {kv.cells_used}/{kv.cells_allocated} cells")
+        self.status_line.set_part("memory", join_parts([rss, f"KV {kv.cells_used}/{kv.cells_allocated} cells"]))
 
     def restart_engine(self) -> None:
         self.banner.hide()

@@ -195,7 +195,7 @@ def test_a_crash_says_engine_crashed(win) -> None:
     msg = _last(win)
     widget = win.message_view.widget_for(msg.id)
     assert widget.state_label.text() == "engine crashed" and "SIGKILL" in widget.state_label.toolTip()
-    assert win.mem_label.text() == ""
+    assert win.status_line.part("memory") == ""
 
 
 # ---------------------------------------------------------------- 7. Settings ▸ OK while a reply streams
@@ -303,13 +303,13 @@ def test_a_failed_load_loads_the_previous_model_again(win) -> None:
 def test_status_bar_kv_follows_the_reply(win) -> None:
     win.engine._dispatch(P.Stats(rss_bytes=300 << 20, kv_cells_used=0, kv_cells_allocated=512,
                                     kv_bytes_used=0, kv_bytes_allocated=0, loaded=True))
-    assert "KV 0/512" in win.mem_label.text()
+    assert "KV 0/512" in win.status_line.part("memory")
     rid = send(win, "hi")
     win.engine._dispatch(P.Prefilled(rid, prompt_tokens=20, prefill_tokens=20, prefill_ms=5.0, ttft_ms=6.0,
                                         kv_cells_used=20, kv_bytes_used=0, kv_bytes_per_cell=0.0))
     tokens(win, rid, "a", "b", "c", "d")
     win.dashboard._refresh_live()
-    assert "KV 23/512" in win.mem_label.text() and "RSS" in win.mem_label.text()
+    assert "KV 23/512" in win.status_line.part("memory") and "RSS" in win.status_line.part("memory")
 
 
 def test_a_server_that_answers_takes_over_and_the_status_bar_says_so(win, qtbot, monkeypatch) -> None:
@@ -346,7 +346,7 @@ def test_a_server_that_answers_takes_over_and_the_status_bar_says_so(win, qtbot,
     win.connect_remote("http://127.0.0.1:9")
     qtbot.waitUntil(lambda: win.engine.remote is not None, timeout=5000)
     assert isinstance(win.engine.client, AnsweringServer) and not local.alive
-    assert win.mem_label.text() == "memory: on the server"  # not the local engine's last numbers
+    assert win.status_line.part("memory") == "memory: on the server"  # not the local engine's last numbers
     assert not win.session.busy  # the local engine's unfinished reply ended with it
     assert win.store.message(reply_id).state == "interrupted"
 
