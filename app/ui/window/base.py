@@ -33,6 +33,7 @@ from app.ui.window.status_line import StatusLine
 
 if TYPE_CHECKING:
     from app.ui.dashboard.live_numbers import LiveKV
+    from app.ui.window.last_used import LastUsed
     from app.ui.window.unsent_drafts import ChatDrafts
 
 
@@ -78,6 +79,7 @@ class WindowBase(QMainWindow):
     _closed: bool
     _default_job: BackgroundJob | None
     drafts: ChatDrafts
+    last_used: LastUsed
     _reload_after_reply: bool
 
     if TYPE_CHECKING:  # what one part calls in another (defined in chat_flow.py and model_loading.py)

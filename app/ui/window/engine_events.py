@@ -63,7 +63,7 @@ class EngineEvents(WindowBase):
         remote = loaded.chat_template_source == "server"
         if not remote:  # a server URL is not a file to reopen or to list in the library
             self.settings.last_model = loaded.model_path
-            self._mark_used(loaded.model_path)
+            self.last_used.loaded(loaded.model_path)  # the Library's "Last used", at once
             note = onboarding.demo_model_note(loaded.model_path, self.store)
             if note and not self.banner.isVisibleTo(self):  # never hide a warning that is already shown
                 self.banner.show_message(note, info=True)
@@ -91,15 +91,6 @@ class EngineEvents(WindowBase):
             f"KV cache {loaded.type_k}/{loaded.type_v}, {fmt_bytes(loaded.kv_bytes_allocated)}; "
             f"threads {loaded.n_threads}/{loaded.n_threads_batch}; GPU layers {loaded.n_gpu_layers}\n"
             f"streaming: {self.engine.pacing.describe()}")
-
-    @staticmethod
-    def _mark_used(path: str) -> None:
-        from app.core.models.library import mark_used
-
-        try:
-            mark_used(path)
-        except OSError:
-            pass  # "last used" is a nicety; never let it disturb a load
 
     def _engine_error(self, error: P.Error) -> None:
         in_use = self.engine.loaded_info
