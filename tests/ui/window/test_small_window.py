@@ -196,6 +196,18 @@ def test_narrowing_the_window_gives_the_chat_room_before_the_dashboard(window, q
     assert window.chat_page.sizes()[0] >= 259
 
 
+def test_an_empty_chats_hint_is_not_cut_at_800_px(window, qtbot) -> None:
+    window.resize(1600, 1000)
+    settle(qtbot)
+    window.resize(800, 600)  # as a user narrows it
+    window.new_chat()
+    settle(qtbot)
+    hint = window.message_view._placeholder
+    assert hint.isVisibleTo(window)
+    assert not_cut_sideways(window.message_view), "the hint is wider than the chat column, cut at its sides"
+    assert hint.width() <= window.message_view.viewport().width()
+
+
 def test_toolbar_buttons_stay_on_the_toolbar_at_800_px(window, qtbot) -> None:
     import dataclasses
 
