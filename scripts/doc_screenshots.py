@@ -2,7 +2,7 @@
 real default model, at 1600×1000 and 800×600, light and dark, switched through View ▸ Theme as a user would;
 then the chat column with a reply's code blocks and the context meter over a 512-token context
 (code-blocks-and-context-meter.png), and the Lab page after a batching sweep (batching-lab.png; `--no-lab`
-skips its minutes of measuring).
+skips its minutes of measuring). `--only code,lab` takes only those (see --help).
 
 Run it under a real X server for the committed ones (fonts and hinting as users see them), e.g.
 `Xvfb :61 -screen 0 1600x1000x24 & DISPLAY=:61 scripts/doc_screenshots`; without a display it runs offscreen.
@@ -35,6 +35,7 @@ CODE_REPLY = ('Here it is:\n\n```python\ndef greet(name: str) -> str:\n    """Sa
 DRAFT_SENTENCE = "Now explain what prefill and decode are, in two sentences. "
 SHOT_CTX = 512  # a small context, so that a few lines of draft show the meter's "will not fit"
 THEMES = ("light", "dark")
+SHOTS = ("window", "code", "lab")  # the window at both sizes and themes, the code-blocks shot, the Lab's
 
 
 def optimise(path: Path) -> None:
@@ -51,6 +52,23 @@ def save(widget: Any, path: Path) -> Path:
         raise OSError(f"could not write {path}")
     optimise(path)
     return path
+
+
+def window_shots(win: Any, outdir: Path, spin: Any, wait_until: Any) -> list[Path]:
+    """Three replies, then the window at each size in each theme."""
+    for prompt in PROMPTS:
+        win.input.setPlainText(prompt)
+        win.submit()
+        wait_until(lambda: not win.session.busy, 300, what="the reply")
+    spin(1200)  # one dashboard poll (RAM, KV stats)
+    saved = []
+    for size_name, size in SIZES.items():
+        win.resize(*size)
+        for theme_name in THEMES:
+            win.menus.theme_actions[theme_name].trigger()
+            spin(600)  # the layout, the cards' columns and the header wraps settle
+            saved.append(save(win, outdir / f"{size_name}-{theme_name}.png"))
+    return saved
 
 
 def code_blocks_shot(win: Any, outdir: Path, spin: Any, wait_until: Any) -> Path:
@@ -103,7 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("outdir", type=Path, nargs="?", default=Path("docs/screenshots"))
     parser.add_argument("--tokens", type=int, default=40, help="tokens per reply")
     parser.add_argument("--no-lab", action="store_true", help="skip the batching sweep (minutes) and its shot")
+    parser.add_argument("--only", default=",".join(SHOTS), metavar="SHOTS",
+                        help=f"a comma-separated choice of {', '.join(SHOTS)} (default: all): e.g. `--only lab` "
+                             "retakes batching-lab.png alone, without the replies the window shots need")
     args = parser.parse_args(argv)
+    only = {name.strip() for name in args.only.split(",") if name.strip()}
+    if not only or only - set(SHOTS):
+        parser.error(f"--only takes {', '.join(SHOTS)}, separated by commas")
     args.outdir.mkdir(parents=True, exist_ok=True)
     home = tempfile.mkdtemp(prefix="roofline-shots-")
     os.environ.setdefault("ROOFLINE_HOME", home)
@@ -125,22 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     win.sampling_overrides = {"ignore_eos": True}
     win.load_default_model()
     wait_until(lambda: win.engine.loaded_info is not None, 300, what="the model to load")
-    for prompt in PROMPTS:
-        win.input.setPlainText(prompt)
-        win.submit()
-        wait_until(lambda: not win.session.busy, 300, what="the reply")
-    spin(1200)  # one dashboard poll (RAM, KV stats)
     saved: list[Path] = []
-    for size_name, size in SIZES.items():
-        win.resize(*size)
-        for theme_name in THEMES:
-            win.menus.theme_actions[theme_name].trigger()
-            spin(600)  # the layout, the cards' columns and the header wraps settle
-            saved.append(save(win, args.outdir / f"{size_name}-{theme_name}.png"))
+    if "window" in only:
+        saved += window_shots(win, args.outdir, spin, wait_until)
     win.resize(*SIZES["wide"])
     win.menus.theme_actions["light"].trigger()
-    saved.append(code_blocks_shot(win, args.outdir, spin, wait_until))
-    if not args.no_lab:
+    if "code" in only:
+        saved.append(code_blocks_shot(win, args.outdir, spin, wait_until))
+    if "lab" in only and not args.no_lab:
         saved.append(lab_shot(win, args.outdir, spin, wait_until))
     win.menus.theme_actions["system"].trigger()
     win.close()

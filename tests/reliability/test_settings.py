@@ -93,5 +93,5 @@ def test_window_starts_with_defaults_and_says_why(qtbot: Any, tmp_path: Path) ->
     window = make_window(qtbot, store=store, as_started=True)
     assert window.settings.model_dump() == _defaults()
     assert window.banner.isVisibleTo(window)
-    assert "could not be used" in window.banner.label.text()
+    assert "could not be used" in window.banner.text()
     assert list(S.settings_path().parent.glob("settings.json.bak-*"))

@@ -6,7 +6,7 @@ that cannot be parsed is listed as broken with the reason: one bad file never hi
 (-00001-of-0000N) are one entry, the first part, with the size of all parts.
 
 Facts come from `app.core.gguf.info.inspect_gguf` (header only, cached by size+mtime). "Last used" lives in
-data_dir()/library.json, written by `mark_used` when a model is loaded.
+data_dir()/library.json, written by `mark_used` when a model is loaded and when a reply of it ends.
 """
 
 from __future__ import annotations
@@ -118,12 +118,14 @@ def _load_used() -> dict[str, str]:
         return {}
 
 
-def mark_used(path: str | Path, when: datetime | None = None) -> None:
-    """Record that a model was loaded now (called by whoever loads models)."""
+def mark_used(path: str | Path, when: datetime | None = None) -> datetime:
+    """Record that a model was used (loaded, or a reply of it ended) at `when` (now); returns that time."""
+    when = when or datetime.now(UTC)
     with _used_lock:
         used = _load_used()
-        used[str(Path(path).absolute())] = (when or datetime.now(UTC)).isoformat()
+        used[str(Path(path).absolute())] = when.isoformat()
         atomic_write.write_json(_used_file(), {"last_used": used})
+    return when
 
 
 # ---------------------------------------------------------------- describing files

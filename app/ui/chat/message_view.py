@@ -310,6 +310,7 @@ class MessageView(QScrollArea):
         self._placeholder = QLabel("Type a message below and press Enter.\n"
                                    "The dashboard on the right shows prefill and decode as they happen.")
         self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._placeholder.setWordWrap(True)  # one line each, it was cut at the sides of an 800 px window's chat
         self._placeholder.setStyleSheet(f"color: {theme.colors().muted};")
         self._layout.addWidget(self._placeholder)
         self._layout.addStretch(1)

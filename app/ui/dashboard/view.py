@@ -40,6 +40,7 @@ from app.ui.toolkit import theme
 
 DOCK_MIN_WIDTH = 250  # with the chat and the sidebar, the window still fits 800 px
 PLOTS_AFTER_MS = 20  # > one frame: the window paints what changed before the next piece of work
+TTFT_EMPTY_TOKENS = 100.0  # the TTFT plot's prompt axis with no replies: a neutral 0-100 tokens
 
 
 class Dashboard(QWidget, LiveReply):
@@ -71,7 +72,7 @@ class Dashboard(QWidget, LiveReply):
         self._wire_engine(engine)
         self.restyle()
         self.poll()
-        self._update_roofline()
+        self._update_series()  # the empty plots' ranges, as an empty chat shows them; and the roofline
 
     # ------------------------------------------------------------------ building
     def _init_state(self) -> None:
@@ -286,6 +287,10 @@ class Dashboard(QWidget, LiveReply):
             plot.setYRange(0, max(values + [1.0]) * 1.15, padding=0)
         ttfts = [m.ttft_ms for m in self.history]
         self.plot_ttft.setYRange(0, max(ttfts + [1.0]) * 1.15, padding=0)
+        # The prompt axis too starts at zero, in nice steps; left to pyqtgraph's auto range, an empty chat kept
+        # the x range of the chat shown before (an empty scatter has no bounds to range on).
+        longest = max((m.prompt_tokens for m in counted), default=0)
+        self.plot_ttft.setXRange(0, nice_ceiling(longest * 1.05) if longest else TTFT_EMPTY_TOKENS, padding=0)
         for plot in (self.plot_prefill, self.plot_decode, self.plot_ttft):
             self.empty_labels[plot].setVisible(not xs)
         self._update_roofline()

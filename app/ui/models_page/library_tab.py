@@ -3,6 +3,7 @@ import (copy or link), remove (asks first), quantize."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,10 +107,14 @@ class LibraryTab(PageBase):
         m = self.selected_local()
         if m is not None and not m.broken:
             try:
-                library.mark_used(m.path)
+                self.model_used(str(m.path), library.mark_used(m.path))
             except OSError:
                 pass  # a read-only data dir must not stop the user from using the model
             self.model_chosen.emit(str(m.path))
+
+    def model_used(self, path: str, when: datetime) -> None:
+        """`path` was used at `when` (loaded, chatted with): its "Last used" says so without a Refresh."""
+        self.library_model.set_last_used(path, when)
 
     def confirm_remove(self, model: library.LocalModel) -> bool:
         """Ask the user (tests replace this)."""

@@ -3,6 +3,8 @@ their verdicts, and the download list. Plain QAbstractTableModel subclasses (che
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
@@ -58,6 +60,15 @@ class LibraryModel(_Table):
         super().__init__(parent)
         self.fits: dict[str, Any] = {}  # path -> app.core.models.fit.LibraryFit
 
+    def set_last_used(self, path: str, when: datetime) -> None:
+        """`path` was used at `when`: its row says so now (the list itself is read again only on Refresh)."""
+        target = Path(path).absolute()
+        column = self.HEADERS.index("Last used")
+        for i, m in enumerate(self.rows):
+            if Path(m.path).absolute() == target:
+                m.last_used = when
+                self.dataChanged.emit(self.index(i, column), self.index(i, column))
+
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         m: library.LocalModel | None = self.row(index)
         if m is None:
@@ -73,7 +84,7 @@ class LibraryModel(_Table):
                 return ""
             return [m.name, m.architecture, fmt_params(m.n_params), m.quant, fmt_bytes(m.size),
                     f"{m.n_ctx_train:,}" if m.n_ctx_train else "?", "yes" if m.has_chat_template else "no",
-                    m.source, m.last_used.strftime("%Y-%m-%d %H:%M") if m.last_used else "never",
+                    m.source, _local_time(m.last_used) if m.last_used else "never",
                     f"⚠ {m.broken}" if m.broken else str(m.path)][col]
         if role == Qt.ItemDataRole.ToolTipRole:
             lines = [str(m.path)]
@@ -88,6 +99,11 @@ class LibraryModel(_Table):
         if role == Qt.ItemDataRole.UserRole:
             return str(m.path)
         return None
+
+
+def _local_time(when: datetime) -> str:
+    """A stored time (UTC) as the user's clock shows it."""
+    return when.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 class SearchModel(_Table):

@@ -16,9 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QToolBar
+from PySide6.QtWidgets import QToolBar
 
 from app.core.metrics.phase import fmt_bytes
 from app.core.metrics.serve_traffic import Traffic
@@ -52,10 +51,7 @@ class ServeSwitch:
         self.action.setToolTip(BASE_TIP + ".")
         self.action.toggled.connect(self._toggled)
         toolbar.addAction(self.action)
-        self.label = QLabel("")
-        self.label.setTextFormat(Qt.TextFormat.PlainText)  # a URL from a process's output: never markup
-        window.statusBar().addPermanentWidget(self.label)
-        self.label.hide()
+        self.line = window.status_line  # its "serve" part: the URL and the requests in flight
         self.extra: int | None = None
         self.extra_for: str | None = None
         c = self.control
@@ -117,18 +113,16 @@ class ServeSwitch:
         self.action.setChecked(state != "stopped")
         self.action.blockSignals(False)
         if state == "starting":
-            self.label.setText("serve: starting…")
-            self.label.show()
+            self.line.set_part("serve", "serve: starting…")
         elif state == "stopped":
-            self.label.hide()
-            self.label.setText("")
+            self.line.set_part("serve", "")
         else:
-            self.label.setText(f"serving {self.control.url} · 0 in flight")
+            self.line.set_part("serve", f"serving {self.control.url} · 0 in flight")
 
     def _traffic(self, t: Traffic) -> None:
         if self.control.url:
             waiting = f" ({t.deferred} waiting)" if t.deferred else ""
-            self.label.setText(f"serving {self.control.url} · {t.in_flight} in flight{waiting}")
+            self.line.set_part("serve", f"serving {self.control.url} · {t.in_flight} in flight{waiting}")
 
     def _died(self, why: str) -> None:
         self.window.banner.show_message(why)

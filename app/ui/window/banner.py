@@ -1,5 +1,7 @@
 """The window's banner: one line of news (bad news in the warning colours, a note in the quiet ones) with an
-optional action; repeated news replaces, never stacks.
+optional action; repeated news replaces, never stacks. Long news shows its first three lines at the window's
+width, the last ending in "…", and **More** shows the rest (**Less** folds it again): in an 800×600 window a
+note of a few sentences took ten lines of the chat's room.
 
 Its text often comes from outside (an engine or server error, a template's exception, a file path), so it
 is always plain text. News that names the model in use ("Still using X", "Loading X again") holds only
@@ -9,10 +11,13 @@ while X is the model: `model_changed` takes it down once another model is in use
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from app.ui.toolkit import theme
-from app.ui.toolkit.safe_text import plain_label, set_plain_tooltip
+from app.ui.toolkit.capped_label import CappedLabel
+from app.ui.toolkit.safe_text import set_plain_tooltip
+
+MAX_LINES = 3  # the banner's lines until More
 
 
 class Banner(QFrame):
@@ -23,16 +28,32 @@ class Banner(QFrame):
         self.setObjectName("banner")
         lay = QHBoxLayout(self)
         lay.setContentsMargins(10, 6, 6, 6)
-        self.label = plain_label()
-        self.label.setWordWrap(True)
+        self.label = CappedLabel(MAX_LINES)  # plain text
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.label, 1)
+        # The buttons stack in a narrow column at the right: side by side they took half of an 800 px
+        # window's chat column from the text, which then wrapped to a word a line.
+        side = QVBoxLayout()
+        side.setSpacing(2)
+        close = QToolButton()
+        close.setText("✕")
+        close.setToolTip("Dismiss")
+        close.setAccessibleName("Dismiss")
+        close.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        close.clicked.connect(self.hide)
+        side.addWidget(close, 0, Qt.AlignmentFlag.AlignRight)
+        self.more_button = QToolButton()
+        self.more_button.setText("More")
+        self.more_button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.more_button.clicked.connect(self._more_or_less)
+        self.more_button.hide()
+        self.label.cut_changed.connect(lambda _cut: self._update_more())
+        side.addWidget(self.more_button, 0, Qt.AlignmentFlag.AlignRight)
         self.restart_button = QPushButton("Restart engine")
         self.restart_button.clicked.connect(self.restart_requested)
-        lay.addWidget(self.restart_button)
-        close = QPushButton("Dismiss")
-        close.clicked.connect(self.hide)
-        lay.addWidget(close)
+        side.addWidget(self.restart_button, 0, Qt.AlignmentFlag.AlignRight)
+        side.addStretch(1)
+        lay.addLayout(side)
         self.info = False  # a note, not a warning: drawn like a reply, not in the warning colours
         self.while_model: str | None = None  # the model the shown news is about, if it names one
         self.restyle()
@@ -52,10 +73,26 @@ class Banner(QFrame):
         if info != self.info:
             self.info = info
             self.restyle()
-        self.label.setText(text)
+        self.label.set_expanded(False)
+        self.label.set_full_text(text)
+        self._update_more()
         set_plain_tooltip(self.label, details)
         self.restart_button.setVisible(restart)
         self.show()
+
+    def text(self) -> str:
+        """The whole news, however much of it is shown."""
+        return self.label.full_text()
+
+    def _more_or_less(self) -> None:
+        self.label.set_expanded(not self.label.expanded())
+        self._update_more()
+
+    def _update_more(self) -> None:
+        expanded = self.label.expanded()
+        self.more_button.setText("Less" if expanded else "More")
+        self.more_button.setToolTip("Show only the first lines" if expanded else "Show all of the message")
+        self.more_button.setVisible(expanded or self.label.is_cut())
 
     def model_changed(self, model_path: str) -> None:
         """`model_path` is the model in use now: news about another one is out of date."""

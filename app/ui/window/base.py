@@ -29,9 +29,11 @@ from app.ui.toolkit.lazy_page import LazyPage
 from app.ui.toolkit.whole_parts_label import WholePartsLabel
 from app.ui.window.banner import Banner
 from app.ui.window.startup_guard import OpeningGuard
+from app.ui.window.status_line import StatusLine
 
 if TYPE_CHECKING:
     from app.ui.dashboard.live_numbers import LiveKV
+    from app.ui.window.last_used import LastUsed
     from app.ui.window.unsent_drafts import ChatDrafts
 
 
@@ -67,7 +69,7 @@ class WindowBase(QMainWindow):
     model_info: WholePartsLabel
     state_label: QLabel
     progress: QProgressBar
-    mem_label: QLabel
+    status_line: StatusLine  # the server, the reply's speed, the memory
     # state
     sampling_overrides: dict[str, object]
     measure_bandwidth_on_load: bool
@@ -77,6 +79,7 @@ class WindowBase(QMainWindow):
     _closed: bool
     _default_job: BackgroundJob | None
     drafts: ChatDrafts
+    last_used: LastUsed
     _reload_after_reply: bool
 
     if TYPE_CHECKING:  # what one part calls in another (defined in chat_flow.py and model_loading.py)

@@ -17,6 +17,7 @@ from app.core.metrics.phase import PhaseMetrics
 from app.ui.chat.reply_ending import can_continue
 from app.ui.engine_link import engine_qt as E
 from app.ui.window.base import WindowBase
+from app.ui.window.last_used import LastUsed
 from app.ui.window.unsent_drafts import ChatDrafts
 
 
@@ -39,6 +40,7 @@ class ChatFlow(WindowBase):
         """Connections and state of the chat flow (called once by the window, before a chat is opened)."""
         self.drafts = ChatDrafts(self.input, str(self.store.path), self)
         self._reload_after_reply = False
+        self.last_used = LastUsed(self)  # the Library's "Last used" on each load and reply
         self.session.reply_started.connect(self._reply_started)
         self.session.message_removed.connect(self._messages_removed)
         self.session.tokens_timed.connect(self._tokens_timed)

@@ -16,6 +16,7 @@ from app.ui.toolkit.safe_text import set_plain_tooltip
 from app.ui.toolkit.whole_parts_label import dropping_parts
 from app.ui.window import onboarding
 from app.ui.window.base import WindowBase
+from app.ui.window.status_line import join_parts
 
 _QUANT_RE = re.compile(r"(?i)(IQ\d_[A-Z]+|Q\d_K_[SML]|Q\d_K|Q\d_\d|F16|BF16|F32|MXFP4)")
 
@@ -63,7 +64,7 @@ class EngineEvents(WindowBase):
         remote = loaded.chat_template_source == "server"
         if not remote:  # a server URL is not a file to reopen or to list in the library
             self.settings.last_model = loaded.model_path
-            self._mark_used(loaded.model_path)
+            self.last_used.loaded(loaded.model_path)  # the Library's "Last used", at once
             note = onboarding.demo_model_note(loaded.model_path, self.store)
             if note and not self.banner.isVisibleTo(self):  # never hide a warning that is already shown
                 self.banner.show_message(note, info=True)
@@ -71,9 +72,9 @@ class EngineEvents(WindowBase):
             self.lab_page.widget.set_model(loaded.model_path)  # type: ignore[attr-defined]
         self._show_model_line(loaded)
         # The status bar's memory line is the local engine's: a server's memory is on its own machine.
-        self.mem_label.setText("memory: on the server" if remote else "")
+        self.status_line.set_part("memory", "memory: on the server" if remote else "")
         self._engine_state(self.engine.state)  # the state line after a load, whatever came before it
-        if self.banner.restart_button.isVisible() or "engine" in self.banner.label.text().lower():
+        if self.banner.restart_button.isVisible() or "engine" in self.banner.text().lower():
             self.banner.hide()
         shortfall = gpu_shortfall(loaded.gpu_layers_requested, loaded.gpu_layers_placed, loaded.gpu_layers_total)
         if shortfall and not remote:  # "100 % GPU" asked, the CPU doing it: say so at once, not only when slow
@@ -95,19 +96,10 @@ class EngineEvents(WindowBase):
             f"threads {loaded.n_threads}/{loaded.n_threads_batch}; GPU layers {loaded.n_gpu_layers}\n"
             f"streaming: {self.engine.pacing.describe()}")
 
-    @staticmethod
-    def _mark_used(path: str) -> None:
-        from app.core.models.library import mark_used
-
-        try:
-            mark_used(path)
-        except OSError:
-            pass  # "last used" is a nicety; never let it disturb a load
-
     def _engine_error(self, error: P.Error) -> None:
         in_use = self.engine.loaded_info
         if error.fatal:
-            self.mem_label.setText("")  # no engine, no memory to show
+            self.status_line.set_part("memory", "")  # no engine, no memory to show
             self.model_info.setText("engine stopped")
             first = error.message.strip().splitlines()[0] if error.message.strip() else "The engine stopped."
             self.banner.show_message(f"{first} Your text so far is saved; restart the engine to go on "
@@ -131,7 +123,7 @@ class EngineEvents(WindowBase):
                                          f"the model in use before.", while_model=previous.model_path)
             else:
                 self.model_info.setText("load failed")
-                self.mem_label.setText("")
+                self.status_line.set_part("memory", "")
                 self.banner.show_message(f"Could not load the model: {error.message}")
         elif read_refusal(error) is None:  # a message over the context: too_long_flow says it and offers a way out
             self.banner.show_message(f"{error.kind.replace('_', ' ')}: {error.message}")
@@ -140,12 +132,13 @@ class EngineEvents(WindowBase):
 
     def _stats(self, stats: P.Stats) -> None:
         self._rss_text = f"engine RSS {fmt_bytes(stats.rss_bytes)}"
-        self.mem_label.setText(f"{self._rss_text} · KV {stats.kv_cells_used}/{stats.kv_cells_allocated} cells")
+        kv = f"KV {stats.kv_cells_used}/{stats.kv_cells_allocated} cells"
+        self.status_line.set_part("memory", join_parts([self._rss_text, kv]))
 
     def _live_kv(self, kv: LiveKV) -> None:
         """While a reply streams the engine sends no stats: the KV count follows the dashboard's live one."""
         rss = getattr(self, "_rss_text", "")
-        self.mem_label.setText(f"{rss + ' · ' if rss else ''}KV {kv.cells_used}/{kv.cells_allocated} cells")
+        self.status_line.set_part("memory", join_parts([rss, f"KV {kv.cells_used}/{kv.cells_allocated} cells"]))
 
     def restart_engine(self) -> None:
         self.banner.hide()

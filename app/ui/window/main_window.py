@@ -66,6 +66,7 @@ from app.ui.window.model_loading import ModelLoading
 from app.ui.window.room_for_chat import RoomForChat
 from app.ui.window.shutdown import shut_down
 from app.ui.window.startup_guard import OpeningGuard
+from app.ui.window.status_line import StatusLine
 from app.ui.window.status_speed import StatusSpeed
 from app.ui.window.too_long_flow import TooLongFlow
 
@@ -85,8 +86,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self._build_chat_page()
         self._build_lazy_pages()
         self._build_dashboard()
+        self._build_status_bar()  # before the toolbar: its Serve switch writes into the status line
         self._build_toolbar()
-        self._build_status_bar()
         self._wire_chat()
         self._wire_engine()
         self._follow_system_theme()
@@ -249,10 +250,9 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.addToolBar(tb)
         self.serve_switch = ServeSwitch(self, tb)  # `roofline serve` on the loaded model, from the toolbar
         self.menus.add_model_menu(tb)  # the same actions in a menu, and each button a Tab stop
-        self.speed_label = StatusSpeed(self.session, self.dock)  # TTFT and tok/s while the dashboard is hidden
+        self.status_speed = StatusSpeed(self.session, self.dock, self.status_line)  # while the dashboard is hidden
         # a narrowed window: the chat keeps its room first, the toolbar its buttons
         self.room_for_chat = RoomForChat(self, self.dock, self.chat_page)
-        self.statusBar().addPermanentWidget(self.speed_label)
 
     def _add_toolbar_actions(self, tb: QToolBar) -> None:
         """Dashboard, Settings, Preset… and Draft model… at the toolbar's right end."""
@@ -269,17 +269,18 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.draft_action.setToolTip("Speculative decoding: a small model with the same vocabulary drafts tokens")
 
     def _build_status_bar(self) -> None:
-        """The engine's state, the load progress and the memory line (after the speed, which came first)."""
+        """The engine's state and the load progress; at the right, one line for the server, the reply's speed
+        and the memory (app.ui.window.status_line)."""
         self.state_label = QLabel("engine: stopped")
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.setMaximumWidth(180)
         self.progress.setTextVisible(False)
         self.progress.hide()
-        self.mem_label = QLabel("")
+        self.status_line = StatusLine()
         self.statusBar().addWidget(self.state_label)
         self.statusBar().addWidget(self.progress)
-        self.statusBar().addPermanentWidget(self.mem_label)
+        self.statusBar().addPermanentWidget(self.status_line)
 
     # ------------------------------------------------------------------ wiring
     def _wire_chat(self) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from app.core.chat.store import ChatStore
 
-DEMO_MODEL_NOTE = ("The bundled model is a tiny demo base model: it continues text rather than following "
-                   "instructions, so its replies will often be odd. Models ▸ Discover recommends instruct models "
-                   "for this machine (the list and its verdicts work offline).")
+# Short, what to do first: in a small window the banner shows three lines before its More button.
+DEMO_MODEL_NOTE = ("A tiny demo base model: its replies will be odd. For chat, Models ▸ Discover recommends "
+                   "instruct models for this machine (its list works offline).")
 
 
 def demo_model_note(loaded_model: str, store: ChatStore) -> str | None:

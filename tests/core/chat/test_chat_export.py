@@ -166,10 +166,10 @@ def test_export_from_the_chat_list(qtbot, tmp_path: Path, monkeypatch) -> None:
     win.conversations.export_current()  # as the context menu's Export… does
     written = tmp_path / "colours.json"
     assert json.loads(written.read_text(encoding="utf-8"))["messages"][1]["metrics"]["decode_tokens"] == 3
-    assert win.banner.label.text().startswith("Exported “Colours")
+    assert win.banner.text().startswith("Exported “Colours")
     line = win.exports.export(cid)
     assert line is not None and line.startswith("Could not export") and "No such file or directory" in line
-    assert "\n" not in line and win.banner.label.text() == line
+    assert "\n" not in line and win.banner.text() == line
     line = win.exports.export(cid)  # a Windows device name: refused, nothing written
     assert line is not None and line.startswith("Could not export") and "“nul.md” is a name Windows keeps" in line
     assert "\n" not in line and not (tmp_path / "nul.md").exists()

@@ -78,7 +78,7 @@ def test_the_window_starts_on_a_damaged_store_and_names_both_files(qtbot, roofli
     win = make_window(qtbot, settings=Settings(), as_started=True)
     backups = _damaged(db)
     assert len(backups) == 1
-    text = win.banner.label.text()
+    text = win.banner.text()
     assert win.banner.isVisibleTo(win) and str(backups[0]) in text and str(db) in text
     win.close()
 

@@ -195,7 +195,7 @@ def test_a_crash_says_engine_crashed(win) -> None:
     msg = _last(win)
     widget = win.message_view.widget_for(msg.id)
     assert widget.state_label.text() == "engine crashed" and "SIGKILL" in widget.state_label.toolTip()
-    assert win.mem_label.text() == ""
+    assert win.status_line.part("memory") == ""
 
 
 # ---------------------------------------------------------------- 7. Settings ▸ OK while a reply streams
@@ -276,7 +276,7 @@ def test_a_failed_server_connection_keeps_the_local_model(win, qtbot) -> None:
     assert win.engine.loaded_info is not None and win.engine.remote is None
     assert win.engine.state == "idle"
     assert win.model_info.text() == before
-    assert "Still using fake model" in win.banner.label.text()
+    assert "Still using fake model" in win.banner.text()
     rid = send(win, "still works")  # the local model answers
     assert isinstance(local.sent[-1], P.Generate) and local.sent[-1].request_id == rid
 
@@ -292,7 +292,7 @@ def test_a_failed_load_loads_the_previous_model_again(win) -> None:
     engine._dispatch(P.Error(None, "load_failed", "not a GGUF file."))
     last = engine.client.sent[-1]
     assert isinstance(last, P.Load) and last.config.model_path == "/models/fake-Q4_K_M.gguf"
-    assert "Loading fake-Q4_K_M.gguf again" in win.banner.label.text()
+    assert "Loading fake-Q4_K_M.gguf again" in win.banner.text()
     engine._dispatch(loaded_event())
     assert win.session.model_path == "/models/fake-Q4_K_M.gguf"
     assert win.model_combo.currentData() == "/models/fake-Q4_K_M.gguf"
@@ -303,13 +303,13 @@ def test_a_failed_load_loads_the_previous_model_again(win) -> None:
 def test_status_bar_kv_follows_the_reply(win) -> None:
     win.engine._dispatch(P.Stats(rss_bytes=300 << 20, kv_cells_used=0, kv_cells_allocated=512,
                                     kv_bytes_used=0, kv_bytes_allocated=0, loaded=True))
-    assert "KV 0/512" in win.mem_label.text()
+    assert "KV 0/512" in win.status_line.part("memory")
     rid = send(win, "hi")
     win.engine._dispatch(P.Prefilled(rid, prompt_tokens=20, prefill_tokens=20, prefill_ms=5.0, ttft_ms=6.0,
                                         kv_cells_used=20, kv_bytes_used=0, kv_bytes_per_cell=0.0))
     tokens(win, rid, "a", "b", "c", "d")
     win.dashboard._refresh_live()
-    assert "KV 23/512" in win.mem_label.text() and "RSS" in win.mem_label.text()
+    assert "KV 23/512" in win.status_line.part("memory") and "RSS" in win.status_line.part("memory")
 
 
 def test_a_server_that_answers_takes_over_and_the_status_bar_says_so(win, qtbot, monkeypatch) -> None:
@@ -346,7 +346,7 @@ def test_a_server_that_answers_takes_over_and_the_status_bar_says_so(win, qtbot,
     win.connect_remote("http://127.0.0.1:9")
     qtbot.waitUntil(lambda: win.engine.remote is not None, timeout=5000)
     assert isinstance(win.engine.client, AnsweringServer) and not local.alive
-    assert win.mem_label.text() == "memory: on the server"  # not the local engine's last numbers
+    assert win.status_line.part("memory") == "memory: on the server"  # not the local engine's last numbers
     assert not win.session.busy  # the local engine's unfinished reply ended with it
     assert win.store.message(reply_id).state == "interrupted"
 

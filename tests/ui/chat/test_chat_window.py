@@ -155,7 +155,7 @@ def test_engine_killed_mid_stream_then_restart(qtbot, default_model):
     assert msg.content == win.message_view.widget_for(reply_id).text  # type: ignore[union-attr]
     assert "SIGKILL" in (msg.error or "")
     assert win.banner.isVisibleTo(win) and win.banner.restart_button.isVisibleTo(win)
-    assert "SIGKILL" in win.banner.label.text()
+    assert "SIGKILL" in win.banner.text()
     assert not win.regen_button.isEnabled()  # nothing to generate with until restarted
     qtbot.mouseClick(win.banner.restart_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.engine.loaded_info is not None, timeout=90_000)
@@ -219,7 +219,7 @@ def test_request_error_marks_reply_and_shows_reason(qtbot, default_model, monkey
     qtbot.waitUntil(lambda: bool(offered), timeout=10_000)
     _user, reply = _messages(win)
     assert reply.state == "error" and "context" in (reply.error or "")
-    assert win.banner.isVisibleTo(win) and "context" in win.banner.label.text()
+    assert win.banner.isVisibleTo(win) and "context" in win.banner.text()
     assert not win.banner.restart_button.isVisibleTo(win)  # the engine is fine: no restart offered
     assert win.message_view.widget_for(reply.id).state_label.text() == "error"  # type: ignore[union-attr]
     _send(qtbot, win, "Hi")  # and the window goes on working
@@ -236,7 +236,7 @@ def test_a_failed_load_brings_the_previous_model_back(qtbot, default_model, tmp_
     win.engine.error.connect(errors.append)
     win.load_model(broken)
     qtbot.waitUntil(lambda: bool(errors), timeout=60_000)
-    assert "again" in win.banner.label.text()
+    assert "again" in win.banner.text()
     qtbot.waitUntil(lambda: win.engine.loaded_info is not None
                     and win.engine.loaded_info.model_path == str(default_model), timeout=90_000)
     assert win.session.model_path == str(default_model) and win.engine.state == E.IDLE

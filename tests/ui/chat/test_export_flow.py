@@ -59,7 +59,7 @@ def test_the_typed_name_decides_the_format(qtbot, window, monkeypatch, tmp_path:
     window.menus.export_chat.trigger()  # File ▸ Export chat…, the filter left on Markdown
     data = json.loads((tmp_path / "demo.json").read_text(encoding="utf-8"))
     assert [m["content"] for m in data["messages"]] == ["hi", "hello"]
-    assert "as JSON" in window.banner.label.text()
+    assert "as JSON" in window.banner.text()
 
 
 def test_a_remote_reply_is_headed_by_its_model_and_server(qtbot, window, monkeypatch, tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def test_banner_shows_html_as_text(qtbot) -> None:
     error = HTML_ERROR.format(img="missing.png")
     banner.show_message(f"Could not load the model: {error}")
     assert banner.label.textFormat() == Qt.TextFormat.PlainText
-    assert banner.label.text().endswith(error)
+    assert banner.text().endswith(error)
 
 
 def test_model_names_and_engine_errors_reach_the_window_as_text(qtbot, tmp_path: Path) -> None:

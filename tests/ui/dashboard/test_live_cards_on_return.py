@@ -38,7 +38,7 @@ def _stream_in_b_then(win, qtbot, go_back) -> None:  # type: ignore[no-untyped-d
     assert cards["prompt"][0] == "20" and "waiting" not in cards["prompt"][1]
     assert cards["decode"][1] == "live, 25 tokens"
     assert cards["kv"][0] == "44 tok"  # prompt 20 + 24 decode steps
-    assert win.dashboard.kv_bar.value() == 44 and "KV 44/512" in win.mem_label.text()
+    assert win.dashboard.kv_bar.value() == 44 and "KV 44/512" in win.status_line.part("memory")
     done(win, rid, tokens=25, prompt_tokens=20)
     assert win.dashboard.card_decode.detail.text() != "live, 25 tokens"  # the final numbers replace them
 
@@ -67,7 +67,7 @@ def test_tokens_written_while_another_chat_is_shown_count_when_back(win, qtbot) 
     win.open_conversation(chat_a)
     tokens(win, rid, *["x"] * 7, t0=t0 + 0.05)  # unseen: chat A is on screen
     assert win.dashboard.card_decode.detail.text() != "live, 12 tokens"  # A's cards are A's
-    assert "KV 31/512" in win.mem_label.text()  # the status bar is the engine's: it follows the reply
+    assert "KV 31/512" in win.status_line.part("memory")  # the status bar is the engine's: it follows the reply
     win.open_conversation(chat_b)
     assert win.dashboard.card_decode.detail.text() == "live, 12 tokens"
     assert win.dashboard.card_kv.value.text() == "31 tok"

@@ -51,5 +51,5 @@ def test_a_bad_server_url_is_an_error_not_a_crash(qtbot) -> None:
     qtbot.waitUntil(lambda: bool(errors), timeout=30_000)
     assert not errors[0].fatal and win.engine.loaded_info is None
     assert win.engine.state == E.STOPPED  # as before the attempt: no local engine was running
-    assert "Could not connect to the server" in win.banner.label.text()
+    assert "Could not connect to the server" in win.banner.text()
     win.close()

@@ -46,9 +46,8 @@ def test_switch_serves_shows_url_and_requests_in_flight_then_stops(qtbot, monkey
     qtbot.waitUntil(lambda: control.state == "serving", timeout=20000)
     pid = control.pid
     assert pid and control.url.startswith("http://127.0.0.1:") and control.url.endswith("/v1")
-    qtbot.waitUntil(lambda: "in flight" in switch.label.text() and "3 in flight" in switch.label.text(),
-                    timeout=10000)
-    assert control.url in switch.label.text() and "(1 waiting)" in switch.label.text()
+    qtbot.waitUntil(lambda: "3 in flight" in win.status_line.part("serve"), timeout=10000)
+    assert control.url in win.status_line.part("serve") and "(1 waiting)" in win.status_line.part("serve")
     panel = win.dashboard.server_traffic
     assert not panel.isHidden() and control.url in panel.title()
     assert panel.card_kv.value.text() == "300" and "25 %" in panel.card_kv.detail.text()
@@ -57,7 +56,7 @@ def test_switch_serves_shows_url_and_requests_in_flight_then_stops(qtbot, monkey
     assert panel.card_ttft.value.text() == "250 ms"
     switch.action.trigger()  # off
     assert control.state == "stopped" and not control.running and _gone(pid)
-    assert switch.label.isHidden() and panel.isHidden() and not switch.action.isChecked()
+    assert win.status_line.part("serve") == "" and panel.isHidden() and not switch.action.isChecked()
 
 
 def test_closing_the_window_stops_the_server(qtbot, monkeypatch) -> None:
@@ -78,8 +77,8 @@ def test_a_server_that_dies_says_so_in_the_banner(qtbot, monkeypatch) -> None:
     qtbot.waitUntil(lambda: switch.control.state == "serving", timeout=20000)
     qtbot.waitUntil(lambda: switch.control.state == "stopped", timeout=20000)
     assert not win.banner.isHidden()
-    assert win.banner.label.text() == "The server stopped: the engine died: out of memory"
-    assert not switch.action.isChecked() and switch.label.isHidden()
+    assert win.banner.text() == "The server stopped: the engine died: out of memory"
+    assert not switch.action.isChecked() and win.status_line.part("serve") == ""
 
 
 def test_no_model_no_server(qtbot, monkeypatch) -> None:
@@ -87,7 +86,7 @@ def test_no_model_no_server(qtbot, monkeypatch) -> None:
     win.session.model_path = None
     win.serve_switch.action.trigger()
     assert not win.serve_switch.control.running and not win.serve_switch.action.isChecked()
-    assert "Load a model first" in win.banner.label.text()
+    assert "Load a model first" in win.banner.text()
 
 
 def test_a_non_loopback_host_needs_an_api_key(qtbot) -> None:

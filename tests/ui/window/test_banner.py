@@ -32,7 +32,7 @@ def _local(tmp_path: Path) -> tuple[Path, P.Loaded]:
 def test_still_using_the_remote_model_goes_when_back_on_the_local_one(window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     window.engine._dispatch(_remote())
     window.engine._dispatch(P.Error(None, "connect_failed", "connection refused"))  # another server, refused
-    assert window.banner.isVisibleTo(window) and "Still using fake-thinker (remote)" in window.banner.label.text()
+    assert window.banner.isVisibleTo(window) and "Still using fake-thinker (remote)" in window.banner.text()
     model, loaded = _local(tmp_path)
     window.load_model(model)  # back on the local model
     window.engine._dispatch(loaded)
@@ -47,7 +47,7 @@ def test_loading_the_previous_model_again_keeps_the_why_until_another_model(wind
     window.engine._dispatch(P.Error(None, "load_failed", "not a GGUF file."))
     window.engine.restoring = None
     window.engine._dispatch(loaded)  # the previous model is back: the banner still says why the new one failed
-    assert window.banner.isVisibleTo(window) and "Loading local-Q4_K_M.gguf again" in window.banner.label.text()
+    assert window.banner.isVisibleTo(window) and "Loading local-Q4_K_M.gguf again" in window.banner.text()
     window.engine._dispatch(_remote())  # then another model: that news is out of date
     assert not window.banner.isVisibleTo(window)
 
@@ -56,14 +56,14 @@ def test_news_about_no_model_stays(window, tmp_path: Path) -> None:  # type: ign
     window.banner.show_message("The server stopped: out of memory")
     _model, loaded = _local(tmp_path)
     window.engine._dispatch(loaded)
-    assert window.banner.isVisibleTo(window) and window.banner.label.text() == "The server stopped: out of memory"
+    assert window.banner.isVisibleTo(window) and window.banner.text() == "The server stopped: out of memory"
 
 
 def test_broken_settings_file_warns_in_window(qtbot, roofline_home):
 
     S.settings_path().write_text("{\"n_ctx\": ")
     window = make_window(qtbot, as_started=True)
-    assert window.banner.isVisibleTo(window) and "could not be used" in window.banner.label.text()
+    assert window.banner.isVisibleTo(window) and "could not be used" in window.banner.text()
     assert not window.banner.restart_button.isVisibleTo(window)
     backups = list((roofline_home / "config").glob("settings.json.bak-*"))
     assert len(backups) == 1 and backups[0].read_text() == "{\"n_ctx\": "
@@ -82,6 +82,38 @@ def test_a_load_whose_gpu_layers_ran_on_the_cpu_says_so_until_another_model(wind
     assert not window.banner.isVisibleTo(window)
     window.engine._dispatch(dataclasses.replace(placed, gpu_layers_placed=0))  # the build found no device
     assert window.banner.isVisibleTo(window)
-    assert window.banner.label.text().startswith("Only 0 of 19 layers are on the GPU (the plan was 19)")
+    assert window.banner.text().startswith("Only 0 of 19 layers are on the GPU (the plan was 19)")
     window.engine._dispatch(_remote())
     assert not window.banner.isVisibleTo(window)
+
+
+def test_the_first_start_note_stays_small_at_800_by_600(window, qtbot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    from app.core.models import default_model
+    from app.ui.window.onboarding import DEMO_MODEL_NOTE
+
+    window.resize(1600, 1000)
+    qtbot.wait(50)
+    window.resize(800, 600)  # as a user narrows the window (the panels give the chat room first)
+    qtbot.wait(50)
+    loaded = window.engine.loaded_info
+    monkeypatch.setattr(default_model, "default_model_path", lambda ensure=True: Path(loaded.model_path))
+    window.engine.loaded.emit(loaded)  # the first start's note, on the demo model
+    for _ in range(5):
+        QApplication.processEvents()
+    qtbot.wait(30)
+    banner, label = window.banner, window.banner.label
+    assert banner.isVisible() and banner.text() == DEMO_MODEL_NOTE
+    line = label.fontMetrics().lineSpacing()
+    assert label.height() <= 3 * line + 4, f"{label.text()!r} takes {label.height() / line:.1f} lines"
+    assert banner.height() <= 3 * line + 30 and window.message_view.height() >= 250
+    if label.text() != DEMO_MODEL_NOTE:  # cut short: the rest is one click away
+        assert label.text().endswith("…") and banner.more_button.isVisible()
+        qtbot.mouseClick(banner.more_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: label.text() == DEMO_MODEL_NOTE and label.height() > 3 * line)
+        assert banner.more_button.text() == "Less"
+        qtbot.mouseClick(banner.more_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: label.height() <= 3 * line + 4)
+    assert "Discover" in label.text()  # what to do about it is in the lines shown

@@ -17,7 +17,7 @@ def test_first_start_says_the_bundled_model_is_a_demo_base_model(window, monkeyp
     monkeypatch.setattr(default_model, "default_model_path", lambda ensure=True: Path(loaded.model_path))
     window.engine.loaded.emit(loaded)
     assert window.banner.isVisible()
-    assert "demo base model" in window.banner.label.text() and "Discover" in window.banner.label.text()
+    assert "demo base model" in window.banner.text() and "Discover" in window.banner.text()
     note_style = window.banner.styleSheet()
     window.banner.show_message("The engine stopped.")  # a warning after the note: warning colours again
     assert window.banner.styleSheet() != note_style and not window.banner.info

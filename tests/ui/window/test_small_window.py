@@ -159,26 +159,26 @@ def test_the_widest_latency_line_fits_its_card(window, qtbot, size: tuple[int, i
 def test_status_bar_shows_ttft_and_decode_rate_while_the_dashboard_is_hidden(window, qtbot) -> None:
     from app.core.chat.store import Message
 
-    speed = window.speed_label
-    assert not speed.isVisible()  # the dashboard shows them
+    speed, line = window.status_speed, window.status_line
+    assert "TTFT" not in line.text()  # the dashboard shows them
     window.dock.hide()
-    qtbot.waitUntil(speed.isVisible)
-    assert speed.text() == "TTFT 2530 ms · decode 61.9 tok/s"  # the opened chat's latest reply
+    qtbot.waitUntil(lambda: "TTFT" in line.text())
+    assert line.part("speed") == "TTFT 2530 ms · decode 61.9 tok/s"  # the opened chat's latest reply
     # a new reply streams: live numbers from the engine's token times, then the final ones
     reply = Message(99, 1, "assistant", "", "streaming", None, None, None, None, 0.0, 0.0)
     window.session.message_added.emit(reply)
-    assert "waiting" in speed.text()
+    assert "waiting" in line.part("speed")
     started = speed._started
     assert started is not None
     window.session.tokens_timed.emit([started + 0.040, started + 0.060, started + 0.080])
-    qtbot.waitUntil(lambda: "(live)" in speed.text())
-    assert speed.text() == "TTFT 40 ms · decode 50.0 tok/s (live)"
+    qtbot.waitUntil(lambda: "(live)" in line.part("speed"))
+    assert line.part("speed") == "TTFT 40 ms · decode 50.0 tok/s (live)"
     done = PhaseMetrics(prefill_tokens=10, prefill_ms=30.0, ttft_ms=41.0, decode_tokens=2, decode_ms=40.0)
     window.session.message_finished.emit(Message(99, 1, "assistant", "ab", "complete", done.to_dict(), None,
                                                  "stop", None, 0.0, 0.0))
-    assert speed.text() == "TTFT 41 ms · decode 50.0 tok/s"
+    assert line.part("speed") == "TTFT 41 ms · decode 50.0 tok/s"
     window.dock.show()
-    qtbot.waitUntil(lambda: not speed.isVisible())
+    qtbot.waitUntil(lambda: "TTFT" not in line.text())
 
 
 def test_narrowing_the_window_gives_the_chat_room_before_the_dashboard(window, qtbot) -> None:
@@ -194,6 +194,18 @@ def test_narrowing_the_window_gives_the_chat_room_before_the_dashboard(window, q
     settle(qtbot)
     assert window.dock.width() == 560
     assert window.chat_page.sizes()[0] >= 259
+
+
+def test_an_empty_chats_hint_is_not_cut_at_800_px(window, qtbot) -> None:
+    window.resize(1600, 1000)
+    settle(qtbot)
+    window.resize(800, 600)  # as a user narrows it
+    window.new_chat()
+    settle(qtbot)
+    hint = window.message_view._placeholder
+    assert hint.isVisibleTo(window)
+    assert not_cut_sideways(window.message_view), "the hint is wider than the chat column, cut at its sides"
+    assert hint.width() <= window.message_view.viewport().width()
 
 
 def test_toolbar_buttons_stay_on_the_toolbar_at_800_px(window, qtbot) -> None:

@@ -55,7 +55,7 @@ def test_a_chat_that_died_while_opening_is_not_reopened(qtbot, roofline_home: Pa
     marker.write_text(str(crashed))
     win = _window(qtbot)
     assert win.session.conversation is None and win.message_view.message_ids() == []
-    assert "the chat that crashed" in win.banner.label.text() and win.banner.isVisibleTo(win)
+    assert "the chat that crashed" in win.banner.text() and win.banner.isVisibleTo(win)
     assert not marker.exists()
     win.open_conversation(crashed)  # the user asks for it: plain text, Markdown not interpreted
     widgets = [win.message_view.widget_for(i) for i in win.message_view.message_ids()]

@@ -71,7 +71,7 @@ def test_cut_the_middle_and_send(win_model, qtbot, monkeypatch) -> None:  # type
     _choose(monkeypatch, "Cut the middle", offered)
     rid = send(win, "a very long text " * 200)
     _refuse(win, rid)
-    assert "ValueError" not in win.banner.label.text() and "1300 tokens" in win.banner.label.text()
+    assert "ValueError" not in win.banner.text() and "1300 tokens" in win.banner.text()
     qtbot.waitUntil(lambda: win.session.busy, timeout=5000)  # sent again, at once
     again = _sent(win, P.Generate)[-1]
     assert again.request_id != rid and again.context_overflow == "truncate-middle"
@@ -115,7 +115,7 @@ def test_cancel_leaves_a_plain_sentence_on_the_reply(win_model, qtbot, monkeypat
     qtbot.waitUntil(lambda: bool(offered), timeout=5000)
     reply = win.store.messages(win.session.conversation.id)[-1]
     assert reply.state == "error" and reply.error == "This message is 1300 tokens, but the model's context holds 512."
-    assert win.banner.isVisibleTo(win) and "ValueError" not in win.banner.label.text()
+    assert win.banner.isVisibleTo(win) and "ValueError" not in win.banner.text()
 
 
 def test_no_raise_past_what_the_model_was_trained_for(win_model, qtbot, monkeypatch) -> None:  # type: ignore[no-untyped-def]
