@@ -27,6 +27,9 @@ class LoadConfig:
     n_threads_batch: int | None = None
     n_gpu_layers: int = 0  # -1: all layers
     n_cpu_moe: int = 0  # MoE: the expert matrices of the first N blocks stay in CPU memory (--n-cpu-moe)
+    # a GPU is expected (a driver reports one, or the user set GPU layers): n_gpu_layers stands even when the
+    # build finds no device, so placing fewer layers is said; otherwise "all" means "all the build can"
+    gpu_expected: bool = False
     n_batch: int = 512
     n_ubatch: int = 512
     type_k: str = "f16"  # f16 | q8_0 | q4_0
@@ -209,7 +212,8 @@ class Loaded:
     rss_bytes: int
     metadata: dict[str, str] = field(default_factory=dict)
     tool_format: str = ""  # the family whose tool calls the chat template writes (tool_formats); "": no tools
-    gpu_layers_requested: int = 0  # LoadConfig.n_gpu_layers as asked (-1: all), whatever the build can do
+    # LoadConfig.n_gpu_layers as asked (-1: all) when a GPU is expected or the build can offload, else 0
+    gpu_layers_requested: int = 0
     gpu_layers_placed: int | None = None  # layers (and the output) llama.cpp put on a GPU, from its load log
     gpu_layers_total: int | None = None  # of how many (the repeating layers and the output)
 

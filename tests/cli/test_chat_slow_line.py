@@ -66,3 +66,17 @@ def test_a_real_chat_ends_with_the_line(default_model: Path) -> None:
     last = res.stdout.rstrip().splitlines()[-1]
     # which one depends on this machine's load now: either names a cause or gives both phases' ratios
     assert last.startswith("why slow: ") or (last.startswith("speed   : decode ") and "the prediction" in last)
+
+
+@pytest.mark.parametrize(("placed", "warned"), [(0, True), (19, False)])
+def test_the_header_warns_when_the_gpu_layers_ran_on_the_cpu(loaded: P.Loaded, placed: int, warned: bool,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`roofline chat`'s header, under the model line: the load's placement as the engine reported it."""
+    import argparse
+
+    from app.commands.chat import _print_header
+
+    event = dataclasses.replace(loaded, gpu_layers_requested=-1, gpu_layers_placed=placed, gpu_layers_total=19)
+    _print_header(argparse.Namespace(raw=True), event, P.LoadConfig(model_path=event.model_path))
+    err = capsys.readouterr().err
+    assert ("warning: Only 0 of 19 layers are on the GPU (the plan was 19)" in err) is warned

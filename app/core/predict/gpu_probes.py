@@ -5,6 +5,7 @@ source as a parameter so tests can replay machines we do not have."""
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 from collections.abc import Callable
@@ -162,3 +163,11 @@ def _read_int(path: Path) -> int | None:
         return int(text) if text is not None else None
     except ValueError:
         return None
+
+
+@functools.cache
+def drivers_report_gpu() -> bool:
+    """A GPU driver here reports a GPU (NVIDIA, Apple Silicon, AMD), whether or not llama.cpp can use it: a load
+    that then places no layer on a GPU is worth a warning. Asked once per process (a GPU does not come and go)."""
+    found = probe_nvidia() + probe_apple()
+    return bool(found or (probe_amd() if platform.system() == "Linux" else []))

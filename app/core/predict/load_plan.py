@@ -59,7 +59,25 @@ class LoadPlan:
 
     def load_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the engine's LoadConfig (model_path apart)."""
-        return {key: self.values[key] for key in LOAD_KEYS}
+        return {**{key: self.values[key] for key in LOAD_KEYS}, "gpu_expected": self.gpu_expected()}
+
+    def gpu_expected(self, drivers_report_gpu: Callable[[], bool] | None = None) -> bool:
+        """Should this load run on a GPU: GPU layers were set, or a driver here reports a GPU (`roofline hw`'s)
+        while the layers are on auto. Then a load that places fewer layers on one says so."""
+        if self.values["n_gpu_layers"] == 0:
+            return False
+        if self.gpu_layers_asked:
+            return True
+        if drivers_report_gpu is None:
+            from app.core.predict import gpu_probes
+
+            drivers_report_gpu = gpu_probes.drivers_report_gpu
+        return drivers_report_gpu()
+
+    @property
+    def gpu_layers_asked(self) -> bool:
+        """The settings, the preset or a flag set GPU layers (not the auto default, not 0)."""
+        return self.sources["n_gpu_layers"] != DEFAULT and self.values["n_gpu_layers"] != 0
 
     def sampling_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the engine's Sampling; a seed of -1 (a preset's "random") becomes None."""

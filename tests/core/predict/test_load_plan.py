@@ -148,3 +148,18 @@ def test_experts_kept_in_ram_come_from_settings_preset_or_flag(tmp_path: Path) -
     assert (plan.values["n_cpu_moe"], plan.sources["n_cpu_moe"]) == (2, "flag")
     with pytest.raises(ValueError):
         S.ModelPreset(n_cpu_moe=-1)
+
+
+def test_a_gpu_is_expected_when_a_driver_reports_one_or_the_layers_were_set(tmp_path: Path) -> None:
+    """Auto layers count on a GPU only where a driver reports one (a CPU-only user of a GPU build gets no warning
+    that nothing was offloaded); layers set in the settings, a preset or a flag always do; 0 never does."""
+    model = _model(tmp_path)
+    auto = plan_load(model, S.Settings(), tuned=_no_tune)
+    assert not auto.gpu_layers_asked
+    assert not auto.gpu_expected(lambda: False) and auto.gpu_expected(lambda: True)
+    for plan in (plan_load(model, S.Settings(n_gpu_layers=12), tuned=_no_tune),
+                 plan_load(model, S.Settings(), {"n_gpu_layers": -1}, tuned=_no_tune)):
+        assert plan.gpu_layers_asked and plan.gpu_expected(lambda: False)
+    none = plan_load(model, S.Settings(), {"n_gpu_layers": 0}, tuned=_no_tune)
+    assert not none.gpu_expected(lambda: True)
+    assert "gpu_expected" in auto.load_kwargs()

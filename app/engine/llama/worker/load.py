@@ -89,7 +89,7 @@ def load_model(engine: Engine, cfg: P.LoadConfig) -> None:
         rss_bytes=rss(),
         metadata={k: v for k, v in meta.items() if not k.startswith("tokenizer.ggml.")},
         tool_format=tool_format(engine.template),
-        gpu_layers_requested=cfg.n_gpu_layers,
+        gpu_layers_requested=cfg.n_gpu_layers if cfg.gpu_expected or llama_cpp.llama_supports_gpu_offload() else 0,
         gpu_layers_placed=placed[0] if placed else None,
         gpu_layers_total=placed[1] if placed else None,
     )
