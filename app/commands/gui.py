@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 NO_DISPLAY_EXIT = 2
+STARTUP_WAIT_S = 120.0  # how long --quit-after waits past its time for a load still running
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-m", "--model", help="GGUF file to load (default: the last model, else the embedded one)")
     p.add_argument("--screenshot", metavar="PATH", help="save a PNG of the window before quitting")
     p.add_argument("--quit-after", metavar="SECONDS", type=float,
-                   help="quit after this many seconds (with --screenshot: take it then)")
+                   help="quit after this many seconds, and once the startup load has settled "
+                        "(with --screenshot: take it then)")
     p.set_defaults(func=run_gui)
 
 
@@ -119,6 +121,21 @@ def run_gui(args: argparse.Namespace) -> int:
             window.close()
             app.quit()
 
-        QTimer.singleShot(int(quit_after * 1000), window, finish)
+        # A busy machine may still be loading when the time is up: a screenshot of that shows nothing of the
+        # model, so wait for the load to end (loaded, or a banner saying why not), up to STARTUP_WAIT_S more.
+        deadline = [0.0]
+
+        def finish_when_settled() -> None:
+            import time
+
+            if not deadline[0]:
+                deadline[0] = time.monotonic() + STARTUP_WAIT_S
+            settled = window.engine.loaded_info is not None or window.banner.isVisible()
+            if settled or time.monotonic() >= deadline[0]:
+                finish()
+            else:
+                QTimer.singleShot(250, window, finish_when_settled)
+
+        QTimer.singleShot(int(quit_after * 1000), window, finish_when_settled)
     app.exec()
     return 0
