@@ -12,8 +12,7 @@ import pytest
 
 from app.commands.gui import NO_DISPLAY_EXIT, display_problem
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 ROOT = Path(__file__).resolve().parents[2]
 

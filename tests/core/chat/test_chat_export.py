@@ -151,7 +151,6 @@ def test_names_that_only_look_like_devices_are_written(tmp_path) -> None:
 
 
 @pytest.mark.gui
-@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 def test_export_from_the_chat_list(qtbot, tmp_path: Path, monkeypatch) -> None:
     from PySide6.QtWidgets import QFileDialog
 
@@ -179,7 +178,6 @@ def test_export_from_the_chat_list(qtbot, tmp_path: Path, monkeypatch) -> None:
 
 
 @pytest.mark.gui
-@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 def test_file_menu_exports_the_chat_on_screen(qtbot, tmp_path: Path, monkeypatch) -> None:
     from PySide6.QtWidgets import QFileDialog
 

@@ -8,13 +8,9 @@ import random
 import sqlite3
 from pathlib import Path
 
-import pytest
-
 from app.core.chat.store import ChatStore
 from app.core.chat.store_recovery import integrity_problem, open_chat_store
 from fake_window import make_window
-
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 
 
 def _store_with(path: Path, conversations: int = 6, messages: int = 40) -> None:

@@ -13,8 +13,7 @@ from app.core.chat.store import ChatStore
 from app.engine import protocol as P
 from chat_drive import done, open_window, request_of, send, tokens
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 @pytest.fixture

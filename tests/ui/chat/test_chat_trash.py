@@ -9,7 +9,7 @@ import pytest
 from app.core.chat.store import ChatStore
 from fake_window import make_window
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 def test_undo_reopens_the_deleted_chat(qtbot, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from app.engine import protocol as P
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 

@@ -10,8 +10,7 @@ from PySide6.QtGui import QGuiApplication, QTextCursor
 
 import chat_drive
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 PYTHON = 'def greet(name):\n    """Say hello."""\n    return f"Hello, {name}!"  # <b>not markup</b>'
 SHELL = "ls -la | grep '\\.gguf$'"

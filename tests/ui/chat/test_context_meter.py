@@ -12,8 +12,7 @@ from PySide6.QtWidgets import QApplication
 import chat_drive
 from app.ui.toolkit import theme
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def shown_tokens(window, qtbot) -> int:

@@ -9,8 +9,7 @@ from PySide6.QtCore import Qt
 from app.core.chat.store import ChatStore
 from app.ui.chat.conversation_list import ConversationIdRole, ConversationListModel, ConversationPanel
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def _store_with(titles: list[str]) -> ChatStore:

@@ -14,8 +14,7 @@ from app.core.chat.store import ChatStore
 from app.core.config import settings as settings_mod
 from fake_window import make_window
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 MARKDOWN = "Markdown (*.md)"
 

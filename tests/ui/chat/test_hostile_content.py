@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from PySide6 import QtGui
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QImage, QTextCursor, QTextDocument, QTextImageFormat
@@ -20,8 +19,6 @@ from app.core.chat.store import ChatStore, Message
 from app.ui.chat.message_view import MessageWidget
 from fake_window import make_window
 
-# The offscreen platform cannot resize native windows and says so; that is not a bug of ours.
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
 HTML_ERROR = '<b>bold</b> <img src="{img}"> <a href="file:///etc/hostname">x</a>'
 
 

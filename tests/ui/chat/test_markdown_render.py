@@ -12,7 +12,7 @@ from app.engine import protocol as P
 from app.ui.chat.markdown_render import close_open_fence, markdown_to_html, plain_to_html
 from chat_drive import send, tokens
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 CODE = ["Here", " it", " is", ":\n\n", "```", "python\n", "def", " f", "():\n", "    return", " 1\n", "print"]
 

@@ -10,8 +10,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from app.core.chat.store import Message
 from app.core.metrics.phase import PhaseMetrics
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def rect_in(widget: QWidget, ancestor: QWidget) -> QRect:

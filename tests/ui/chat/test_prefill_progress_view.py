@@ -10,8 +10,7 @@ import pytest
 import chat_drive
 from app.engine import protocol as P
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def reply_state(window) -> str:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_settings_ok_keeps_the_sidebar_sampling_values(window, monkeypatch) -> None:

@@ -6,8 +6,7 @@ import pytest
 
 from app.core.chat.store import ChatStore
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_trash_view_restores_and_empties(qtbot, monkeypatch) -> None:

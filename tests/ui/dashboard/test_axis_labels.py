@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtWidgets import QApplication
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def axis_titles(plot) -> list[str]:

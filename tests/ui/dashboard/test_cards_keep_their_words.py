@@ -12,8 +12,7 @@ import chat_drive
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def settle(qtbot) -> None:

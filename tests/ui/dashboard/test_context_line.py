@@ -16,8 +16,7 @@ from app.engine import protocol as P
 from app.ui.dashboard.context_line import context_line
 from fake_window import make_window
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 BASE = PhaseMetrics(prompt_tokens=5, prefill_tokens=5, prefill_ms=10.0, ttft_ms=12.0, decode_tokens=299,
                     decode_ms=3000.0, generated_tokens=300, itl_ms=[10.0] * 299).to_dict()

@@ -9,8 +9,7 @@ from app.core.metrics.phase import PhaseMetrics
 from app.core.predict.machine_roofs import MachineRoofs
 from fake_engine import gemma_loaded
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_dashboard_shows_history_memory_and_roofline(qtbot):

@@ -9,7 +9,7 @@ import pytest
 from app.engine import protocol as P
 from chat_drive import done, send, tokens
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 def _stats(win, used: int) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ import pytest
 
 from chat_drive import done, prefilled, send, tokens
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 def _cards(win) -> dict[str, tuple[str, str]]:  # type: ignore[no-untyped-def]

@@ -8,8 +8,7 @@ from PySide6.QtCore import Qt
 from app.core.metrics.phase import PhaseMetrics
 from fake_window import make_window
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_decode_card_shows_the_draft_acceptance(qtbot) -> None:

@@ -16,7 +16,7 @@ from app.core.remote.ollama import REPLY_SOURCE
 from fake_ollama import FakeOllama
 from fake_window import make_window
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ from app.core.metrics.phase import PhaseMetrics
 from app.core.predict.machine_roofs import MachineRoofs
 from app.ui.dashboard import roofline_math
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_roofline_points_sit_where_physics_says():

@@ -22,7 +22,7 @@ from fake_engine import loaded_event
 from fake_window import make_window
 from metrics_server import FakeEngine
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 DATA = Path(__file__).resolve().parents[2] / "data" / "remote_metrics"
 N_PARAMS, SIZE = 8_030_000_000, 16_060_000_000  # an 8B model in BF16
 # This machine's roofs in the test: far from any GPU's, so a remote plot drawn on them cannot pass for one

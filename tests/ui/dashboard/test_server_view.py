@@ -18,7 +18,7 @@ from fake_engine import loaded_event
 from fake_window import make_window
 from metrics_server import FakeEngine
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 DATA = Path(__file__).resolve().parents[2] / "data" / "remote_metrics"
 
 

@@ -12,8 +12,7 @@ import pytest
 from fake_window import make_window
 from served import KEY, Served, serve
 
-pytestmark = [pytest.mark.model, pytest.mark.gui,
-              pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = [pytest.mark.model, pytest.mark.gui]
 
 
 @pytest.fixture(scope="module")

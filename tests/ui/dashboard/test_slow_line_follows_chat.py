@@ -19,7 +19,7 @@ from app.engine import protocol as P
 from chat_drive import open_window, send
 from fake_engine import loaded_event
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 HOG = Evidence(wall_s=4.0, n_cpus=2, threads=2, other_cores=1.6, top_others=[("stress", 1.5)], engine_cores=0.4)
 

@@ -10,7 +10,7 @@ import pytest
 
 from chat_drive import done, send
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 def _x_range(win: Any) -> tuple[float, float]:

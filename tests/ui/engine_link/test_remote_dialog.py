@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_keyring_message_is_not_nested_in_itself(qtbot, monkeypatch) -> None:

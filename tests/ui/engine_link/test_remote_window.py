@@ -12,8 +12,7 @@ from app.ui.engine_link import engine_qt as E
 from fake_window import make_window
 from llama_server import KEY
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, pytest.mark.model, OFFSCREEN_NOISE]
+pytestmark = [pytest.mark.gui, pytest.mark.model]
 
 
 def test_chat_through_a_remote_server_then_back_to_local(qtbot, server: str, default_model: Path) -> None:

@@ -18,8 +18,6 @@ from app.core.predict.speed import default_rates
 from app.engine.batch import sweep as batch_engine_sweep
 from app.engine.batch.sweep import MeasuredPoint
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
 MEASURED = {1: 50.0, 2: 95.0, 4: 150.0, 8: 160.0, 16: 150.0}  # gains 1.9x, 1.58x, 1.07x: stops at ~8
 
 

@@ -12,8 +12,7 @@ from PySide6.QtGui import QColor
 from app.core.bench.sweeps import Measurement, run_sweep
 from app.ui.toolkit import theme
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 class GatedBackend:

@@ -11,8 +11,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.core.bench.sweeps import SweepResult
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def depth_result(finding: str, cancelled: bool = False, tps: float = 0.4) -> SweepResult:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_lab_lengths_typo_is_named_next_to_the_field(qtbot, tmp_path: Path) -> None:

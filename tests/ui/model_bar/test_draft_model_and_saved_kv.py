@@ -21,7 +21,7 @@ from app.ui.window.main_window import MainWindow
 from fake_window import make_window
 from synth_gguf import write_synthetic_gguf
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 def _window(qtbot: Any, tmp_path: Path, settings: S.Settings | None = None) -> MainWindow:

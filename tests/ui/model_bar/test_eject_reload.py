@@ -18,7 +18,7 @@ from app.core.predict.recommend import CPU, FULL, NONE, PARTIAL
 from app.engine import protocol as P
 from fake_window import make_window
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from app.core.bench.zoo import zoo_path
 from fake_window import make_window
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 def test_the_default_model_assembled_at_first_start_gets_its_summary(qtbot, tmp_path: Path, monkeypatch) -> None:

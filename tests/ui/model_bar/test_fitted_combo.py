@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QApplication, QStyle, QStyleOptionComboBox
 from app.ui.model_bar.fitted_combo import text_forms
 from fake_window import make_window
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 SUMMARY = "241.4 MiB · Q4_K_M · CPU only"
 

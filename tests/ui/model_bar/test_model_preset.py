@@ -17,8 +17,6 @@ from app.ui.window.main_window import MainWindow
 from fake_engine import loaded_event
 from fake_window import make_window
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
 
 def _model(tmp_path: Path, name: str) -> Path:
     path = tmp_path / name

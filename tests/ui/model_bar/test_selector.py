@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_selector_lists_imported_and_quantized_models(window, tmp_path: Path) -> None:

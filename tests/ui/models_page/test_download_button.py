@@ -9,8 +9,7 @@ import pytest
 
 from app.core.gguf.remote_header import VariantAssessment
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_quantize_disabled_says_why(qtbot, monkeypatch, tmp_path: Path) -> None:

@@ -17,8 +17,7 @@ from app.core.hub import downloads
 from app.core.hub import listing as hub
 from app.core.hub.files import destination
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 REPO = "someone/tiny-GGUF"
 FILES = {"Q4_K_M": "tiny-Q4_K_M.gguf", "Q8_0": "tiny-Q8_0.gguf"}

@@ -16,7 +16,7 @@ from app.ui.models_page import library_columns
 from fake_window import make_window
 from synth_gguf import write_synthetic_gguf
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 def test_load_while_the_list_is_read_leaves_the_page_idle(qtbot: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -111,7 +111,6 @@ def test_remove_asks_and_respects_no(page: Any, qtbot: Any) -> None:
     qtbot.waitUntil(lambda: all(m.path != target for m in page.library_model.rows), timeout=10000)
 
 
-@pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")  # offscreen platform noise
 def test_discover_shows_verdicts_and_speeds_from_remote_headers(page: Any, qtbot: Any, qtmodeltester: Any,
                                                                hub_server: HubServer, big_repo: str,
                                                                tmp_path: Path) -> None:

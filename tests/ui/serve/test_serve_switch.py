@@ -16,8 +16,6 @@ from app.ui.serve.control import ServeControl
 from app.ui.window.main_window import MainWindow
 from fake_window import make_window
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
 FAKE = [sys.executable, str(Path(__file__).resolve().parents[2] / "helpers" / "fake_serve.py")]
 
 

@@ -15,8 +15,7 @@ from app.core.models.presets import set_preset
 from app.core.predict.hardware import GiB
 from app.core.predict.recommend import Budget
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def open_settings_from_menu(window, monkeypatch) -> object:

@@ -11,8 +11,7 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from app.core.config.settings import Settings
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 @pytest.fixture

@@ -7,11 +7,9 @@ import pytest
 
 from app.core.config import settings as S
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
-@OFFSCREEN_NOISE
 def test_settings_dialog_round_trip(qtbot):
     from app.ui.settings.dialog import AUTO, SettingsDialog
 

@@ -16,8 +16,6 @@ from app.ui.window.main_window import MainWindow
 from fake_engine import FakeClient, fake_engine, gemma_loaded
 from fake_window import make_window
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
 PREPARED = "/models/default-Q4_K_M.gguf"
 
 

@@ -15,7 +15,7 @@ from app.engine import protocol as P
 from fake_engine import loaded_event
 from fake_window import make_window
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 def _remote() -> P.Loaded:

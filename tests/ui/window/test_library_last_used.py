@@ -18,7 +18,7 @@ from fake_engine import loaded_event
 from fake_window import make_window
 from synth_gguf import write_synthetic_gguf
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 LONG_AGO = datetime(2001, 1, 1, 12, 0, tzinfo=UTC)
 

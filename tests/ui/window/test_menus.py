@@ -14,8 +14,7 @@ from app.core.config import settings as settings_mod
 from app.core.config.settings import Settings
 from fake_window import make_window
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 @pytest.fixture(autouse=True)

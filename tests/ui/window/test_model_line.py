@@ -11,8 +11,7 @@ from app.ui.window.engine_events import model_line_choices
 from fake_engine import gemma_loaded
 from fake_window import make_window
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 # a long template name: at 800 px the whole line cannot fit, so something has to go
 LOADED = gemma_loaded(n_ctx=4096, load_ms=812.0, chat_template_name="gemma-3-instruct-with-tools",

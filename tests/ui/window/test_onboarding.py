@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_first_start_says_the_bundled_model_is_a_demo_base_model(window, monkeypatch) -> None:

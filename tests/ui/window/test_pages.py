@@ -10,8 +10,7 @@ import pytest
 from app.core.chat.store import ChatStore
 from fake_window import make_window
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 
 def test_pages_are_built_when_first_opened(qtbot) -> None:
@@ -47,7 +46,6 @@ def test_choosing_a_model_in_the_library_loads_it_in_the_chat(qtbot, default_mod
     win.close()
 
 
-@OFFSCREEN_NOISE
 def test_window_list_models(qtbot, qtmodeltester):
 
     store = ChatStore()  # two chats in the default store: the list has rows to check

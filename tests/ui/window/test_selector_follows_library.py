@@ -11,7 +11,7 @@ from app.core.config import paths
 from fake_window import make_window
 from synth_gguf import write_synthetic_gguf
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 
 @pytest.fixture

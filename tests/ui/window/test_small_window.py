@@ -15,8 +15,7 @@ from app.core.chat.store import ChatStore
 from app.core.metrics.phase import PhaseMetrics
 from fake_window import make_window
 
-OFFSCREEN_NOISE = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-pytestmark = [pytest.mark.gui, OFFSCREEN_NOISE]
+pytestmark = pytest.mark.gui
 
 LONG_TEXT = ("Roofline keeps prefill and decode apart. " * 12).strip()
 

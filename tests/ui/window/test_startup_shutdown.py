@@ -21,8 +21,6 @@ from app.ui.window.main_window import MainWindow
 from fake_engine import fake_engine
 from fake_window import make_window
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
 
 def _window(qtbot, store: ChatStore | None = None, engine=None) -> MainWindow:  # type: ignore[no-untyped-def]
     return make_window(qtbot, store=store, engine=engine)

@@ -22,7 +22,7 @@ from chat_drive import done, send
 from fake_engine import loaded_event
 from fake_window import make_window
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 FAKE_SERVE = [sys.executable, str(Path(__file__).resolve().parents[2] / "helpers" / "fake_serve.py")]
 STATS = P.Stats(rss_bytes=300 << 20, kv_cells_used=23, kv_cells_allocated=512, kv_bytes_used=0,

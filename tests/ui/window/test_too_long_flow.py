@@ -17,7 +17,7 @@ from fake_engine import loaded_event
 from fake_window import make_window
 from synth_gguf import write_synthetic_gguf
 
-pytestmark = [pytest.mark.gui, pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")]
+pytestmark = pytest.mark.gui
 
 REFUSAL = ("ValueError: The message is 1300 tokens but the context holds 512. Shorten it or load the model "
            "with a larger context.")
