@@ -23,7 +23,7 @@ from app.core.remote.engines import OLLAMA, engine_from_answer
 from app.core.remote.ollama import REPLY, REPLY_SOURCE, reply_measures, reply_numbers
 from app.engine import protocol as P
 from app.engine.remote.http import NETWORK_ERRORS, new_client
-from app.engine.remote.openai_stream import Chunk, _json_int
+from app.engine.remote.openai_stream import Chunk, error_of, json_object
 from app.engine.remote.server_timings import apply_server_timings, reply_metrics
 
 SOURCE = REPLY_SOURCE
@@ -99,16 +99,11 @@ def native_request(req: P.Generate, model: str | None) -> tuple[str, dict[str, A
 
 def parse_line(line: str) -> Chunk | None:
     """The chunk in one line of the native stream; None for anything that is not a JSON object."""
-    try:
-        data = json.loads(line, parse_int=_json_int)
-    except (ValueError, RecursionError):
+    data = json_object(line)
+    if data is None:
         return None
-    if not isinstance(data, dict):
-        return None
-    chunk = Chunk()
-    err = data.get("error")
-    if isinstance(err, (dict, str)):
-        chunk.error = str(err.get("message", err) if isinstance(err, dict) else err)
+    chunk = Chunk(error=error_of(data))
+    if chunk.error is not None:
         return chunk
     message = data.get("message")
     part = message if isinstance(message, dict) else data  # /api/chat's message, /api/generate's own fields

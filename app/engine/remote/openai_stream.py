@@ -73,27 +73,39 @@ def _json_int(digits: str) -> int | float:
     return int(digits) if len(digits) <= 20 else float(digits)
 
 
+def json_object(text: str) -> dict[str, Any] | None:
+    """A server's line or event as a JSON object (its huge numbers bounded); None for anything else."""
+    try:
+        data = json.loads(text, parse_int=_json_int)
+    except (ValueError, RecursionError):  # RecursionError: `[[[[...` nested deeper than the parser goes
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def error_of(data: dict[str, Any]) -> str | None:
+    """The server's error message in an object ({"error": "..."} or {"error": {"message": ...}}), else None."""
+    err = data.get("error")
+    if isinstance(err, (dict, str)):
+        return str(err.get("message", err) if isinstance(err, dict) else err)
+    return None
+
+
 def parse_data(data: str) -> Chunk | None:
     """The chunk in one event's data; None for anything that is not a JSON object."""
     payload = data.strip()
     if payload == "[DONE]":
         return Chunk(done=True)
-    try:
-        data = json.loads(payload, parse_int=_json_int)
-    except (ValueError, RecursionError):  # RecursionError: `[[[[...` nested deeper than the parser goes
+    obj = json_object(payload)
+    if obj is None:
         return None
-    if not isinstance(data, dict):
-        return None
-    chunk = Chunk()
-    err = data.get("error")
-    if isinstance(err, (dict, str)):
-        chunk.error = str(err.get("message", err) if isinstance(err, dict) else err)
+    chunk = Chunk(error=error_of(obj))
+    if chunk.error is not None:
         return chunk
-    if isinstance(data.get("usage"), dict):
-        chunk.usage = data["usage"]
-    if isinstance(data.get("timings"), dict):
-        chunk.timings = data["timings"]
-    choices = data.get("choices")
+    if isinstance(obj.get("usage"), dict):
+        chunk.usage = obj["usage"]
+    if isinstance(obj.get("timings"), dict):
+        chunk.timings = obj["timings"]
+    choices = obj.get("choices")
     for choice in choices if isinstance(choices, list) else []:
         if not isinstance(choice, dict):
             continue
