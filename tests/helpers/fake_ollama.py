@@ -25,11 +25,13 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from loopback_http import LoopbackServer, serve_on_loopback
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "remote_metrics"
 MODEL = "llama3.1:8b"
@@ -63,7 +65,7 @@ def _metrics() -> str:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+    server: LoopbackServer  # its state: this fake's
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args: Any) -> None:
@@ -150,22 +152,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, state: FakeOllama) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.state = state
-
-
 @pytest.fixture
 def fake_ollama() -> Iterator[tuple[str, FakeOllama]]:
     state = FakeOllama()
-    server = _Server(state)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", state
-    state.release.set()
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with serve_on_loopback(_Handler, state) as url:
+        yield url, state
+        state.release.set()  # held replies end before the server shuts down

@@ -42,3 +42,24 @@ def window(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
     yield win
     win.close()
     store.close()
+
+
+@pytest.fixture
+def models_window(qtbot: Any) -> Iterator[Any]:
+    """A shown window whose Models page, once opened, is shut down (its library reader stopped) at the end."""
+    win = make_window(qtbot)
+    win.show()
+    yield win
+    page = win.models_page.widget
+    if page is not None:
+        page.shutdown()
+        qtbot.waitUntil(lambda: not page.busy(), timeout=20000)
+    win.close()
+
+
+def open_models_page(win: Any, qtbot: Any, listed: bool = False) -> Any:
+    """The Models page as a click on its tab opens it, once it is idle (`listed`: with its library read)."""
+    win.pages.setCurrentWidget(win.models_page)
+    page = win.models_page.ensure()
+    qtbot.waitUntil(lambda: not page.busy() and (not listed or bool(page.library_model.rows)), timeout=20000)
+    return page

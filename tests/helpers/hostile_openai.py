@@ -14,11 +14,13 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from loopback_http import LoopbackServer, serve_on_loopback
 
 ENDLESS_LIMIT = 256 << 20
 ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31m\rEVIL\x9b1;1H\x1b[0m"
@@ -44,7 +46,7 @@ class HostileState:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+    server: LoopbackServer  # its state: this fake's
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args: Any) -> None:
@@ -120,21 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(f"data: {done}\n\ndata: [DONE]\n\n".encode())
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, state: HostileState) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.state = state
-
-
 @pytest.fixture
 def hostile_server() -> Iterator[tuple[str, HostileState]]:
     state = HostileState()
-    server = _Server(state)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", state
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with serve_on_loopback(_Handler, state) as url:
+        yield url, state

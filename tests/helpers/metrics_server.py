@@ -10,10 +10,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from loopback_http import LoopbackServer, serve_on_loopback
 
 
 @dataclass
@@ -28,7 +30,7 @@ class FakeEngine:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+    server: LoopbackServer  # its state: this fake's
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args: Any) -> None:
@@ -93,22 +95,9 @@ class _Handler(BaseHTTPRequestHandler):
         st.bodies.update(st.after_chat)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, state: FakeEngine) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.state = state
-
-
 @pytest.fixture
 def fake_engine() -> Iterator[tuple[str, FakeEngine]]:
     state = FakeEngine()
-    server = _Server(state)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", state
-    state.release.set()
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with serve_on_loopback(_Handler, state) as url:
+        yield url, state
+        state.release.set()  # held replies end before the server shuts down

@@ -68,7 +68,8 @@ def gpu_device() -> dict[str, Any]:
     pytest.skip(reason)
 
 
-_LOAD_SCRIPT = """
+# A gpu child's first lines: llama.cpp's backends loaded as the engine loads them, its log collected in `lines`
+LOG_PRELUDE = """
 import ctypes, json, sys
 import llama_cpp
 from app.engine.llama.backends import load_backends
@@ -78,6 +79,9 @@ lines = []
 def on_log(level, text, user_data):
     lines.append(text.decode("utf-8", errors="replace"))
 llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
+"""
+
+_LOAD_SCRIPT = LOG_PRELUDE + """
 args = json.loads(sys.argv[1])
 kwargs = args["kwargs"]
 # --n-cpu-moe as the engine sets it (app.engine.llama.expert_placement), through Llama()'s params function

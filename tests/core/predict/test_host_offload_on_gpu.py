@@ -19,23 +19,14 @@ import pytest
 from app.core.bench.zoo import ZOO, write_zoo_model
 from app.core.predict.host_offload import offloaded_share, unrepacked_types
 from app.core.predict.memory import MemoryConfig
-from vulkan_device import buffers, gpu_device, gpu_env
+from vulkan_device import LOG_PRELUDE, buffers, gpu_device, gpu_env
 
 pytestmark = pytest.mark.gpu
 # ggml_backend_sched_print_assignments: "node #  7 (   MUL_MAT):               Qcur-0 (  56K) [Vulka    1.off] ..."
 NODE = re.compile(r"node #\s*\d+ \(\s*MUL_MAT\):\s*(\S+) \(\s*[^)]*\) \[\s*(\S+)\s*(\S*)\s*\]")
 REPACKED = re.compile(r"repack: repack tensor (\S+) with")
 
-_SCRIPT = """
-import ctypes, json, sys
-import llama_cpp
-from app.engine.llama.backends import load_backends
-load_backends()
-lines = []
-@llama_cpp.llama_log_callback
-def on_log(level, text, user_data):
-    lines.append(text.decode("utf-8", errors="replace"))
-llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
+_SCRIPT = LOG_PRELUDE + """
 llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=512, n_batch=512, n_ubatch=512, n_gpu_layers=0,
                       use_mmap=False, verbose=False)
 out = {"load": "".join(lines)}

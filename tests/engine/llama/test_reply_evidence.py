@@ -7,6 +7,7 @@ the machine outside it never feels the pressure). Counters only: no assertion re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -74,26 +75,23 @@ def test_a_memory_hog_that_takes_the_mapped_models_ram_is_named(default_model: P
     with open(model, "rb") as f:  # written pages are dirty until fsync; then out of the page cache, so the
         os.fsync(f.fileno())  # engine's own reads bring (and charge) them into its cgroup
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    try:
-        group_cm = memory_cgroup()
-        group = group_cm.__enter__()
-    except OSError as exc:
-        pytest.skip(f"no memory cgroup of our own here (not root, or /sys/fs/cgroup read-only): {exc}")
-    try:
-        with EngineClient() as client:
-            client.start()
-            assert client.pid is not None
-            group.add(client.pid)  # before the load: the mapped model's pages are charged to the cgroup
-            client.load(P.LoadConfig(model_path=str(model), n_ctx=512, n_threads=2, use_mmap=True))
-            client.stats()  # after the warm-up decode
-            cached = group.file_bytes()
-            assert cached >= default_model.stat().st_size // 2  # the mapped model is in the cgroup's RAM
-            headroom = 32 << 20
-            group.set_limit(group.usage() + headroom)
-            with group.hog(headroom + int(cached * 0.8)):  # the RAM of four fifths of the model taken
-                _tokens, done = collect(client, _request("h1"))
-    finally:
-        group_cm.__exit__(None, None, None)
+    with contextlib.ExitStack() as stack:
+        try:
+            group = stack.enter_context(memory_cgroup())
+        except OSError as exc:
+            pytest.skip(f"no memory cgroup of our own here (not root, or /sys/fs/cgroup read-only): {exc}")
+        client = stack.enter_context(EngineClient())
+        client.start()
+        assert client.pid is not None
+        group.add(client.pid)  # before the load: the mapped model's pages are charged to the cgroup
+        client.load(P.LoadConfig(model_path=str(model), n_ctx=512, n_threads=2, use_mmap=True))
+        client.stats()  # after the warm-up decode
+        cached = group.file_bytes()
+        assert cached >= default_model.stat().st_size // 2  # the mapped model is in the cgroup's RAM
+        headroom = 32 << 20
+        group.set_limit(group.usage() + headroom)
+        with group.hog(headroom + int(cached * 0.8)):  # the RAM of four fifths of the model taken
+            _tokens, done = collect(client, _request("h1"))
     ev = Evidence.from_dict(done.metrics["evidence"])
     assert (ev.major_faults or 0) >= MAJOR_FAULTS or (ev.disk_read_bytes or 0) >= READ_BYTES
     # named among the causes (another process's CPU load on a busy machine may be stronger)

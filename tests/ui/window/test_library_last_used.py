@@ -15,7 +15,7 @@ from app.core.config import paths
 from app.core.models import library
 from chat_drive import done, send
 from fake_engine import loaded_event
-from fake_window import make_window
+from fake_window import open_models_page
 from synth_gguf import write_synthetic_gguf
 
 pytestmark = pytest.mark.gui
@@ -23,23 +23,8 @@ pytestmark = pytest.mark.gui
 LONG_AGO = datetime(2001, 1, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def win(qtbot: Any) -> Any:
-    w = make_window(qtbot)
-    w.show()
-    yield w
-    page = w.models_page.widget
-    if page is not None:
-        page.shutdown()
-        qtbot.waitUntil(lambda: not page.busy(), timeout=20000)
-    w.close()
 
 
-def _page(win: Any, qtbot: Any) -> Any:
-    win.pages.setCurrentWidget(win.models_page)  # as a click on the Models tab
-    page = win.models_page.ensure()
-    qtbot.waitUntil(lambda: not page.busy() and bool(page.library_model.rows), timeout=20000)
-    return page
 
 
 def _last_used(page: Any, path: Path) -> str:
@@ -58,24 +43,24 @@ def _today() -> str:
     return datetime.now(UTC).astimezone().strftime("%Y-%m-%d")
 
 
-def test_loading_a_model_shows_its_last_use_without_refresh(win: Any, qtbot: Any) -> None:
+def test_loading_a_model_shows_its_last_use_without_refresh(models_window: Any, qtbot: Any) -> None:
     model = write_synthetic_gguf(paths.models_dir() / "tiny-F32.gguf", n_layers=1)
-    page = _page(win, qtbot)
+    page = open_models_page(models_window, qtbot, listed=True)
     assert _last_used(page, model) == "never"
-    win.pages.setCurrentWidget(win.chat_page)
-    _load(win, model)
+    models_window.pages.setCurrentWidget(models_window.chat_page)
+    _load(models_window, model)
     assert _last_used(page, model).startswith(_today()), "the Library still says it was never used"
 
 
-def test_a_reply_shows_the_models_last_use_without_refresh(win: Any, qtbot: Any) -> None:
+def test_a_reply_shows_the_models_last_use_without_refresh(models_window: Any, qtbot: Any) -> None:
     model = write_synthetic_gguf(paths.models_dir() / "tiny-F32.gguf", n_layers=1)
-    _load(win, model)
+    _load(models_window, model)
     library.mark_used(model, LONG_AGO)  # loaded long ago, and in use since
-    page = _page(win, qtbot)
+    page = open_models_page(models_window, qtbot, listed=True)
     assert _last_used(page, model).startswith("2001-01-01")
-    win.pages.setCurrentWidget(win.chat_page)
-    rid = send(win, "hello")
-    done(win, rid)
+    models_window.pages.setCurrentWidget(models_window.chat_page)
+    rid = send(models_window, "hello")
+    done(models_window, rid)
     assert _last_used(page, model).startswith(_today()), "the Library still shows the load of long ago"
     # kept: the next listing (Refresh, or the next start) reads the same
     qtbot.waitUntil(lambda: library._load_used().get(str(model.absolute()), "").startswith(
