@@ -140,8 +140,9 @@ def plan_load(model_path: str | Path | None, settings: Settings, flags: dict[str
     # 1. settings.json: "settings" for what the file or an environment variable set, "default" for the rest
     for name, keys in _SETTINGS_FIELDS.items():
         value = getattr(settings, name)
-        if name == "n_gpu_layers" and value is None:
-            value = -1  # auto: every layer when the build can offload (none otherwise)
+        if name == "n_gpu_layers" and value is None:  # auto, written to the file or not: the default
+            put(keys, -1, DEFAULT)  # every layer when the build can offload (none otherwise)
+            continue
         put(keys, value, SETTINGS if name in settings.model_fields_set else DEFAULT)
     sampling_set = settings.sampling.model_fields_set if "sampling" in settings.model_fields_set else set()
     for name in SAMPLING_KEYS:

@@ -156,6 +156,8 @@ def test_a_gpu_is_expected_when_a_driver_reports_one_or_the_layers_were_set(tmp_
     model = _model(tmp_path)
     auto = plan_load(model, S.Settings(), tuned=_no_tune)
     assert not auto.gpu_layers_asked
+    written = plan_load(model, S.Settings(n_gpu_layers=None), tuned=_no_tune)  # the dialog writes auto as null
+    assert not written.gpu_layers_asked and written.sources["n_gpu_layers"] == "default"
     assert not auto.gpu_expected(lambda: False) and auto.gpu_expected(lambda: True)
     for plan in (plan_load(model, S.Settings(n_gpu_layers=12), tuned=_no_tune),
                  plan_load(model, S.Settings(), {"n_gpu_layers": -1}, tuned=_no_tune)):
