@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import queue
-import sys
 import threading
 from typing import Any
 
@@ -35,4 +34,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    process.exit_now(main())

@@ -76,6 +76,14 @@ def announce_ready() -> None:
                  devices=[asdict(d) for d in list_devices()], backends=list_backends()))
 
 
+def exit_now(code: int) -> None:
+    """Leave without the interpreter's shutdown. The stdin reader, a daemon thread, sits in a read that holds
+    stdin's lock; finalizing the interpreter then aborts the process (SIGABRT, "_enter_buffered_busy") after a
+    clean Shutdown, so the parent saw a crash. Every event is flushed by `send`; the OS frees the rest."""
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main() -> int:
     setup_streams()
     lower_priority(os.environ.get("ROOFLINE_ENGINE_NICE"))
