@@ -11,6 +11,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,15 +124,11 @@ def run_gui(args: argparse.Namespace) -> int:
 
         # A busy machine may still be loading when the time is up: a screenshot of that shows nothing of the
         # model, so wait for the load to end (loaded, or a banner saying why not), up to STARTUP_WAIT_S more.
-        deadline = [0.0]
+        deadline = time.monotonic() + quit_after + STARTUP_WAIT_S
 
         def finish_when_settled() -> None:
-            import time
-
-            if not deadline[0]:
-                deadline[0] = time.monotonic() + STARTUP_WAIT_S
             settled = window.engine.loaded_info is not None or window.banner.isVisible()
-            if settled or time.monotonic() >= deadline[0]:
+            if settled or time.monotonic() >= deadline:
                 finish()
             else:
                 QTimer.singleShot(250, window, finish_when_settled)

@@ -165,9 +165,13 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
+def probe_gpus() -> list[GPUInfo]:
+    """Every GPU the drivers here report, whether or not llama.cpp can use it."""
+    return probe_nvidia() + probe_apple() + (probe_amd() if platform.system() == "Linux" else [])
+
+
 @functools.cache
 def drivers_report_gpu() -> bool:
-    """A GPU driver here reports a GPU (NVIDIA, Apple Silicon, AMD), whether or not llama.cpp can use it: a load
-    that then places no layer on a GPU is worth a warning. Asked once per process (a GPU does not come and go)."""
-    found = probe_nvidia() + probe_apple()
-    return bool(found or (probe_amd() if platform.system() == "Linux" else []))
+    """A GPU driver here reports a GPU: a load that then places no layer on a GPU is worth a warning. Asked once
+    per process (a GPU does not come and go)."""
+    return bool(probe_gpus())

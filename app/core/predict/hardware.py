@@ -265,8 +265,7 @@ def probe_hardware(gpu_offload: bool | None = None, llama_devices: list[LlamaDev
         gpu_offload = None if backends is None else bool(backends)
     from app.core.predict import gpu_probes  # here, not at the top: gpu_probes builds this module's GPUInfo
 
-    gpus = gpu_probes.probe_nvidia() + gpu_probes.probe_apple()
-    gpus += gpu_probes.probe_amd() if platform.system() == "Linux" else []
+    gpus = gpu_probes.probe_gpus()
     return HardwareInfo(
         cpu=probe_cpu(), ram_total=total, ram_available=available, gpus=gpus, gpu_offload=gpu_offload,
         os=f"{platform.system()} {platform.release()}".strip(), llama_devices=llama_devices,

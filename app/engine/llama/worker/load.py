@@ -64,6 +64,7 @@ def load_model(engine: Engine, cfg: P.LoadConfig) -> None:
     kv_bytes = int(sum(v for k, v in buffers.items() if k.startswith("KV:")) * 1024 * 1024)
     ctx = llm._ctx.ctx
     n_threads = llm.context_params.n_threads
+    n_gpu_layers = cfg.n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0
     engine.loaded = P.Loaded(
         model_path=cfg.model_path,
         load_ms=load_ms,
@@ -76,7 +77,7 @@ def load_model(engine: Engine, cfg: P.LoadConfig) -> None:
         model_desc=llm._model.desc(),
         chat_template_name=engine.template.name,
         chat_template_source=engine.template.source,
-        n_gpu_layers=cfg.n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0,
+        n_gpu_layers=n_gpu_layers,
         type_k=cfg.type_k,
         type_v=cfg.type_v,
         flash_attn=engine._flash_used,
@@ -89,7 +90,7 @@ def load_model(engine: Engine, cfg: P.LoadConfig) -> None:
         rss_bytes=rss(),
         metadata={k: v for k, v in meta.items() if not k.startswith("tokenizer.ggml.")},
         tool_format=tool_format(engine.template),
-        gpu_layers_requested=cfg.n_gpu_layers if cfg.gpu_expected or llama_cpp.llama_supports_gpu_offload() else 0,
+        gpu_layers_requested=cfg.n_gpu_layers if cfg.gpu_expected else n_gpu_layers,
         gpu_layers_placed=placed[0] if placed else None,
         gpu_layers_total=placed[1] if placed else None,
     )
