@@ -47,6 +47,7 @@ class ModelPresetControl(QObject):
         """The settings were edited (the Settings dialog): the panel shows them, with the preset over them."""
         self.applied = {}
         self.window.sampling_panel.set_values(self.window.settings.sampling)
+        self.window.session.context_overflow = self.window.settings.context_overflow  # no model chosen yet
         if self.model is not None:
             self.apply(self.model, force=True)
 

@@ -1,6 +1,6 @@
 """Settings dialog: models directory, threads, context, GPU layers, KV cache type, flash attention,
-batch sizes, the disk budget of saved chat caches, default sampling. Under the context and GPU-layers
-fields: what the choice costs in memory for the current model and the largest that fits
+batch sizes, the disk budget of saved chat caches, what happens when the context is full, default sampling.
+Under the context and GPU-layers fields: what the choice costs in memory for the current model and the largest that fits
 (`settings_memory`). Returns a new Settings; the caller saves it and reloads the model if engine settings
 changed. A field the current model's preset also sets says so under it (the preset wins for that model),
 and a context that does not fit the current model blocks OK as any other problem does."""
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.config import paths
+from app.core.config.defaults import CONTEXT_OVERFLOW_LABELS
 from app.core.config.settings import MAX_THREADS, Settings
 from app.core.gguf.kv_types import KV_TYPE_LABELS
 from app.core.models.presets import preset_for
@@ -115,6 +116,16 @@ class SettingsDialog(QDialog):
         self.saved_kv.setToolTip("Chats' KV caches kept on disk, so reopening a long chat loads its cache instead "
                                  "of evaluating the whole chat again; the least recently used go first")
         form.addRow("Saved chat caches", self.saved_kv)
+        self.overflow = QComboBox()
+        for policy, policy_label in CONTEXT_OVERFLOW_LABELS.items():
+            self.overflow.addItem(policy_label, policy)
+        self.overflow.setCurrentIndex(max(self.overflow.findData(settings.context_overflow), 0))
+        self.overflow.setToolTip(
+            "When a chat no longer fits the context. Stop: the oldest turns are left out of the prompt and the "
+            "reply ends when the context is full. Cut the middle: a prompt too long loses its middle (the start "
+            "and the newest text stay). Roll: as cut, and during the reply the oldest tokens are forgotten so it "
+            "goes on past the context size. A model's preset can choose its own.")
+        form.addRow("When the context is full", self.overflow)
         lay.addLayout(form)
         lay.addWidget(QLabel("Default sampling for new replies:"))
         self.sampling = SamplingPanel()
@@ -180,6 +191,7 @@ class SettingsDialog(QDialog):
             (self.gpu_layers, self.preset.n_gpu_layers), (self.cpu_moe, self.preset.n_cpu_moe),
             (self.kv_type, KV_TYPE_LABELS.get(kv, kv) if kv else None),
             (self.flash, None if self.preset.flash_attn is None else ("on" if self.preset.flash_attn else "off")),
+            (self.overflow, CONTEXT_OVERFLOW_LABELS.get(self.preset.context_overflow or "")),
         ]
         for field, value in fields:
             if value is None:
@@ -222,6 +234,7 @@ class SettingsDialog(QDialog):
             n_batch=self.n_batch.value(),
             n_ubatch=min(self.n_ubatch.value(), self.n_batch.value()),
             saved_kv_budget_mib=self.saved_kv.value(),
+            context_overflow=self.overflow.currentData(),
             sampling=self.sampling.values().model_dump(),
         )
         return Settings.model_validate(data)

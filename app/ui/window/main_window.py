@@ -113,6 +113,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         """The engine, the chat session over it and the window's own state."""
         self.engine = engine or EngineQt(self)
         self.session = ChatSession(self.store, self.engine, self)
+        # the settings' policy until a chosen model's preset says otherwise (app.ui.model_bar.preset)
+        self.session.context_overflow = self.settings.context_overflow
         self._editing: int | None = None
         self._closed = False
         self._default_job: BackgroundJob | None = None  # the default model being prepared, if it is
