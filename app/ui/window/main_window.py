@@ -313,11 +313,10 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.context_meter = ContextMeter(self, self.context_label)  # the chat + draft against the context
 
     def _follow_system_theme(self) -> None:
-        """Apply the system's light or dark scheme now and whenever it changes."""
+        """Apply the system's light or dark scheme (or the theme chosen in View ▸ Theme) now and whenever it
+        changes: the widgets built before the chosen theme was read (the menus read it) take its colours too."""
         QGuiApplication.styleHints().colorSchemeChanged.connect(lambda _s: self.restyle())
-        app = QGuiApplication.instance()
-        if isinstance(app, QGuiApplication):
-            theme.apply_system_scheme(app)
+        self.restyle()
 
     def _start(self, notes: list[str]) -> None:
         """Restore the window, list the models, reopen the newest chat and say what went wrong, if anything."""
@@ -363,6 +362,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
             theme.apply_system_scheme(app)
         self.banner.restyle()
         self.message_view.restyle()
+        self.context_meter.update()  # its warning colour
         self.dashboard.restyle()
         # the Lab page is built on first visit (a later one starts in the theme of the moment)
         lab_restyle = getattr(self.lab_page.widget, "restyle", None)
