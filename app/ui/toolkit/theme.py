@@ -47,6 +47,7 @@ class Colors:
     banner_bg: str
     banner_fg: str
     warn: str  # text that warns (a reply cut short), readable on the messages' backgrounds
+    focus: str  # the border of a field or list that has the keyboard focus (app/ui/toolkit/focus_frame.py)
 
 
 def is_dark() -> bool:
@@ -115,7 +116,7 @@ def colors() -> Colors:
     if dark:
         return Colors(True, pal.color(QPalette.ColorRole.Window).name(), pal.color(QPalette.ColorRole.Base).name(),
                       text, "#9aa0a6", "#3c4043", "#1e3a5f", "#2a2b2e", "#202124", "#5c1a1a", "#f6aea9",
-                      "#f28b82")
+                      "#f28b82", "#8ab4f8")
     return Colors(False, pal.color(QPalette.ColorRole.Window).name(), pal.color(QPalette.ColorRole.Base).name(),
                   text, "#5f6368", "#dadce0", "#e8f0fe", "#f8f9fa", "#f1f3f4", "#fce8e6", "#a50e0e",
-                  WARN)
+                  WARN, "#1a73e8")

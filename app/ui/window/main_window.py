@@ -55,6 +55,7 @@ from app.ui.model_bar.preset import ModelPresetControl
 from app.ui.serve.switch import ServeSwitch
 from app.ui.toolkit import theme
 from app.ui.toolkit.background import BackgroundJob
+from app.ui.toolkit.focus_frame import show_focus
 from app.ui.toolkit.lazy_page import LazyPage
 from app.ui.toolkit.safe_text import make_plain
 from app.ui.toolkit.whole_parts_label import WholePartsLabel
@@ -363,6 +364,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.banner.restyle()
         self.message_view.restyle()
         self.context_meter.update()  # its warning colour
+        show_focus(self.conversations.view, self.sampling_panel.system_prompt, self.input)
         self.dashboard.restyle()
         # the Lab page is built on first visit (a later one starts in the theme of the moment)
         lab_restyle = getattr(self.lab_page.widget, "restyle", None)
