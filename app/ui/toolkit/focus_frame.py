@@ -12,15 +12,19 @@ from PySide6.QtWidgets import QAbstractScrollArea
 
 from app.ui.toolkit import theme
 
+FRAMED = "focusFrame"  # the property that marks a framed widget: the scroll areas inside it (a plot) keep their look
+
 
 def focus_frame_css(colors: theme.Colors) -> str:
     """The style sheet of a framed widget: a quiet border, the focus colour's (thicker) while it has the focus."""
-    return (f"QAbstractScrollArea {{ border: 1px solid {colors.border}; border-radius: 3px; padding: 1px; }}"
-            f"QAbstractScrollArea:focus {{ border: 2px solid {colors.focus}; padding: 0px; }}")
+    framed = f'QAbstractScrollArea[{FRAMED}="true"]'
+    return (f"{framed} {{ border: 1px solid {colors.border}; border-radius: 3px; padding: 1px; }}"
+            f"{framed}:focus {{ border: 2px solid {colors.focus}; padding: 0px; }}")
 
 
 def show_focus(*widgets: QAbstractScrollArea) -> None:
     """Give `widgets` the focus border in the theme's colours of the moment (again after a theme switch)."""
     css = focus_frame_css(theme.colors())
     for widget in widgets:
+        widget.setProperty(FRAMED, True)
         widget.setStyleSheet(css)

@@ -365,6 +365,9 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.message_view.restyle()
         self.context_meter.update()  # its warning colour
         show_focus(self.conversations.view, self.sampling_panel.system_prompt, self.input)
+        dashboard_scroll = self.dock.widget()
+        if isinstance(dashboard_scroll, QScrollArea):  # a Tab stop (arrow keys scroll it) whose focus no style shows
+            show_focus(dashboard_scroll)
         self.dashboard.restyle()
         # the Lab page is built on first visit (a later one starts in the theme of the moment)
         lab_restyle = getattr(self.lab_page.widget, "restyle", None)

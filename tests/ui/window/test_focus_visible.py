@@ -1,6 +1,7 @@
-"""A keyboard user sees where the focus is (issue 32, item 8): the chat list, the system prompt and the message
-box, which the style draws the same with the focus as without it, get a focus border, in the light and the dark
-theme. The test Tabs to each like a keyboard user and compares the widget's edges with and without the focus."""
+"""A keyboard user sees where the focus is (issue 32, item 8): the chat list, the system prompt, the message box
+and the dashboard's scroll area (the dock's one Tab stop), which the style draws the same with the focus as
+without it, get a focus border, in the light and the dark theme. The test Tabs to each like a keyboard user
+and compares the widget's edges with and without the focus."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ FIELDS: dict[str, Callable[[Any], QWidget]] = {
     "chat list": lambda win: win.conversations.view,
     "system prompt": lambda win: win.sampling_panel.system_prompt,
     "message box": lambda win: win.input,
+    "dashboard": lambda win: win.dock.widget(),  # its scroll area: the dock's one Tab stop
 }
 
 
