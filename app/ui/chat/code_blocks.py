@@ -21,6 +21,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 COPY_SCHEME = "copy"
+NOTE_CLASS = "note"  # quiet text beside a reply's own (a block's language); markdown_render's stylesheet colours it
 LIGHT_STYLE, DARK_STYLE = "default", "monokai"
 
 _BLOCK = re.compile(r'<pre><code(?: class="language-([^"]*)")?>(.*?)</code></pre>', re.S)
@@ -57,7 +58,7 @@ def decorate(rendered: str, dark: bool, first_index: int = 0) -> str:
         language = html.unescape(m.group(1) or "")
         code = html.unescape(m.group(2))
         label = html.escape(language) if language else "code"
-        head = (f'<p align="right" style="margin-bottom: 0px;"><span style="color: #888888;">{label}</span>'
+        head = (f'<p align="right" style="margin-bottom: 0px;"><span class="{NOTE_CLASS}">{label}</span>'
                 f' · <a href="{COPY_SCHEME}:{index}">Copy</a></p>')
         index += 1
         return f"{head}<pre><code>{highlight_code(code, language, dark)}</code></pre>"

@@ -108,5 +108,6 @@ class ContextMeter(QObject):
         line, tip, warn = meter_text(context_use(messages, system, w.input.toPlainText(), loaded.n_ctx))
         self.label.setText(line)
         self.label.setToolTip(tip)
-        self.label.setStyleSheet(f"color: {theme.WARN if warn else theme.colors().muted};")
+        c = theme.colors()
+        self.label.setStyleSheet(f"color: {c.warn if warn else c.muted};")
         self.label.show()

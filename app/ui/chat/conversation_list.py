@@ -228,9 +228,19 @@ class ConversationPanel(QWidget):
 
     def _restore(self, conversation_id: int) -> None:
         chat_trash.restore(self.store, conversation_id)
+        self._withdraw_stale_undo()
         self.model.reload()
         self.select(conversation_id)
         self.restored.emit(conversation_id)
+
+    def _withdraw_stale_undo(self) -> None:
+        """The Undo bar goes once its chat has left the trash another way (restored or removed for good from
+        the Trash view): its Undo would bring back nothing, or a chat that is no longer there."""
+        if self._undo_id is None or any(c.id == self._undo_id for c in chat_trash.trashed(self.store)):
+            return
+        self._undo_id = None
+        self._undo_timer.stop()
+        self.undo_bar.hide()
 
     def open_trash(self) -> None:
         from app.ui.chat.trash_dialog import TrashDialog
@@ -238,6 +248,7 @@ class ConversationPanel(QWidget):
         dialog = TrashDialog(self.store, self)
         dialog.restored.connect(self._restore)
         dialog.exec()
+        self._withdraw_stale_undo()  # after Empty trash
 
     def export_current(self) -> None:
         index = self.view.currentIndex()

@@ -23,7 +23,7 @@ import markdown
 from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 
-from app.ui.chat.code_blocks import code_texts, decorate
+from app.ui.chat.code_blocks import NOTE_CLASS, code_texts, decorate
 from app.ui.toolkit.theme import Colors
 
 
@@ -47,7 +47,7 @@ def is_web_link(href: str) -> bool:
 
 
 def _note(text: str) -> etree.Element:
-    span = etree.Element("span", {"style": "color: #888888;"})
+    span = etree.Element("span", {"class": NOTE_CLASS})  # coloured by the theme's stylesheet
     span.text = text
     return span
 
@@ -142,6 +142,7 @@ def stylesheet(c: Colors) -> str:
     # QTextDocument CSS: pre-wrap keeps long code lines inside the view instead of widening it.
     return (
         f"body {{ color: {c.text}; }}"
+        f".{NOTE_CLASS} {{ color: {c.muted}; }}"
         f"pre {{ background-color: {c.code_bg}; white-space: pre-wrap; font-family: monospace; }}"
         f"code {{ background-color: {c.code_bg}; font-family: monospace; }}"
         f"table {{ border-collapse: collapse; }} th, td {{ border: 1px solid {c.border}; padding: 3px; }}"

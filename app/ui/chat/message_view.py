@@ -145,6 +145,7 @@ class MessageWidget(QFrame):
                            f"border-radius: 8px; }}")
         self.body.document().setDefaultStyleSheet(stylesheet(c))
         self._render()
+        self._update_header()  # its state and TTFT are coloured inline: in the theme's colours again
 
     def set_message(self, message: Message) -> None:
         # A long streamed reply is already on screen: a second full render would stall the GUI for nothing.
@@ -272,7 +273,7 @@ class MessageWidget(QFrame):
         m = self.message
         c = theme.colors()
         ending = ending_of(m)
-        self.state_label.setStyleSheet(f"color: {theme.WARN if ending.warn else c.muted};")
+        self.state_label.setStyleSheet(f"color: {c.warn if ending.warn else c.muted};")
         set_plain_tooltip(self.state_label, ending.tooltip)  # may hold an error from an engine, template or server
         self.state_label.setText(ending.label)
         if m.metrics:

@@ -16,7 +16,7 @@ __all__ = ["DECODE", "GOOD", "PREFILL", "ROOF", "WARN", "Colors", "apply_system_
            "is_dark", "set_choice"]
 
 GOOD = "#188038"
-WARN = "#c5221f"
+WARN = "#c5221f"  # on light backgrounds; widgets that follow the theme take `colors().warn`
 
 
 _choice = "system"  # "system", "light" or "dark": View ▸ Theme
@@ -46,6 +46,8 @@ class Colors:
     code_bg: str
     banner_bg: str
     banner_fg: str
+    warn: str  # text that warns (a reply cut short), readable on the messages' backgrounds
+    focus: str  # the border of a field or list that has the keyboard focus (app/ui/toolkit/focus_frame.py)
 
 
 def is_dark() -> bool:
@@ -113,6 +115,8 @@ def colors() -> Colors:
     text = pal.color(QPalette.ColorRole.WindowText).name()
     if dark:
         return Colors(True, pal.color(QPalette.ColorRole.Window).name(), pal.color(QPalette.ColorRole.Base).name(),
-                      text, "#9aa0a6", "#3c4043", "#1e3a5f", "#2a2b2e", "#202124", "#5c1a1a", "#f6aea9")
+                      text, "#9aa0a6", "#3c4043", "#1e3a5f", "#2a2b2e", "#202124", "#5c1a1a", "#f6aea9",
+                      "#f28b82", "#8ab4f8")
     return Colors(False, pal.color(QPalette.ColorRole.Window).name(), pal.color(QPalette.ColorRole.Base).name(),
-                  text, "#5f6368", "#dadce0", "#e8f0fe", "#f8f9fa", "#f1f3f4", "#fce8e6", "#a50e0e")
+                  text, "#5f6368", "#dadce0", "#e8f0fe", "#f8f9fa", "#f1f3f4", "#fce8e6", "#a50e0e",
+                  WARN, "#1a73e8")

@@ -55,6 +55,7 @@ from app.ui.model_bar.preset import ModelPresetControl
 from app.ui.serve.switch import ServeSwitch
 from app.ui.toolkit import theme
 from app.ui.toolkit.background import BackgroundJob
+from app.ui.toolkit.focus_frame import show_focus
 from app.ui.toolkit.lazy_page import LazyPage
 from app.ui.toolkit.safe_text import make_plain
 from app.ui.toolkit.whole_parts_label import WholePartsLabel
@@ -315,11 +316,10 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.context_meter = ContextMeter(self, self.context_label)  # the chat + draft against the context
 
     def _follow_system_theme(self) -> None:
-        """Apply the system's light or dark scheme now and whenever it changes."""
+        """Apply the system's light or dark scheme (or the theme chosen in View ▸ Theme) now and whenever it
+        changes: the widgets built before the chosen theme was read (the menus read it) take its colours too."""
         QGuiApplication.styleHints().colorSchemeChanged.connect(lambda _s: self.restyle())
-        app = QGuiApplication.instance()
-        if isinstance(app, QGuiApplication):
-            theme.apply_system_scheme(app)
+        self.restyle()
 
     def _start(self, notes: list[str]) -> None:
         """Restore the window, list the models, reopen the newest chat and say what went wrong, if anything."""
@@ -365,6 +365,11 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
             theme.apply_system_scheme(app)
         self.banner.restyle()
         self.message_view.restyle()
+        self.context_meter.update()  # its warning colour
+        show_focus(self.conversations.view, self.sampling_panel.system_prompt, self.input)
+        dashboard_scroll = self.dock.widget()
+        if isinstance(dashboard_scroll, QScrollArea):  # a Tab stop (arrow keys scroll it) whose focus no style shows
+            show_focus(dashboard_scroll)
         self.dashboard.restyle()
         # the Lab page is built on first visit (a later one starts in the theme of the moment)
         lab_restyle = getattr(self.lab_page.widget, "restyle", None)

@@ -1,0 +1,41 @@
+"""Colours as a reader sees them: the WCAG 2 contrast ratio of two colours, and the colours a widget draws
+(the text colour its style sheet set, the background most of a grabbed area shows)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from PySide6.QtCore import QPoint, QRect
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QWidget
+
+TEXT_CONTRAST = 4.5  # WCAG 2 AA for body text
+NON_TEXT_CONTRAST = 3.0  # WCAG 2 AA for the parts of a control (a focus border) against what they replace
+
+
+def relative_luminance(color: QColor) -> float:
+    def linear(channel: float) -> float:
+        return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * linear(color.redF()) + 0.7152 * linear(color.greenF()) + 0.0722 * linear(color.blueF())
+
+
+def contrast_ratio(a: QColor, b: QColor) -> float:
+    """From 1 (the same colour) to 21 (black on white)."""
+    lighter, darker = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def text_color(widget: QWidget) -> QColor:
+    """The colour `widget` writes its text in (its style sheet's `color`, once polished)."""
+    widget.ensurePolished()
+    return widget.palette().color(widget.foregroundRole())
+
+
+def background_behind(widget: QWidget, ancestor: QWidget) -> QColor:
+    """What `ancestor` paints behind `widget`: the colour most of `widget`'s area shows when `ancestor` is grabbed
+    (a label's text covers a small part of it)."""
+    area = QRect(widget.mapTo(ancestor, QPoint(0, 0)), widget.size())
+    image = ancestor.grab(area).toImage()
+    counts = Counter(image.pixel(x, y) for x in range(image.width()) for y in range(image.height()))
+    return QColor.fromRgb(counts.most_common(1)[0][0])
