@@ -34,6 +34,7 @@ from app.ui.chat.thinking_box import ThinkingBox
 from app.ui.toolkit import theme
 from app.ui.toolkit.fitted_text import FittedTextView
 from app.ui.toolkit.safe_text import make_plain, set_plain_tooltip
+from app.ui.toolkit.scroll_layout import lay_out_now
 
 FULL_RENDER_CHARS = 6000  # re-render a finished reply as a whole below this size (≈ 15 ms on a 2-core VM, 2026-11-29)
 # Streamed text that Markdown cannot give any meaning: letters, digits, spaces and sentence punctuation that
@@ -339,6 +340,7 @@ class MessageView(QScrollArea):
         self.clear()
         for m in messages:
             self.add_message(m)
+        lay_out_now(self)  # at the width it is shown at: not the previous chat's, until the next resize
         self._stick = True
         QTimer.singleShot(0, self, lambda: self.verticalScrollBar().setValue(self.verticalScrollBar().maximum()))
 
