@@ -276,7 +276,10 @@ class MessageWidget(QFrame):
         self.state_label.setStyleSheet(f"color: {theme.WARN if ending.warn else c.muted};")
         set_plain_tooltip(self.state_label, ending.tooltip)  # may hold an error from an engine, template or server
         self.state_label.setText(ending.label)
-        if m.metrics:
+        # While a reply is written (a continued one too) its numbers are not known yet: the ones stored are
+        # its earlier part's, and would read as this part's.
+        finished = m.state != "streaming"
+        if m.metrics and finished:
             pm = PhaseMetrics.from_dict(m.metrics)
             if pm.source.startswith("client-side"):  # a remote server: only what the client saw
                 self.metrics_label.setText(
@@ -292,6 +295,7 @@ class MessageWidget(QFrame):
             set_plain_tooltip(self.metrics_label, "\n".join(pm.summary_lines() + notes))
         else:
             self.metrics_label.setText("")
+            self.metrics_label.setToolTip("")
 
 
 class MessageView(QScrollArea):
