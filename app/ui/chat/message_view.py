@@ -29,7 +29,7 @@ from app.core.metrics.phase import PhaseMetrics
 from app.ui.chat.code_blocks import COPY_SCHEME
 from app.ui.chat.header_wrap import HeaderWrap
 from app.ui.chat.markdown_render import close_open_fence, code_blocks, markdown_to_html, plain_to_html, stylesheet
-from app.ui.chat.reply_ending import ending_of
+from app.ui.chat.reply_ending import context_note, ending_of
 from app.ui.chat.thinking_box import ThinkingBox
 from app.ui.toolkit import theme
 from app.ui.toolkit.fitted_text import FittedTextView
@@ -117,6 +117,10 @@ class MessageWidget(QFrame):
         head.addWidget(self.copy_button)
         lay.addLayout(head)
         self.header_wrap = HeaderWrap(self, lay, head, self.metrics_label)  # metrics under the name when narrow
+        self.context_label = QLabel()  # the chat's turns this reply's prompt left out to fit the context
+        self.context_label.setWordWrap(True)
+        make_plain(self.context_label)
+        lay.addWidget(self.context_label)
         lay.addWidget(thinking := ThinkingBox())
         self.thinking = thinking  # a reasoning model's thinking, collapsed above the answer
         self.body = FittedTextView()
@@ -279,6 +283,10 @@ class MessageWidget(QFrame):
         # While a reply is written (a continued one too) its numbers are not known yet: the ones stored are
         # its earlier part's, and would read as this part's.
         finished = m.state != "streaming"
+        note = context_note(m) if finished else ""
+        self.context_label.setText(note)
+        self.context_label.setStyleSheet(f"color: {theme.WARN};")
+        self.context_label.setVisible(bool(note))
         if m.metrics and finished:
             pm = PhaseMetrics.from_dict(m.metrics)
             if pm.source.startswith("client-side"):  # a remote server: only what the client saw
