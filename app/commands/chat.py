@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.commands import _args as A
 from app.commands._common import add_model_arg, api_key_arg, fail, print_json, resolve_model
+from app.core.chat.left_out import messages_left_out
 from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
 from app.core.files.untrusted import clean_line, clean_text
 from app.core.gguf.kv_types import KV_TYPES
@@ -279,9 +280,9 @@ def _print_summary(args: argparse.Namespace, done: P.Done, metrics: PhaseMetrics
         print(_thinking_line(done.metrics))
     for line in overflow_lines(done.finish_reason, done.metrics):
         print(line)
-    dropped = done.metrics.get("messages_dropped", 0)
-    if dropped:
-        print(f"note    : {dropped} oldest message(s) left out to fit the context")
+    left_out = messages_left_out(done.metrics)
+    if left_out:
+        print(f"note    : {left_out}")
 
 
 def _thinking_line(metrics: dict[str, Any]) -> str:

@@ -77,7 +77,8 @@ class ContextOverflow:
                 "context_prompt_dropped": self.prompt_dropped, "context_shifts": len(self.shifts),
                 "context_dropped": sum(s["dropped"] for s in self.shifts),
                 "context_shift_at": [s["at_token"] for s in self.shifts],
-                "context_reprefilled": self.reprefilled}
+                "context_reprefilled": self.reprefilled,
+                "context_limit": self.limit}  # what the prompt had to fit (app.core.chat.left_out says it)
 
     def tokens(self, llm: Any, prompt: Sequence[int], sampler: Sampler) -> Generator[int, None, None]:
         """Like decoding.plain_tokens, with a context shift instead of an end when the cache is full."""

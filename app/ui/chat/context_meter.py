@@ -5,12 +5,14 @@ fit is seen while it is written, not at Send.
 The chat's tokens are measured, not guessed: the last reply's prompt plus what it generated is what the
 engine held for it (its metrics). The draft has no tokens yet (the tokenizer is in the engine process), so it
 is estimated at this chat's own characters per token (from that same prompt), or 4 without a reply yet:
-hence "≈". Over 90 % the meter warns; over 100 % it says the message will not fit.
+hence "≈". Over 90 % the meter warns; over 100 % it says the message will not fit. While the chat's reply is
+being written, the chat's part follows its tokens as they come (the dashboard's live KV count: the prompt and
+the tokens so far), not the count from before it was sent.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer
@@ -21,6 +23,7 @@ from app.core.metrics.phase import PhaseMetrics
 from app.ui.toolkit import theme
 
 if TYPE_CHECKING:
+    from app.ui.dashboard.live_numbers import LiveKV
     from app.ui.window.main_window import MainWindow
 
 DEFAULT_CHARS_PER_TOKEN = 4.0  # English with a BPE vocabulary, before this chat measured its own
@@ -34,6 +37,7 @@ class ContextUse:
     n_ctx: int
     chars_per_token: float
     measured: bool  # the history comes from a reply's metrics
+    live: bool = False  # ... or from the reply being written, as its tokens come
 
     @property
     def total(self) -> int:
@@ -70,7 +74,8 @@ def meter_text(use: ContextUse) -> tuple[str, str, bool]:
     line = f"context ≈ {use.total:,} of {use.n_ctx:,} tokens · {pct:.0f} %"
     if use.share > 1:
         line += " · will not fit"
-    how = "measured at its last reply" if use.measured else "estimated (no reply yet)"
+    how = ("measured as its reply is written" if use.live else "measured at its last reply" if use.measured
+           else "estimated (no reply yet)")
     tip = (f"This chat: {use.history:,} tokens, {how}. The message being typed: about {use.draft:,} tokens "
            f"(at {use.chars_per_token:.1f} characters per token). The model's context: {use.n_ctx:,} tokens.")
     return line, tip, use.share > WARN_SHARE
@@ -93,7 +98,25 @@ class ContextMeter(QObject):
         window.session.conversation_changed.connect(lambda _c: self.update())
         window.session.message_finished.connect(lambda _m: self.update())
         window.session.message_added.connect(lambda _m: self.update())
+        self._live_cells: int | None = None  # the context the reply being written holds so far
+        self._shown: ContextUse | None = None  # the chat's use as the store has it (without the live count)
+        window.session.reply_started.connect(self._reply_started)
+        window.dashboard.live_kv_changed.connect(self._live_kv)
         self.update()
+
+    def _reply_started(self, _message_id: int) -> None:
+        self._live_cells = None
+
+    def _live_kv(self, kv: LiveKV) -> None:
+        """A reply's tokens came: its chat's part follows them while that chat is shown (no store read)."""
+        self._live_cells = kv.cells_used
+        if self._shown is not None and self._follows_reply():
+            self._show(self._shown)
+
+    def _follows_reply(self) -> bool:
+        session = self.window.session
+        conv = session.conversation
+        return self._live_cells is not None and conv is not None and session.streaming_conversation_id == conv.id
 
     def update(self) -> None:
         w = self.window
@@ -101,11 +124,18 @@ class ContextMeter(QObject):
             return
         loaded, conv = w.engine.loaded_info, w.session.conversation
         if loaded is None or loaded.n_ctx <= 0:
+            self._shown = None
             self.label.hide()
             return
         messages = w.store.messages(conv.id) if conv is not None else []
         system = conv.system_prompt if conv is not None else ""
-        line, tip, warn = meter_text(context_use(messages, system, w.input.toPlainText(), loaded.n_ctx))
+        self._shown = context_use(messages, system, w.input.toPlainText(), loaded.n_ctx)
+        self._show(self._shown)
+
+    def _show(self, use: ContextUse) -> None:
+        if self._follows_reply() and self._live_cells is not None:
+            use = replace(use, history=self._live_cells, measured=True, live=True)
+        line, tip, warn = meter_text(use)
         self.label.setText(line)
         self.label.setToolTip(tip)
         c = theme.colors()

@@ -29,11 +29,12 @@ from app.core.metrics.phase import PhaseMetrics
 from app.ui.chat.code_blocks import COPY_SCHEME
 from app.ui.chat.header_wrap import HeaderWrap
 from app.ui.chat.markdown_render import close_open_fence, code_blocks, markdown_to_html, plain_to_html, stylesheet
-from app.ui.chat.reply_ending import ending_of
+from app.ui.chat.reply_ending import context_note, ending_of
 from app.ui.chat.thinking_box import ThinkingBox
 from app.ui.toolkit import theme
 from app.ui.toolkit.fitted_text import FittedTextView
 from app.ui.toolkit.safe_text import make_plain, set_plain_tooltip
+from app.ui.toolkit.scroll_layout import lay_out_now
 
 FULL_RENDER_CHARS = 6000  # re-render a finished reply as a whole below this size (≈ 15 ms on a 2-core VM, 2026-11-29)
 # Streamed text that Markdown cannot give any meaning: letters, digits, spaces and sentence punctuation that
@@ -116,6 +117,10 @@ class MessageWidget(QFrame):
         head.addWidget(self.copy_button)
         lay.addLayout(head)
         self.header_wrap = HeaderWrap(self, lay, head, self.metrics_label)  # metrics under the name when narrow
+        self.context_label = QLabel()  # the chat's turns this reply's prompt left out to fit the context
+        self.context_label.setWordWrap(True)
+        make_plain(self.context_label)
+        lay.addWidget(self.context_label)
         lay.addWidget(thinking := ThinkingBox())
         self.thinking = thinking  # a reasoning model's thinking, collapsed above the answer
         self.body = FittedTextView()
@@ -276,7 +281,14 @@ class MessageWidget(QFrame):
         self.state_label.setStyleSheet(f"color: {c.warn if ending.warn else c.muted};")
         set_plain_tooltip(self.state_label, ending.tooltip)  # may hold an error from an engine, template or server
         self.state_label.setText(ending.label)
-        if m.metrics:
+        # While a reply is written (a continued one too) its numbers are not known yet: the ones stored are
+        # its earlier part's, and would read as this part's.
+        finished = m.state != "streaming"
+        note = context_note(m) if finished else ""
+        self.context_label.setText(note)
+        self.context_label.setStyleSheet(f"color: {theme.WARN};")
+        self.context_label.setVisible(bool(note))
+        if m.metrics and finished:
             pm = PhaseMetrics.from_dict(m.metrics)
             if pm.source.startswith("client-side"):  # a remote server: only what the client saw
                 self.metrics_label.setText(
@@ -292,6 +304,7 @@ class MessageWidget(QFrame):
             set_plain_tooltip(self.metrics_label, "\n".join(pm.summary_lines() + notes))
         else:
             self.metrics_label.setText("")
+            self.metrics_label.setToolTip("")
 
 
 class MessageView(QScrollArea):
@@ -340,6 +353,7 @@ class MessageView(QScrollArea):
         self.clear()
         for m in messages:
             self.add_message(m)
+        lay_out_now(self)  # at the width it is shown at: not the previous chat's, until the next resize
         self._stick = True
         QTimer.singleShot(0, self, lambda: self.verticalScrollBar().setValue(self.verticalScrollBar().maximum()))
 

@@ -2,13 +2,15 @@
 
 The store keeps the engine's finish reason (`stop`, `length`, `context_full`, `cancelled`) and the window adds
 its own for endings the engine cannot know: the model was reloaded under the reply (`model_reloaded`) or the
-engine process died (`engine_died`). Replies cut short, or stopped at Max tokens, can be continued.
+engine process died (`engine_died`). Replies cut short, or stopped at Max tokens, can be continued. Under the
+header, a reply whose prompt left out the chat's oldest turns to fit the context says so (`context_note`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.core.chat.left_out import messages_left_out
 from app.core.chat.store import Message
 
 MODEL_RELOADED = "model_reloaded"  # stopped by the window to reload the model (settings changed)
@@ -22,6 +24,11 @@ class Ending:
     label: str  # short, in the reply's header
     tooltip: str  # the longer reason
     warn: bool  # drawn in the warning colour (the reply is cut short or failed)
+
+
+def context_note(message: Message) -> str:
+    """What the reply's prompt left out of the chat to fit the context (a line under its header), or ""."""
+    return messages_left_out(message.metrics) if message.metrics else ""
 
 
 def ending_of(message: Message) -> Ending:

@@ -1,6 +1,7 @@
 """The dashboard's line for a full context: when it happened and how many tokens were dropped.
 
-The engine's Done.metrics say what the overflow policy did (app.engine.llama.context_overflow): tokens cut from the
+The engine's Done.metrics say which of the chat's oldest turns the prompt left out to fit the context
+(app.core.chat.left_out) and what the overflow policy did (app.engine.llama.context_overflow): tokens cut from the
 middle of the prompt before prefill, context shifts during the reply (`rolling`: at which reply token, how
 many tokens left the KV cache), or a reply stopped because the context was full (`stop`). PhaseMetrics
 knows nothing of that, so the line is added to the prompt card after the reply's numbers are shown.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.engine import protocol as P
+from app.core.chat.left_out import messages_left_out
 
 
 def _count(metrics: dict[str, Any], key: str) -> int:
@@ -19,8 +20,10 @@ def _count(metrics: dict[str, Any], key: str) -> int:
 
 
 def context_line(metrics: dict[str, Any], finish_reason: str = "") -> str:
-    """"context full at tok 124: rolled ×1, 61 tok dropped", or "" when the context never filled."""
-    parts = []
+    """"context full at tok 124: rolled ×1, 61 tok dropped", "2 earlier messages left out to fit the 2,048-token
+    context", or "" when the context never filled."""
+    left_out = messages_left_out(metrics)
+    parts = [left_out] if left_out else []
     cut = _count(metrics, "context_prompt_dropped")
     if cut:
         parts.append(f"prompt cut: {cut} tok dropped")
@@ -34,14 +37,11 @@ def context_line(metrics: dict[str, Any], finish_reason: str = "") -> str:
     return " · ".join(parts)
 
 
-def attach_context_line(engine: Any, card: Any) -> None:
-    """After each reply, add the context line to `card`'s detail (the prompt card, just set from the reply's
-    PhaseMetrics)."""
-
-    def on_done(done: P.Done) -> None:
-        line = context_line(done.metrics, done.finish_reason)
-        if line:
-            detail = card.detail.text()
-            card.set(card.value.text(), f"{detail} · {line}" if detail else line)
-
-    engine.done.connect(on_done)
+def add_context_line(card: Any, metrics: dict[str, Any], finish_reason: str = "") -> None:
+    """Add the context line of a reply to `card`'s detail (the prompt card, just set from that reply's
+    PhaseMetrics): the window does it for the shown chat's last reply, when it ends and when its chat is
+    opened again, never for a reply of another chat."""
+    line = context_line(metrics, finish_reason)
+    if line:
+        detail = card.detail.text()
+        card.set(card.value.text(), f"{detail} · {line}" if detail else line)

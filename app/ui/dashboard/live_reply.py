@@ -112,13 +112,16 @@ class LiveReply:
     def on_tokens(self, times: list[float]) -> None:
         """Live update while streaming, from the engine's token timestamps: the cards 4×/s and the histogram
         2×/s (half that where llama.cpp takes every core: app.core.chat.pacing)."""
-        first = not self._live_times
+        before = len(self._live_times)
         self._live_times.extend(times)
         if not self._live_shown:  # its chat is not on screen: kept for resume_reply, the status bar follows
             self._show_live_kv()
             return
-        if first:
-            self._refresh_live(first=True)
+        # Token 1 (TTFT) and token 2 (the first decode rate and gap) are shown as they come; after that the
+        # cards are paced. Token 1 comes alone (the engine sends it at once), so pacing the batch with token 2
+        # kept Decode and ITL at "waiting for token 1" for a whole pacing interval.
+        if before < 2:
+            self._refresh_live(first=before == 0)
         elif not self._live_timer.isActive():
             self._live_timer.start(self.engine.pacing.cards_ms)
 
@@ -137,6 +140,9 @@ class LiveReply:
         elif len(gaps) != len(self._itl_gaps) and not self._live_timer.isActive():
             self._live_timer.start()  # come back for the histogram, even if no more tokens arrive
         self._show_live_kv()
+        if len(t) == 1:  # a rate and a gap need two tokens
+            for card in (self.card_decode, self.card_itl):
+                card.set("…", "live from token 2")
         if len(t) >= 2 and t[-1] > t[0]:
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")

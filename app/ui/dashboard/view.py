@@ -7,6 +7,7 @@ in app.ui.dashboard.live_reply.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -25,7 +26,7 @@ from app.core.predict.machine_roofs import MachineRoofs
 from app.engine import protocol as P
 from app.ui.dashboard import roofline_math
 from app.ui.dashboard.cards import Card, CardGrid, show_message
-from app.ui.dashboard.context_line import attach_context_line
+from app.ui.dashboard.context_line import add_context_line
 from app.ui.dashboard.live_reply import LiveReply
 from app.ui.dashboard.memory import MemoryPanel
 from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
@@ -187,7 +188,6 @@ class Dashboard(QWidget, LiveReply):
         engine.loaded.connect(self.set_loaded)
         engine.prefilled.connect(self.on_prefilled)
         attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
-        attach_context_line(engine, self.card_prompt)  # and when the context filled, how many tokens went
         attach_speedup_line(engine, self.card_decode)  # and what drafting gained or lost
         self.server_link = ServerLink(self)  # a remote server's own metrics: the Server view and the cards
 
@@ -247,6 +247,10 @@ class Dashboard(QWidget, LiveReply):
             self._staged.start(PLOTS_AFTER_MS)
         elif self.history:
             self._set_itl(self.history[-1].itl_ms)  # the finished reply's histogram
+
+    def show_context_line(self, metrics: dict[str, Any], finish_reason: str) -> None:
+        """The shown reply's turns left out and what the context overflow did, on the prompt card."""
+        add_context_line(self.card_prompt, metrics, finish_reason)
 
     def start_reply(self) -> None:
         if self._staged.isActive():  # a reply that ended a moment ago: finish its plots first

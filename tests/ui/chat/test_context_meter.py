@@ -60,3 +60,26 @@ def test_the_meter_is_whole_in_an_800_by_600_window(window, qtbot) -> None:
     # not squeezed beside the buttons: the chat column's width, and tall enough for its wrapped lines
     assert label.width() >= window.input.width() * 0.9
     assert label.height() >= label.heightForWidth(label.width()) and "will not fit" in label.text()
+
+
+def test_the_meter_follows_the_reply_as_it_is_written(window, qtbot) -> None:
+    from fake_engine import loaded_event
+
+    window.engine._dispatch(loaded_event())  # loaded with the window open: the dashboard counts the live KV
+    window.new_chat()
+    chat = window.session.conversation.id
+    rid = chat_drive.send(window, "hi")
+    chat_drive.done(window, rid, prompt_tokens=40, tokens=34)
+    assert shown_tokens(window, qtbot) == 74
+    rid = chat_drive.send(window, "more")
+    chat_drive.prefilled(window, rid, prompt_tokens=80)
+    chat_drive.tokens(window, rid, *["a"] * 100)
+    assert shown_tokens(window, qtbot) == 179  # the prompt and 99 decode steps so far, not the 74 before
+    assert "as its reply is written" in window.context_label.toolTip()
+    window.new_chat()  # another chat's meter is its own, the reply going on or not
+    chat_drive.tokens(window, rid, *["b"] * 10)
+    assert shown_tokens(window, qtbot) == 0
+    window.open_conversation(chat)  # back: the tokens written meanwhile count
+    assert shown_tokens(window, qtbot) == 189
+    chat_drive.done(window, rid, prompt_tokens=80, tokens=110)
+    assert shown_tokens(window, qtbot) == 190 and "at its last reply" in window.context_label.toolTip()

@@ -52,3 +52,23 @@ def test_a_reload_empties_the_engines_bar_at_once(win) -> None:  # type: ignore[
     win.engine._dispatch(loaded_event())  # reloaded: the engine's cache is empty, before any new stats
     assert dash.kv_bar.value() == 0 and "headroom 512 tokens" in dash.kv_label.text()
     assert card.value.text() == "73 tok"  # the chat still holds its 73 tokens (prefilled again at the next send)
+
+
+def test_a_reload_mid_reply_leaves_the_chats_own_kv(win) -> None:  # type: ignore[no-untyped-def]
+    # In the engine's order: the reply's cancelled Done, then the new model's Loaded. The card then says what the
+    # chat holds (prompt 20 + 9 decode steps), the engine's bar and the status bar the emptied cache.
+    from pathlib import Path
+
+    from chat_drive import prefilled
+    from fake_engine import loaded_event
+
+    card, dash = win.dashboard.card_kv, win.dashboard
+    win.new_chat()
+    rid = send(win, "hello")
+    prefilled(win, rid, prompt_tokens=20)
+    tokens(win, rid, *["a"] * 10)
+    win.load_model(Path("/models/fake-Q4_K_M.gguf"))
+    done(win, rid, "cancelled", tokens=10, prompt_tokens=20)
+    win.engine._dispatch(loaded_event())
+    assert card.value.text() == "29 tok" and card.detail.text() == "483 tokens free · this chat"
+    assert dash.kv_bar.value() == 0 and "KV" not in win.status_line.part("memory")
