@@ -44,6 +44,7 @@ from app.ui.models_page.discover_picks import RecommendedPicks
 from app.ui.models_page.page_base import PageBase, show_status
 from app.ui.models_page.table_cells import BadgeDelegate
 from app.ui.models_page.tables import SearchModel, VariantModel, make_table
+from app.ui.toolkit.wrapped_label import WrappedLabel
 
 
 class DiscoverTab(PageBase):
@@ -69,8 +70,7 @@ class DiscoverTab(PageBase):
         top.addWidget(QLabel("Sort"))
         top.addWidget(self.sort_box)
         top.addWidget(self.search_btn)
-        self.search_status = QLabel("")
-        self.search_status.setWordWrap(True)
+        self.search_status = WrappedLabel()  # a long hub error wraps to its whole text
         self.search_status.setTextFormat(Qt.TextFormat.PlainText)  # hub errors are not ours
         self.search_status.hide()  # shown while it has something to say
         self.search_view = make_table(self.search_model)

@@ -6,7 +6,8 @@ last width it was asked about, and it is asked about other widths (its size hint
 without its scroll bar), so a line re-worded to three lines kept the height of two and lost its end (Settings'
 context line). This label answers no height-for-width question: it fixes its height to its text's at its width
 whenever the text or the width changes, and the layout only follows that fixed height. Its width never depends
-on its height, so this settles at once.
+on its height, so this settles at once. (In a scroll area, a height-for-width child also made the whole page
+ask for its preferred height: the Models page doubled in height once its status line had text.)
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ class WrappedLabel(QLabel):
     def __init__(self, text: str = "", parent: QWidget | None = None):
         super().__init__(parent)
         self.setWordWrap(True)
-        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
-        policy.setHeightForWidth(False)  # (setWordWrap turned it on) the fixed height below is the answer
-        self.setSizePolicy(policy)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.setText(text)
+
+    def hasHeightForWidth(self) -> bool:
+        """No: the fixed height is the answer (QLabel would say yes again with every new text)."""
+        return False
 
     def setText(self, text: str) -> None:  # type: ignore[override]  # noqa: N802 - Qt's name
         super().setText(text)
@@ -37,8 +40,3 @@ class WrappedLabel(QLabel):
         super().resizeEvent(event)
         if event.size().width() != event.oldSize().width():
             self._fit()
-
-    def fits(self) -> bool:
-        """Whether all of the text shows at the label's present size (what the tests check)."""
-        return not self.text() or self.height() >= self.heightForWidth(self.width())
-

@@ -1,6 +1,7 @@
-"""Discover's search says what it is doing where the user who searched looks: under the search field, inside
-the part of the Models page a 800×600 window shows (the page's own status line is below the fold there).
-The window on the fake engine, the loopback hub."""
+"""The Models page's status lines are where the user looks, inside the part of the page a 800×600 window shows:
+Discover's search says what it is doing under the search field, and the page's own line (an import, a finished
+download) stays in view at the bottom; both went below the fold. The window on the fake engine, the loopback
+hub."""
 
 from __future__ import annotations
 
@@ -89,3 +90,17 @@ def test_a_search_error_is_in_view_at_800x600(models_window: Any, qtbot: Any,
     _settle()
     error = _saying(page, "offline mode is on")
     assert _in_view(error, scroll) and "c5221f" in error.styleSheet()  # in red
+
+
+def test_the_page_status_line_stays_in_view_at_800x600(models_window: Any, qtbot: Any, tmp_path: Path) -> None:
+    from synth_gguf import write_synthetic_gguf
+
+    models_window.resize(800, 600)
+    page = open_models_page(models_window, qtbot, listed=False)
+    scroll = page.parentWidget().parentWidget()
+    assert isinstance(scroll, QScrollArea)
+    page.import_file(str(write_synthetic_gguf(tmp_path / "outside.gguf", n_layers=1)))  # Import… ▸ Copy
+    qtbot.waitUntil(lambda: _said(page, "imported outside.gguf"), timeout=15000)
+    _settle()
+    assert _in_view(_saying(page, "imported outside.gguf"), scroll)  # the page did not grow past the window
+    assert scroll.verticalScrollBar().maximum() == 0
