@@ -7,6 +7,7 @@ model has no preset (there is nothing to remove).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.config.defaults import CONTEXT_OVERFLOW_POLICIES
+from app.core.config.defaults import CONTEXT_OVERFLOW_LABELS, CONTEXT_OVERFLOW_POLICIES
 from app.core.config.settings import MAX_THREADS, ModelPreset, PresetSampling, SamplingDefaults, Settings
 from app.core.gguf.kv_types import KV_TYPES
 from app.core.models.presets import describe, preset_for, preset_key
@@ -41,11 +42,13 @@ def _spin(lo: int, hi: int, value: int | None, unset: int) -> QSpinBox:
     return box
 
 
-def _combo(choices: tuple[object, ...], value: object) -> QComboBox:
+def _combo(choices: tuple[object, ...], value: object, labels: Mapping[Any, str] | None = None,
+           unset: str = FROM_SETTINGS) -> QComboBox:
+    """A choice with "from settings" first (not set); `labels` names the choices where their values are terse."""
     box = QComboBox()
-    box.addItem(FROM_SETTINGS, None)
+    box.addItem(unset, None)
     for choice in choices:
-        box.addItem(str(choice), choice)
+        box.addItem((labels or {}).get(choice, str(choice)), choice)
     box.setCurrentIndex(max(box.findData(value), 0) if value is not None else 0)
     return box
 
@@ -75,7 +78,8 @@ class PresetDialog(QDialog):
         self.threads = _spin(0, MAX_THREADS, preset.threads, 0)
         self.kv_type = _combo(KV_TYPES, preset.kv_cache_type)
         self.flash = _combo((True, False), preset.flash_attn)
-        self.overflow = _combo(CONTEXT_OVERFLOW_POLICIES, preset.context_overflow)
+        self.overflow = _combo(CONTEXT_OVERFLOW_POLICIES, preset.context_overflow, CONTEXT_OVERFLOW_LABELS,
+                               f"{FROM_SETTINGS}: {CONTEXT_OVERFLOW_LABELS[settings.context_overflow]}")
         self.system_prompt = QPlainTextEdit(preset.system_prompt or "")
         self.system_prompt.setPlaceholderText("none (empty: not set)")
         self.system_prompt.setFixedHeight(self.fontMetrics().lineSpacing() * 3 + 12)

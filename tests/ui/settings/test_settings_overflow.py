@@ -95,3 +95,14 @@ def test_a_saved_policy_applies_from_the_start(qtbot: Any, tmp_path: Path) -> No
     finally:
         window.close()
         store.close()
+
+
+def test_the_preset_dialog_names_the_policies_and_the_settings_one(win: Any, tmp_path: Path) -> None:
+    from app.ui.model_bar.preset_dialog import PresetDialog
+
+    win.settings.context_overflow = "rolling"
+    dialog = PresetDialog(win.settings, tmp_path / "m-Q4_K_M.gguf", win.sampling_panel.values(), win)
+    texts = [dialog.overflow.itemText(i) for i in range(dialog.overflow.count())]
+    assert texts == [f"from settings: {CONTEXT_OVERFLOW_LABELS['rolling']}",
+                     *(CONTEXT_OVERFLOW_LABELS[p] for p in CONTEXT_OVERFLOW_POLICIES)]
+    assert dialog.overflow.currentData() is None  # not set: the settings' policy applies
