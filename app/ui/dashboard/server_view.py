@@ -183,10 +183,11 @@ class ServerLink:
         self.reply: PhaseMetrics | None = None  # the last reply's own numbers, from Ollama's native API
         self.polled: ServerMeasures | None = None  # the last poll as the server answered it
 
-    def set_loaded(self, loaded: Any) -> None:
+    def set_loaded(self, loaded: Any | None) -> None:
+        """A model was loaded, or ejected (None): a server is polled only while its model is the one in use."""
         self.reply = self.polled = None
         self.dash.remote_server.clear()
-        if loaded.chat_template_source != "server" or not self.watch.follow(self.dash.engine.client):
+        if loaded is None or loaded.chat_template_source != "server" or not self.watch.follow(self.dash.engine.client):
             self.watch.stop()
 
     def on_measures(self, m: ServerMeasures) -> None:

@@ -186,16 +186,22 @@ class Dashboard(QWidget, LiveReply):
         """The engine's events to the dashboard (a reply's extra lines come from the window: show_reply_lines)."""
         engine.stats.connect(self.on_stats)
         engine.loaded.connect(self.set_loaded)
+        engine.state_changed.connect(self._engine_state)  # an Eject, a dead engine: no model's numbers stay
         engine.prefilled.connect(self.on_prefilled)
         self.server_link = ServerLink(self)  # a remote server's own metrics: the Server view and the cards
 
     # ------------------------------------------------------------------ inputs
-    def set_loaded(self, loaded: P.Loaded) -> None:
+    def set_loaded(self, loaded: P.Loaded | None) -> None:
+        """The model in use, or None once it is gone (the KV card and Memory box then say no model is loaded)."""
         self.loaded = loaded
         self.server_link.set_loaded(loaded)
         self._last_stats = None  # the cache they counted is gone with the load (which empties it)
         self._update_kv(None)
         self._update_roofline()
+
+    def _engine_state(self, _state: str) -> None:
+        if self.engine.loaded_info is None and self.loaded is not None:  # ejected, or the engine stopped
+            self.set_loaded(None)
 
     def set_machine_roofs(self, roofs: MachineRoofs | None) -> None:
         self.machine_roofs = roofs
