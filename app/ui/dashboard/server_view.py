@@ -35,7 +35,6 @@ from app.ui.engine_link.server_watch_qt import ServerWatchQt
 from app.ui.toolkit import theme
 
 HISTORY_POINTS = 300  # polls kept for the plots (ten minutes at one every 2 s)
-WAITING = "#c5221f"
 
 
 class RemoteServerPanel(QGroupBox):
@@ -65,7 +64,8 @@ class RemoteServerPanel(QGroupBox):
         self.plot_requests = make_plot("Requests (server)", "requests", "s ago")
         self.plot_requests.addLegend(offset=(8, 4), labelTextSize="8pt")
         self.curve_running = self.plot_requests.plot([], [], pen=pg.mkPen(theme.DECODE, width=2), name="running")
-        self.curve_waiting = self.plot_requests.plot([], [], pen=pg.mkPen(WAITING, width=2), name="waiting")
+        self.curve_waiting = self.plot_requests.plot([], [], pen=pg.mkPen(theme.colors().warn, width=2),
+                                                     name="waiting")
         self.plot_kv = make_plot("KV-cache use (server)", "%", "s ago")
         self.plot_kv.setYRange(0, 100, padding=0)
         self.curve_kv = self.plot_kv.plot([], [], pen=pg.mkPen(theme.PREFILL, width=2))
@@ -141,6 +141,7 @@ class RemoteServerPanel(QGroupBox):
         self.status.setStyleSheet(f"color: {c.muted};")
         for plot in (self.plot_requests, self.plot_kv):
             restyle_plot(plot, c.base, c.muted, c.text)
+        self.curve_waiting.setPen(pg.mkPen(c.warn, width=2))  # queued requests, red in either theme
 
 
 def _tail(d: Distribution | None) -> str:

@@ -29,7 +29,7 @@ from app.ui.dashboard.cards import Card, CardGrid, show_message
 from app.ui.dashboard.context_line import context_line
 from app.ui.dashboard.live_reply import LiveReply
 from app.ui.dashboard.memory import MemoryPanel
-from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
+from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_empty_label, restyle_plot
 from app.ui.dashboard.reasoning_line import reasoning_line
 from app.ui.dashboard.roofline import RooflinePanel
 from app.ui.dashboard.server_view import RemoteServerPanel, ServerLink
@@ -130,7 +130,7 @@ class Dashboard(QWidget, LiveReply):
         self.plot_itl.addItem(self.itl_bars)
         self.itl_lines: list[pg.InfiniteLine] = []
         for style, where in ((Qt.PenStyle.SolidLine, 0.9), (Qt.PenStyle.DashLine, 0.7)):
-            line = pg.InfiniteLine(pos=0, angle=90, pen=pg.mkPen("#888888", width=1, style=style), label="",
+            line = pg.InfiniteLine(pos=0, angle=90, pen=pg.mkPen(theme.colors().text, width=1, style=style), label="",
                                    labelOpts={"position": where, "anchors": [(1, 0.5), (1, 0.5)]})
             line.setVisible(False)
             self.plot_itl.addItem(line)
@@ -361,6 +361,9 @@ class Dashboard(QWidget, LiveReply):
             restyle_plot(plot, c.base, c.muted, c.text)
         for label in (self.roof_explain, self.swa_label):
             label.setStyleSheet(f"color: {c.muted};")
+        for label in [*self.empty_labels.values(), self.roof_empty]:
+            restyle_empty_label(label)
+        self.slow_line.restyle()
         for line in self.itl_lines:
             line.setPen(pg.mkPen(c.text, width=1, style=line.pen.style()))
             line.label.setColor(c.text)

@@ -46,8 +46,9 @@ class Colors:
     code_bg: str
     banner_bg: str
     banner_fg: str
-    warn: str  # text that warns (a reply cut short), readable on the messages' backgrounds
+    warn: str  # text that warns (a reply cut short, a wrong entry), readable on the window's backgrounds
     focus: str  # the border of a field or list that has the keyboard focus (app/ui/toolkit/focus_frame.py)
+    caution: str  # amber text that is a hint, not an error (why a reply was slow)
 
 
 def is_dark() -> bool:
@@ -116,7 +117,7 @@ def colors() -> Colors:
     if dark:
         return Colors(True, pal.color(QPalette.ColorRole.Window).name(), pal.color(QPalette.ColorRole.Base).name(),
                       text, "#9aa0a6", "#3c4043", "#1e3a5f", "#2a2b2e", "#202124", "#5c1a1a", "#f6aea9",
-                      "#f28b82", "#8ab4f8")
+                      "#f28b82", "#8ab4f8", "#fdd663")
     return Colors(False, pal.color(QPalette.ColorRole.Window).name(), pal.color(QPalette.ColorRole.Base).name(),
                   text, "#5f6368", "#dadce0", "#e8f0fe", "#f8f9fa", "#f1f3f4", "#fce8e6", "#a50e0e",
-                  WARN, "#1a73e8")
+                  WARN, "#1a73e8", "#975100")
