@@ -9,6 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout
 
+from app.ui.dashboard.plot_texts import PlotTexts
 from app.ui.toolkit import theme
 
 PLOT_HEIGHT = 150
@@ -45,6 +46,7 @@ def make_plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
         # Axes are drawn once into a pixmap and reused until their range changes: replaying their tick text
         # (shaped by HarfBuzz on every paint) was the largest part of a live-plot update.
         w.getPlotItem().getAxis(name).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+    w.texts = PlotTexts(w, title, bottom)  # a narrow dock: whole parts of the titles, never a cut word
     return w
 
 

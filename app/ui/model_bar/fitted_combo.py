@@ -1,14 +1,16 @@
 """The toolbar's model selector box: its closed face shows the chosen item's text in the fullest form that
 fits — "name — 241.4 MiB · Q4_K_M · CPU only", then without the verdict, the quant, the size — and only
 elides the bare name when even that is too long, so it never shows a number cut in half ("— 2"). The popup
-lists whole lines, as before (app/ui/model_bar/tips.py)."""
+lists whole lines, as before (app/ui/model_bar/tips.py); hovering the box shows the whole line when its face
+leaves a part out, above the item's own tooltip (its path and the recommendation)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QPaintEvent
-from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox, QStylePainter
+from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtGui import QHelpEvent, QPaintEvent
+from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox, QStylePainter, QToolTip
 
+from app.ui.toolkit.safe_text import tooltip_html
 from app.ui.toolkit.whole_parts_label import dropping_parts
 
 SUMMARY_SEP = " — "
@@ -45,6 +47,25 @@ class FittedCombo(QComboBox):
         opt = QStyleOptionComboBox()
         self.initStyleOption(opt)
         return self._fit(opt)
+
+    def face_tooltip(self) -> str:
+        """The chosen item's whole line when the face leaves a part of it out, then the item's own tooltip."""
+        whole = self.currentText()
+        tips = [tooltip_html(whole)] if self.shown_text() != whole else []
+        item_tip = self.itemData(self.currentIndex(), Qt.ItemDataRole.ToolTipRole)
+        if isinstance(item_tip, str) and item_tip:
+            tips.append(item_tip)  # (already made safe: app/ui/model_bar/selector.py, tips.py)
+        return "".join(tips)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent) and not self.toolTip():
+            tip = self.face_tooltip()
+            if tip:
+                QToolTip.showText(event.globalPos(), tip, self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(event)
 
     def _fit(self, opt: QStyleOptionComboBox) -> str:
         field = self.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, opt,

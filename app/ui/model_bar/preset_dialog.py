@@ -1,7 +1,8 @@
 """The "Preset for this model" dialog: the settings one model file loads and chats with (app.core.models.presets).
 
 Every field starts at "from settings" (not set: the settings' value applies); the sampling is the sampling
-panel's current values, saved with the preset when asked. "Remove preset" deletes it.
+panel's current values, saved with the preset when asked. "Remove preset" deletes it; it is disabled while the
+model has no preset (there is nothing to remove).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class PresetDialog(QDialog):
         self.setWindowTitle(f"Preset for {model.name}")
         self.model = model
         self.sampling = sampling
-        preset = preset_for(settings, model) or ModelPreset()
+        saved = preset_for(settings, model)
+        preset = saved or ModelPreset()
         self.removed = False
         lay = QVBoxLayout(self)
         note = QLabel(f"Applied whenever this file ({preset_key(model)}) is chosen, here and in "
@@ -101,8 +103,11 @@ class PresetDialog(QDialog):
         self.current.setWordWrap(True)
         lay.addWidget(self.current)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
-        remove = buttons.addButton("Remove preset", QDialogButtonBox.ButtonRole.DestructiveRole)
-        remove.clicked.connect(self._remove)
+        self.remove_button = buttons.addButton("Remove preset", QDialogButtonBox.ButtonRole.DestructiveRole)
+        self.remove_button.clicked.connect(self._remove)
+        self.remove_button.setEnabled(saved is not None)
+        self.remove_button.setToolTip("Delete this file's preset" if saved is not None else
+                                      "This file has no preset yet: Save creates one")
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)

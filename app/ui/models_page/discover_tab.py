@@ -5,6 +5,10 @@ all read from remote headers before any download — with the recommended one hi
 
 Opening a repository takes two steps: the file list (sizes) shows at once; verdicts and speeds follow once
 the headers are read. A result for a repository the user has since left is dropped (`_variants_token`).
+
+What a search or a repository is doing ("searching…", "no GGUF repositories match", a hub error) is said right
+under the search field (`search_status`): the page's own status line is at its bottom, below the fold of a
+small window, where a user who searched did not see it.
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ from app.core.hub import listing as hub
 from app.core.hub.files import destination
 from app.core.metrics.phase import fmt_bytes
 from app.ui.models_page.discover_picks import RecommendedPicks
-from app.ui.models_page.page_base import PageBase
+from app.ui.models_page.page_base import PageBase, show_status
 from app.ui.models_page.table_cells import BadgeDelegate
 from app.ui.models_page.tables import SearchModel, VariantModel, make_table
+from app.ui.toolkit.wrapped_label import WrappedLabel
 
 
 class DiscoverTab(PageBase):
@@ -65,6 +70,9 @@ class DiscoverTab(PageBase):
         top.addWidget(QLabel("Sort"))
         top.addWidget(self.sort_box)
         top.addWidget(self.search_btn)
+        self.search_status = WrappedLabel()  # a long hub error wraps to its whole text
+        self.search_status.setTextFormat(Qt.TextFormat.PlainText)  # hub errors are not ours
+        self.search_status.hide()  # shown while it has something to say
         self.search_view = make_table(self.search_model)
         self.search_view.horizontalHeader().setStretchLastSection(False)
         self.search_view.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -104,6 +112,7 @@ class DiscoverTab(PageBase):
         sl = QVBoxLayout(search)
         sl.setContentsMargins(0, 0, 0, 0)
         sl.addLayout(top)
+        sl.addWidget(self.search_status)
         sl.addWidget(split, 1)
         # The curated instruct models first: what a new user needs, and all of it works offline.
         self.picks = RecommendedPicks()
@@ -124,15 +133,21 @@ class DiscoverTab(PageBase):
         return job
 
     # -------------------------------------------------------------- discover actions
+    def set_search_status(self, text: str, error: bool = False) -> None:
+        """Say what the search or the open repository is doing, under the search field ("" hides the line)."""
+        show_status(self.search_status, text, error)
+        self.search_status.setVisible(bool(text))
+
     def search(self) -> None:
         text = self.search_edit.text().strip()
         sort = self.sort_box.currentText()
-        self.set_status("searching…")
-        self.run_task(lambda: hub.search(text, sort=sort), self._show_search)  # type: ignore[arg-type]
+        self.set_search_status("searching…")
+        self.run_task(lambda: hub.search(text, sort=sort), self._show_search,  # type: ignore[arg-type]
+                      lambda message: self.set_search_status(message, error=True))
 
     def _show_search(self, repos: list[hub.RepoSummary]) -> None:
         self.search_model.set_rows(repos)
-        self.set_status(f"{len(repos)} repositories" if repos else "no GGUF repositories match")
+        self.set_search_status(f"{len(repos)} repositories" if repos else "no GGUF repositories match")
 
     def open_repo_at(self, index: QModelIndex) -> None:
         repo = self.search_model.row(index)
@@ -197,7 +212,7 @@ class DiscoverTab(PageBase):
         try:
             task = downloads.plan(variant, rv.repo_id, rv.revision, paths.models_dir())
         except downloads.DownloadError as exc:
-            self.set_status(str(exc), error=True)
+            self.set_search_status(str(exc), error=True)
             return None
         job = self.manager.add(task)
         self.downloads_model.add(job)
@@ -215,7 +230,7 @@ class DiscoverTab(PageBase):
         def failed(message: str) -> None:
             if token is self._variants_token:
                 self.variant_title.setText(message)
-                self.set_status(message, error=True)
+                self.set_search_status(message, error=True)
 
         self.run_task(fn, done, failed)
 
@@ -241,7 +256,7 @@ class DiscoverTab(PageBase):
             f"<b>{rv.repo_id}</b> — {len(rows)} quantizations"
             + (f"<br>★ Recommended: <b>{best.quant}</b>. {html.escape(sentence)}" if best else
                "<br>None of these fits this machine."))
-        self.set_status("")
+        self.set_search_status("")
         if best is not None:
             self.variant_view.selectRow(rows.index(best))
 

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QMessageBox, QPu
 from app.core.metrics.phase import fmt_bytes
 from app.core.models import library
 from app.ui.models_page import library_columns
+from app.ui.models_page.column_fit import ColumnFit
 from app.ui.models_page.depth_panel import DepthPanel, UsageOf, compute_view
 from app.ui.models_page.page_base import PageBase
 from app.ui.models_page.quantize_dialog import QuantizeDialog
@@ -29,6 +30,10 @@ class LibraryTab(PageBase):
     def _build_library(self) -> QWidget:
         w = QWidget()
         self.library_view = make_table(self.library_model)
+        # as wide as the page, never wider: the name takes the spare room; the location, then the name, give
+        # up theirs (elided; the row's tooltip has the whole path)
+        location = self.library_model.HEADERS.index("Location / problem")
+        self.library_columns = ColumnFit(self.library_view, stretch=0, shrink_first=[location, 0])
         self.library_view.doubleClicked.connect(lambda _i: self.use_selected())
         self.library_view.selectionModel().selectionChanged.connect(lambda *_: self._update_library_buttons())
         self.library_view.selectionModel().selectionChanged.connect(lambda *_: self.show_details())

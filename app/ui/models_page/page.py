@@ -8,13 +8,14 @@ quantizing in its own child process.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from app.core.hub import downloads
 from app.ui.models_page.discover_tab import DiscoverTab
 from app.ui.models_page.downloads_panel import DownloadBridge, DownloadsPanel
 from app.ui.models_page.library_tab import LibraryTab
 from app.ui.models_page.tables import DownloadsModel, LibraryModel, SearchModel, VariantModel
+from app.ui.toolkit.wrapped_label import WrappedLabel
 
 
 class ModelsPage(LibraryTab, DiscoverTab, DownloadsPanel):
@@ -47,8 +48,9 @@ class ModelsPage(LibraryTab, DiscoverTab, DownloadsPanel):
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
         split.setSizes([560, 180])
-        self.status = QLabel("")
-        self.status.setWordWrap(True)
+        # (a WrappedLabel: a word-wrapped QLabel here made the page, inside its scroll area, ask for its tables'
+        # full heights once the line had text, twice the height of an 800x600 window, the line below the fold)
+        self.status = WrappedLabel()
         lay = QVBoxLayout(self)
         lay.addWidget(split)
         lay.addWidget(self.status)

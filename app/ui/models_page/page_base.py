@@ -62,5 +62,10 @@ class PageBase(QWidget):
         return self._busy > 0
 
     def set_status(self, text: str, error: bool = False) -> None:
-        self.status.setText(text)
-        self.status.setStyleSheet("color: #c5221f" if error else "")
+        show_status(self.status, text, error)
+
+
+def show_status(label: QLabel, text: str, error: bool = False) -> None:
+    """`text` on a status label, in red for an error."""
+    label.setText(text)
+    label.setStyleSheet("color: #c5221f" if error else "")

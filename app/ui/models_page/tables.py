@@ -60,6 +60,10 @@ class LibraryModel(_Table):
         super().__init__(parent)
         self.fits: dict[str, Any] = {}  # path -> app.core.models.fit.LibraryFit
 
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        title = super().headerData(section, orientation, role)
+        return two_lines(title) if isinstance(title, str) else title
+
     def set_last_used(self, path: str, when: datetime) -> None:
         """`path` was used at `when`: its row says so now (the list itself is read again only on Refresh)."""
         target = Path(path).absolute()
@@ -99,6 +103,20 @@ class LibraryModel(_Table):
         if role == Qt.ItemDataRole.UserRole:
             return str(m.path)
         return None
+
+
+def two_lines(title: str, longest: int = 12) -> str:
+    """A column title longer than `longest` characters on two lines ("Max context" over "f16 / q8_0 / q4_0"):
+    the Library's titles were wider than their columns' contents, and together wider than the page. It breaks
+    at the space nearest the middle that keeps an "a / b" together, else just after a "/"."""
+    spaces = [i for i, ch in enumerate(title) if ch == " "]
+    if len(title) <= longest or not spaces:
+        return title
+    apart = [i for i in spaces if "/" not in title[i - 1:i + 2]]
+    after_slash = [i for i in spaces if title[i - 1] == "/"]
+    middle = len(title) // 2
+    cut = min(apart or after_slash or spaces, key=lambda i: abs(i - middle))
+    return f"{title[:cut]}\n{title[cut + 1:]}"
 
 
 def _local_time(when: datetime) -> str:

@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.toolkit.wrapped_label import WrappedLabel
+
 ERROR_STYLE = "color: #c62828;"
 
 
@@ -72,8 +74,7 @@ class SettingsChecks:
     def _label_under(self, form: QFormLayout, field: QWidget) -> QLabel:
         if field in self.labels:  # a second check on the field: its reasons share one label
             return self.labels[field]
-        label = QLabel("")
-        label.setWordWrap(True)
+        label = WrappedLabel()  # as tall as its whole reason (app/ui/toolkit/wrapped_label.py)
         label.setStyleSheet(ERROR_STYLE)
         label.hide()
         row = self._row_of(form, field)

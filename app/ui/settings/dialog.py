@@ -3,7 +3,10 @@ batch sizes, the disk budget of saved chat caches, what happens when the context
 Under the context and GPU-layers fields: what the choice costs in memory for the current model and the largest that fits
 (`settings_memory`). Returns a new Settings; the caller saves it and reloads the model if engine settings
 changed. A field the current model's preset also sets says so under it (the preset wins for that model),
-and a context that does not fit the current model blocks OK as any other problem does."""
+and a context that does not fit the current model blocks OK as any other problem does.
+
+The fields scroll above the buttons (app/ui/toolkit/fields_scroll.py): the lines under the context field change
+with it and wrap to their whole text, and the dialog keeps its size and OK its place."""
 
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ from app.ui.chat.sampling_panel import SamplingPanel
 from app.ui.settings.checks import SettingsChecks
 from app.ui.settings.context_speed import ContextSpeed
 from app.ui.settings.memory import MemoryAdvisor
+from app.ui.toolkit.fields_scroll import FieldsScroll, fit_to_screen
+from app.ui.toolkit.wrapped_label import WrappedLabel
 
 AUTO = -2  # spin-box value that means "auto"/"default"
 NOTE_STYLE = "color: palette(placeholder-text);"
@@ -45,7 +50,9 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Roofline settings")
         self._base = settings
-        lay = QVBoxLayout(self)
+        fields = QWidget()
+        lay = QVBoxLayout(fields)
+        lay.setContentsMargins(0, 0, 0, 0)
         form = QFormLayout()
         row = QHBoxLayout()
         self.models_dir = QLineEdit(settings.models_dir or "")
@@ -67,10 +74,10 @@ class SettingsDialog(QDialog):
         self.n_ctx.setValue(settings.n_ctx)
         self.n_ctx.setToolTip("Tokens the KV cache can hold; memory grows linearly with it")
         form.addRow("Context size", self.n_ctx)
-        self.ctx_cost = QLabel("")  # what this context costs for the current model, and the most that fits
+        # the lines under the context field change with it: each as tall as its whole text (wrapped_label.py)
+        self.ctx_cost = WrappedLabel()  # what this context costs for the current model, and the most that fits
         form.addRow("", self.ctx_cost)
-        self.ctx_speed = QLabel("")  # decode speed as that context fills, and the chats' use of it
-        self.ctx_speed.setWordWrap(True)
+        self.ctx_speed = WrappedLabel()  # decode speed as that context fills, and the chats' use of it
         form.addRow("", self.ctx_speed)
         self.gpu_layers = QSpinBox()
         self.gpu_layers.setRange(AUTO, 1000)
@@ -85,7 +92,7 @@ class SettingsDialog(QDialog):
         self.cpu_moe.setToolTip("Mixture-of-experts models on a small GPU: keep the expert weights of the first N "
                                 "blocks in RAM and put everything else on the GPU (llama.cpp's --n-cpu-moe)")
         form.addRow("MoE experts in RAM (blocks)", self.cpu_moe)
-        self.gpu_cost = QLabel("")
+        self.gpu_cost = WrappedLabel()
         form.addRow("", self.gpu_cost)
         self.kv_type = QComboBox()
         for value, label in KV_TYPE_LABELS.items():
@@ -132,13 +139,15 @@ class SettingsDialog(QDialog):
         self.sampling.set_values(settings.sampling)
         self.sampling.system_box.hide()  # the system prompt belongs to each chat, not to the defaults
         lay.addWidget(self.sampling)
+        outer = QVBoxLayout(self)
+        outer.addWidget(FieldsScroll(fields), 1)
         self.warning = QLabel("")
         self.warning.setWordWrap(True)
-        lay.addWidget(self.warning)
+        outer.addWidget(self.warning)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self._accept)
         buttons.rejected.connect(self.reject)
-        lay.addWidget(buttons)
+        outer.addWidget(buttons)
         self._result: Settings | None = None
         self.advisor = MemoryAdvisor.for_model(model_path)
         self.speed = ContextSpeed(model_path, usage)  # decode speed as the context fills; the chats' use
@@ -150,6 +159,7 @@ class SettingsDialog(QDialog):
             spin.valueChanged.connect(self._show_costs)
         self.kv_type.currentIndexChanged.connect(self._show_costs)
         self._show_costs()
+        fit_to_screen(self)
 
     def _check_as_typed(self, form: QFormLayout, buttons: QDialogButtonBox) -> None:
         """Each field's problem under it as the user types; OK only when there is none (app/ui/settings/checks)."""
@@ -196,9 +206,8 @@ class SettingsDialog(QDialog):
         for field, value in fields:
             if value is None:
                 continue
-            note = QLabel(f"{name}'s preset sets {value}: that is what it loads with (Preset… to change it); "
-                          "this value is for models without one.")
-            note.setWordWrap(True)
+            note = WrappedLabel(f"{name}'s preset sets {value}: that is what it loads with (Preset… to change it); "
+                                "this value is for models without one.")
             note.setStyleSheet(NOTE_STYLE)
             form.insertRow(SettingsChecks._row_of(form, field) + 1, "", note)
             self.preset_notes[field] = note

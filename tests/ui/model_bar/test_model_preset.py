@@ -124,3 +124,24 @@ def test_moe_experts_in_ram_from_the_preset_reach_the_load(qtbot, tmp_path: Path
     preset = preset_for(win.settings, model)
     assert preset is not None and preset.n_cpu_moe == 12
     assert _last(win, P.Load).config.n_cpu_moe == 12  # type: ignore[attr-defined]
+
+
+def test_remove_preset_is_disabled_until_the_model_has_one(qtbot, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.ui.model_bar.preset_dialog import PresetDialog
+
+    model = _model(tmp_path, "d-Q4_K_M.gguf")
+    win = _window(qtbot, tmp_path, S.Settings())
+    win.load_model(model)
+    seen: list[bool] = []
+
+    def save_a_context(dialog: PresetDialog) -> int:
+        seen.append(dialog.remove_button.isEnabled())
+        dialog.n_ctx.setValue(2048)
+        return 1  # Save
+
+    monkeypatch.setattr(PresetDialog, "exec", save_a_context)
+    win.preset_action.trigger()  # the toolbar's Preset…: no preset yet, nothing to remove
+    assert seen == [False] and preset_for(win.settings, model) is not None
+    win.preset_action.trigger()  # once saved, it can be removed
+    assert seen == [False, True]

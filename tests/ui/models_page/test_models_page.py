@@ -207,7 +207,7 @@ def test_offline_search_shows_the_message(page: Any, qtbot: Any, monkeypatch: py
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     page.search_edit.setText("llama")
     page.search_btn.click()
-    qtbot.waitUntil(lambda: "offline" in page.status.text(), timeout=10000)
+    qtbot.waitUntil(lambda: "offline" in page.search_status.text(), timeout=10000)
 
 
 def test_quantize_dialog_runs_and_registers(page: Any, qtbot: Any, tmp_path: Path) -> None:
