@@ -27,9 +27,9 @@ atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
 set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 
 # reliability counts printed at the end; sub-runs; the loopback hub, the hostile OpenAI server and the window
-# fixtures for every test that names them
+# fixtures for every test that names them (contrast: the theme put back after a test switched it)
 pytest_plugins = ["reliability_plugin", "pytester", "hubserver", "hostile_openai", "fake_window", "chat_drive",
-                  "metrics_server", "fake_ollama"]
+                  "metrics_server", "fake_ollama", "contrast"]
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,15 @@
 """Colours as a reader sees them: the WCAG 2 contrast ratio of two colours, and the colours a widget draws
-(the text colour its style sheet set, the background most of a grabbed area shows)."""
+(the text colour its style sheet set, the background most of a grabbed area shows), and the fixture that puts
+the system's theme back after a test switched it."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
+import pytest
 from PySide6.QtCore import QPoint, QRect
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QGuiApplication
 from PySide6.QtWidgets import QWidget
 
 TEXT_CONTRAST = 4.5  # WCAG 2 AA for body text
@@ -39,3 +42,23 @@ def background_behind(widget: QWidget, ancestor: QWidget) -> QColor:
     image = ancestor.grab(area).toImage()
     counts = Counter(image.pixel(x, y) for x in range(image.width()) for y in range(image.height()))
     return QColor.fromRgb(counts.most_common(1)[0][0])
+
+
+@pytest.fixture
+def system_theme_after() -> Iterator[None]:
+    """Leave the application's palette as the next test expects (the system's) after a test that switched
+    View ▸ Theme: the palette is the application's, not the window's."""
+    yield
+    from app.ui.toolkit import theme
+
+    theme.set_choice("system")
+    app = QGuiApplication.instance()
+    assert isinstance(app, QGuiApplication)
+    theme.apply_system_scheme(app)
+
+
+def assert_readable(widget: QWidget, ancestor: QWidget, what: str) -> None:
+    """`widget`'s text against what `ancestor` paints behind it: at least the WCAG AA ratio for text."""
+    color, background = text_color(widget), background_behind(widget, ancestor)
+    ratio = contrast_ratio(color, background)
+    assert ratio >= TEXT_CONTRAST, f"{what}: {color.name()} on {background.name()} is {ratio:.2f}:1"

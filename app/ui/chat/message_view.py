@@ -286,7 +286,7 @@ class MessageWidget(QFrame):
         finished = m.state != "streaming"
         note = context_note(m) if finished else ""
         self.context_label.setText(note)
-        self.context_label.setStyleSheet(f"color: {theme.WARN};")
+        self.context_label.setStyleSheet(f"color: {c.warn};")
         self.context_label.setVisible(bool(note))
         if m.metrics and finished:
             pm = PhaseMetrics.from_dict(m.metrics)

@@ -73,6 +73,13 @@ class Card(QFrame):
         self.detail.setText(detail)
         self.detail.setToolTip(detail)  # the whole line on hover, as it was set
 
+    def add_detail(self, line: str) -> None:
+        """Append `line` (when not empty) to the detail just set from a reply's PhaseMetrics: what those numbers
+        do not know (thinking, drafting, a full context), from the same reply's Done.metrics."""
+        if line:
+            detail = self.detail.text()
+            self.set(self.value.text(), f"{detail} · {line}" if detail else line)
+
 
 class CardGrid(QWidget):
     """The cards in as many columns as fit (3 in a wide dock, 2 or 1 in a narrow one): a card narrower than

@@ -35,13 +35,3 @@ def context_line(metrics: dict[str, Any], finish_reason: str = "") -> str:
     if finish_reason == "context_full":
         parts.append(f"context full at tok {_count(metrics, 'generated_tokens')}: reply stopped")
     return " · ".join(parts)
-
-
-def add_context_line(card: Any, metrics: dict[str, Any], finish_reason: str = "") -> None:
-    """Add the context line of a reply to `card`'s detail (the prompt card, just set from that reply's
-    PhaseMetrics): the window does it for the shown chat's last reply, when it ends and when its chat is
-    opened again, never for a reply of another chat."""
-    line = context_line(metrics, finish_reason)
-    if line:
-        detail = card.detail.text()
-        card.set(card.value.text(), f"{detail} · {line}" if detail else line)

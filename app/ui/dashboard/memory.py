@@ -67,7 +67,7 @@ class MemoryPanel(QGroupBox):
             self.kv_label.setText("No model loaded.")
             self.kv_bar.setValue(0)
             self.swa_label.setText("")
-            card_kv.set("—", "")
+            card_kv.set("—", "no model loaded")
             return
         if loaded.chat_template_source == "server":
             self.kv_label.setText("The KV cache lives on the remote server: not visible from here.")

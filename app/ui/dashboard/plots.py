@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout
 
 from app.ui.dashboard.plot_texts import PlotTexts
+from app.ui.toolkit import theme
 
 PLOT_HEIGHT = 150
 
@@ -54,10 +55,15 @@ def empty_label(plot: pg.PlotWidget, text: str) -> QLabel:
     label = QLabel(text, plot)
     label.setAlignment(Qt.AlignmentFlag.AlignCenter)
     label.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-    label.setStyleSheet("color: #80868b; background: transparent;")
+    restyle_empty_label(label)
     lay = QVBoxLayout(plot)
     lay.addWidget(label)
     return label
+
+
+def restyle_empty_label(label: QLabel) -> None:
+    """An empty plot's hint in the theme's muted colour (again after a theme switch)."""
+    label.setStyleSheet(f"color: {theme.colors().muted}; background: transparent;")
 
 
 def restyle_plot(plot: pg.PlotWidget, base: str, muted: str, text: str) -> None:

@@ -35,7 +35,6 @@ from app.ui.engine_link.server_watch_qt import ServerWatchQt
 from app.ui.toolkit import theme
 
 HISTORY_POINTS = 300  # polls kept for the plots (ten minutes at one every 2 s)
-WAITING = "#c5221f"
 
 
 class RemoteServerPanel(QGroupBox):
@@ -65,7 +64,8 @@ class RemoteServerPanel(QGroupBox):
         self.plot_requests = make_plot("Requests (server)", "requests", "s ago")
         self.plot_requests.addLegend(offset=(8, 4), labelTextSize="8pt")
         self.curve_running = self.plot_requests.plot([], [], pen=pg.mkPen(theme.DECODE, width=2), name="running")
-        self.curve_waiting = self.plot_requests.plot([], [], pen=pg.mkPen(WAITING, width=2), name="waiting")
+        self.curve_waiting = self.plot_requests.plot([], [], pen=pg.mkPen(theme.colors().warn, width=2),
+                                                     name="waiting")
         self.plot_kv = make_plot("KV-cache use (server)", "%", "s ago")
         self.plot_kv.setYRange(0, 100, padding=0)
         self.curve_kv = self.plot_kv.plot([], [], pen=pg.mkPen(theme.PREFILL, width=2))
@@ -141,6 +141,7 @@ class RemoteServerPanel(QGroupBox):
         self.status.setStyleSheet(f"color: {c.muted};")
         for plot in (self.plot_requests, self.plot_kv):
             restyle_plot(plot, c.base, c.muted, c.text)
+        self.curve_waiting.setPen(pg.mkPen(c.warn, width=2))  # queued requests, red in either theme
 
 
 def _tail(d: Distribution | None) -> str:
@@ -183,10 +184,11 @@ class ServerLink:
         self.reply: PhaseMetrics | None = None  # the last reply's own numbers, from Ollama's native API
         self.polled: ServerMeasures | None = None  # the last poll as the server answered it
 
-    def set_loaded(self, loaded: Any) -> None:
+    def set_loaded(self, loaded: Any | None) -> None:
+        """A model was loaded, or ejected (None): a server is polled only while its model is the one in use."""
         self.reply = self.polled = None
         self.dash.remote_server.clear()
-        if loaded.chat_template_source != "server" or not self.watch.follow(self.dash.engine.client):
+        if loaded is None or loaded.chat_template_source != "server" or not self.watch.follow(self.dash.engine.client):
             self.watch.stop()
 
     def on_measures(self, m: ServerMeasures) -> None:

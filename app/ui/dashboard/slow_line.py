@@ -17,6 +17,7 @@ from typing import Any
 from PySide6.QtWidgets import QLabel, QWidget
 
 from app.engine import protocol as P
+from app.ui.toolkit import theme
 from app.ui.toolkit.background import run_in_background
 
 
@@ -31,7 +32,7 @@ class SlowLine(QLabel):
     def __init__(self, engine: Any, parent: QWidget | None = None):
         super().__init__("", parent)
         self.setWordWrap(True)
-        self.setStyleSheet("color: #b06000;")
+        self.restyle()
         self.setToolTip("Measured well under the speed model's prediction for this load: the most likely cause, "
                         "from what the machine did during the reply")
         self.setVisible(False)
@@ -40,6 +41,10 @@ class SlowLine(QLabel):
         self.follows_engine = True  # False: the window calls show_for for the replies of the chat on screen
         engine.loaded.connect(self.on_loaded)
         engine.done.connect(self.on_done)
+
+    def restyle(self) -> None:
+        """In the theme's amber: a hint, not an error, readable in the light and the dark theme."""
+        self.setStyleSheet(f"color: {theme.colors().caution};")
 
     def on_loaded(self, loaded: P.Loaded) -> None:
         self._model, self._for = None, loaded.model_path

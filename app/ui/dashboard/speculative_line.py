@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from app.ui.dashboard.reasoning_line import attach_detail_line
-
 
 def speedup_line(metrics: dict[str, Any]) -> str:
     """"measured ×1.27 vs plain decode", or "" when nothing was drafted or no plain rate was known."""
@@ -21,8 +19,3 @@ def speedup_line(metrics: dict[str, Any]) -> str:
     if not metrics.get("draft_tokens"):
         return ""
     return f"measured ×{value:.2f} vs plain decode"
-
-
-def attach_speedup_line(engine: Any, card: Any) -> None:
-    """After each reply, add the speed-up to `card`'s detail (the decode card, just set from PhaseMetrics)."""
-    attach_detail_line(engine, card, speedup_line)

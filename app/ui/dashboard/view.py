@@ -26,15 +26,15 @@ from app.core.predict.machine_roofs import MachineRoofs
 from app.engine import protocol as P
 from app.ui.dashboard import roofline_math
 from app.ui.dashboard.cards import Card, CardGrid, show_message
-from app.ui.dashboard.context_line import add_context_line
+from app.ui.dashboard.context_line import context_line
 from app.ui.dashboard.live_reply import LiveReply
 from app.ui.dashboard.memory import MemoryPanel
-from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_plot
-from app.ui.dashboard.reasoning_line import attach_reasoning_line
+from app.ui.dashboard.plots import empty_label, make_plot, nice_ceiling, restyle_empty_label, restyle_plot
+from app.ui.dashboard.reasoning_line import reasoning_line
 from app.ui.dashboard.roofline import RooflinePanel
 from app.ui.dashboard.server_view import RemoteServerPanel, ServerLink
 from app.ui.dashboard.slow_line import SlowLine
-from app.ui.dashboard.speculative_line import attach_speedup_line
+from app.ui.dashboard.speculative_line import speedup_line
 from app.ui.dashboard.traffic import ServerTrafficPanel
 from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.toolkit import theme
@@ -130,7 +130,7 @@ class Dashboard(QWidget, LiveReply):
         self.plot_itl.addItem(self.itl_bars)
         self.itl_lines: list[pg.InfiniteLine] = []
         for style, where in ((Qt.PenStyle.SolidLine, 0.9), (Qt.PenStyle.DashLine, 0.7)):
-            line = pg.InfiniteLine(pos=0, angle=90, pen=pg.mkPen("#888888", width=1, style=style), label="",
+            line = pg.InfiniteLine(pos=0, angle=90, pen=pg.mkPen(theme.colors().text, width=1, style=style), label="",
                                    labelOpts={"position": where, "anchors": [(1, 0.5), (1, 0.5)]})
             line.setVisible(False)
             self.plot_itl.addItem(line)
@@ -183,21 +183,25 @@ class Dashboard(QWidget, LiveReply):
         self._poll.start()
 
     def _wire_engine(self, engine: EngineQt) -> None:
-        """The engine's events to the dashboard, and the cards' extra lines."""
+        """The engine's events to the dashboard (a reply's extra lines come from the window: show_reply_lines)."""
         engine.stats.connect(self.on_stats)
         engine.loaded.connect(self.set_loaded)
+        engine.state_changed.connect(self._engine_state)  # an Eject, a dead engine: no model's numbers stay
         engine.prefilled.connect(self.on_prefilled)
-        attach_reasoning_line(engine, self.card_ttft)  # after the reply's numbers: add first answer, thinking
-        attach_speedup_line(engine, self.card_decode)  # and what drafting gained or lost
         self.server_link = ServerLink(self)  # a remote server's own metrics: the Server view and the cards
 
     # ------------------------------------------------------------------ inputs
-    def set_loaded(self, loaded: P.Loaded) -> None:
+    def set_loaded(self, loaded: P.Loaded | None) -> None:
+        """The model in use, or None once it is gone (the KV card and Memory box then say no model is loaded)."""
         self.loaded = loaded
         self.server_link.set_loaded(loaded)
         self._last_stats = None  # the cache they counted is gone with the load (which empties it)
         self._update_kv(None)
         self._update_roofline()
+
+    def _engine_state(self, _state: str) -> None:
+        if self.engine.loaded_info is None and self.loaded is not None:  # ejected, or the engine stopped
+            self.set_loaded(None)
 
     def set_machine_roofs(self, roofs: MachineRoofs | None) -> None:
         self.machine_roofs = roofs
@@ -248,9 +252,15 @@ class Dashboard(QWidget, LiveReply):
         elif self.history:
             self._set_itl(self.history[-1].itl_ms)  # the finished reply's histogram
 
-    def show_context_line(self, metrics: dict[str, Any], finish_reason: str) -> None:
-        """The shown reply's turns left out and what the context overflow did, on the prompt card."""
-        add_context_line(self.card_prompt, metrics, finish_reason)
+    def show_reply_lines(self, metrics: dict[str, Any], finish_reason: str) -> None:
+        """The lines of the reply whose numbers the cards show (its Done.metrics), which PhaseMetrics know
+        nothing of: first answer and thinking on TTFT, what drafting gained on Decode, turns left out and
+        the context overflow on Prompt. The window calls it for the shown chat's last reply, when it ends and
+        when its chat is opened again; hooked on the engine's Done, a reply that ended in a background chat
+        wrote its lines on the chat shown."""
+        self.card_ttft.add_detail(reasoning_line(metrics))
+        self.card_decode.add_detail(speedup_line(metrics))
+        self.card_prompt.add_detail(context_line(metrics, finish_reason))
 
     def start_reply(self) -> None:
         if self._staged.isActive():  # a reply that ended a moment ago: finish its plots first
@@ -351,6 +361,9 @@ class Dashboard(QWidget, LiveReply):
             restyle_plot(plot, c.base, c.muted, c.text)
         for label in (self.roof_explain, self.swa_label):
             label.setStyleSheet(f"color: {c.muted};")
+        for label in [*self.empty_labels.values(), self.roof_empty]:
+            restyle_empty_label(label)
+        self.slow_line.restyle()
         for line in self.itl_lines:
             line.setPen(pg.mkPen(c.text, width=1, style=line.pen.style()))
             line.label.setColor(c.text)

@@ -10,6 +10,7 @@ working keyring it is used for this session only, and the dialog says so.
 
 from __future__ import annotations
 
+from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -23,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.core.config import secrets
 from app.core.remote.roof_entry import RemoteServerRoofs, RoofEntryError, parse_roofs, server_key
+from app.ui.toolkit import theme
 
 
 class RemoteDialog(QDialog):
@@ -61,7 +63,7 @@ class RemoteDialog(QDialog):
         if not available:
             note.setText(note.text() + " " + secrets.unavailable_reason())  # a whole sentence on its own
         self.warning = QLabel("")
-        self.warning.setStyleSheet("color: #c0392b;")
+        self._restyle()
         form = QFormLayout()
         form.addRow("Server URL", self.url)
         form.addRow("Model", self.model)
@@ -79,6 +81,14 @@ class RemoteDialog(QDialog):
         layout.addWidget(note)
         layout.addWidget(self.warning)
         layout.addWidget(buttons)
+
+    def _restyle(self) -> None:
+        self.warning.setStyleSheet(f"color: {theme.colors().warn};")
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:  # the theme changed while the dialog is open
+            self._restyle()
 
     def values(self) -> tuple[str, str | None, str | None]:
         return self.url.text().strip(), self.key.text() or None, self.model.text().strip() or None

@@ -42,8 +42,6 @@ from app.ui.lab.length_fields import parse_lengths
 from app.ui.toolkit import theme
 from app.ui.toolkit.background import BackgroundJob, run_in_background
 
-PREDICTED = "#888888"
-
 
 @dataclass(frozen=True)
 class BatchLabResult:
@@ -296,8 +294,9 @@ class BatchLabPanel(QWidget):
         xs = np.logspace(math.log10(lo), math.log10(hi), 80)
         p.plot(xs, [roof.roof(x) for x in xs], pen=pg.mkPen(theme.ROOF, width=2),
                name=f"roof: {roof.bandwidth / 1e9:.0f} GB/s slope, {roof.peak_flops / 1e9:.0f} GFLOP/s")
-        p.plot([q.intensity for q in pts], [q.predicted_flops for q in pts], pen=pg.mkPen(PREDICTED, width=1,
-               style=Qt.PenStyle.DashLine), symbol="o", symbolBrush=None, symbolPen=pg.mkPen(PREDICTED),
+        predicted = theme.colors().muted  # grey in either theme; restyle draws it again after a switch
+        p.plot([q.intensity for q in pts], [q.predicted_flops for q in pts], pen=pg.mkPen(predicted, width=1,
+               style=Qt.PenStyle.DashLine), symbol="o", symbolBrush=None, symbolPen=pg.mkPen(predicted),
                name="predicted")
         done = [q for q in pts if q.measured_flops]
         p.plot([q.intensity for q in done], [q.measured_flops for q in done], pen=pg.mkPen(theme.DECODE, width=2),

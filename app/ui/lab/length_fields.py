@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFormLayout, QLabel, QLineEdit, QWidget
 
+from app.ui.toolkit import theme
+
 
 def parse_lengths(text: str) -> list[int]:
     """`"64, 128"` → `[64, 128]`; a ValueError whose message names the bad entry otherwise."""
@@ -28,7 +30,6 @@ class LengthFieldsCheck:
         self.fields = fields
         self.message = QLabel("")
         self.message.setWordWrap(True)
-        self.message.setStyleSheet("color: #c62828;")
         self.message.hide()
         form.addRow("", self.message)
         for edit in fields.values():
@@ -46,10 +47,13 @@ class LengthFieldsCheck:
         return None
 
     def check(self) -> None:
+        """Mark the wrong field and say why, in the theme's warning colour (`check` again after a theme switch)."""
         text = self.problem()
+        warn = theme.colors().warn
         for edit in self.fields.values():
             bad = text is not None and _shown(edit) and text.startswith(self._name_of(edit) + ":")
-            edit.setStyleSheet("border: 1px solid #c62828;" if bad else "")
+            edit.setStyleSheet(f"border: 1px solid {warn};" if bad else "")
+        self.message.setStyleSheet(f"color: {warn};")
         self.message.setText(text or "")
         self.message.setVisible(text is not None)
 

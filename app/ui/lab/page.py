@@ -282,6 +282,7 @@ class LabPage(QWidget):
         restyle_plot(self.plot, c.base, c.muted, c.text)
         if self.shown is not None:
             draw_result(self.plot, self.shown, c)
+        self.field_check.check()  # a wrong entry's message and border in the new theme's warning colour
         self.batch_lab.restyle()
 
     def _on_finished(self, result: SweepResult) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from app.ui.dashboard.plots import make_plot
+from app.ui.dashboard.plots import make_plot, restyle_plot
 from app.ui.toolkit import theme
 
 UsageOf = Callable[[str], Any]  # model path → app.core.chat.model_usage.ModelUsage (or None)
@@ -39,13 +39,20 @@ class DepthPanel(QWidget):
         self.plot = make_plot("Decode speed vs context depth", "tok/s", "tokens in the context")
         self.plot.setFixedHeight(170)
         self.predicted = self.plot.plot([], [], pen=pg.mkPen(theme.DECODE, width=2))
-        self.measured = pg.ScatterPlotItem(size=7, brush=pg.mkBrush("#e37400"), pen=None)
+        self.measured = pg.ScatterPlotItem(size=7, pen=None)
         self.plot.addItem(self.measured)
+        self.restyle()
         self.plot.setVisible(False)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.label)
         lay.addWidget(self.plot)
+
+    def restyle(self) -> None:
+        """The plot in the theme's colours; the chats' measured points in its amber, apart from the blue curve."""
+        c = theme.colors()
+        restyle_plot(self.plot, c.base, c.muted, c.text)
+        self.measured.setBrush(pg.mkBrush(c.caution))
 
     def show_view(self, view: Any) -> None:
         self.label.setText(view.text() or "No prediction for this model.")

@@ -96,7 +96,7 @@ class DiscoverTab(PageBase):
         legend = QLabel("Predictions for this machine from each file's header (read remotely; nothing downloaded). "
                         "Quality: mean KL divergence vs F16 on Llama-3-8B — lower is better; a guide, models vary.")
         legend.setWordWrap(True)
-        legend.setStyleSheet("color: #80868b")
+        self.discover_legend = legend  # in the theme's muted colour (ModelsPage.restyle)
         rl.addWidget(legend)
         brow = QHBoxLayout()
         brow.addStretch(1)

@@ -11,9 +11,11 @@ from PySide6.QtGui import QBrush, QColor
 from app.core.gguf.kv_types import KV_TYPES
 from app.core.models import library
 from app.core.models.fit import LIBRARY_CTX, LibraryFit, assess_models, machine_for_library
+from app.ui.toolkit import theme
 
 HEADERS = ["Fits here", f"Max context {' / '.join(KV_TYPES)}", "Prefill / decode tok/s"]
-VERDICT_COLORS = {"full GPU": "#188038", "partial GPU": "#e37400", "CPU only": "#1a73e8", "does not fit": "#c5221f"}
+# the theme's colour role of each verdict (theme.Colors), read at each paint so that it follows a theme switch
+VERDICT_ROLES = {"full GPU": "good", "partial GPU": "caution", "CPU only": "info", "does not fit": "warn"}
 
 
 def list_with_fit() -> tuple[list[library.LocalModel], dict[str, LibraryFit]]:
@@ -37,5 +39,5 @@ def data(fit: LibraryFit | None, col: int, role: int) -> Any:
                   if fit.runs else "")
         return "\n".join(x for x in (fit.sentence, speeds) if x)
     if role == Qt.ItemDataRole.ForegroundRole and fit is not None and col == 0:
-        return QBrush(QColor(VERDICT_COLORS.get(fit.verdict, "#80868b")))
+        return QBrush(QColor(getattr(theme.colors(), VERDICT_ROLES.get(fit.verdict, "muted"))))
     return None

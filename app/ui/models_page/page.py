@@ -14,7 +14,9 @@ from app.core.hub import downloads
 from app.ui.models_page.discover_tab import DiscoverTab
 from app.ui.models_page.downloads_panel import DownloadBridge, DownloadsPanel
 from app.ui.models_page.library_tab import LibraryTab
+from app.ui.models_page.page_base import restyle_status
 from app.ui.models_page.tables import DownloadsModel, LibraryModel, SearchModel, VariantModel
+from app.ui.toolkit import theme
 from app.ui.toolkit.wrapped_label import WrappedLabel
 
 
@@ -56,3 +58,12 @@ class ModelsPage(LibraryTab, DiscoverTab, DownloadsPanel):
         lay.addWidget(self.status)
         self._load_pending()
         self.refresh_library()
+        self.restyle()
+
+    def restyle(self) -> None:
+        """The page's own colours in the theme now: at the start and after View ▸ Theme (the window calls it);
+        the tables' colours are read as they paint."""
+        restyle_status(self.status)
+        restyle_status(self.search_status)
+        self.discover_legend.setStyleSheet(f"color: {theme.colors().muted}")
+        self.depth_panel.restyle()

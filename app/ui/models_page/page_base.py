@@ -17,6 +17,7 @@ from app.core.hub import downloads
 from app.core.hub import listing as hub
 from app.core.models import library
 from app.ui.models_page.tables import DownloadsModel
+from app.ui.toolkit import theme
 from app.ui.toolkit.background import run_in_background
 
 # Failures whose message is already written for the user; anything else is shown with its type.
@@ -66,6 +67,12 @@ class PageBase(QWidget):
 
 
 def show_status(label: QLabel, text: str, error: bool = False) -> None:
-    """`text` on a status label, in red for an error."""
+    """`text` on a status label, in the theme's red for an error."""
     label.setText(text)
-    label.setStyleSheet("color: #c5221f" if error else "")
+    label.setProperty("error", error)
+    restyle_status(label)
+
+
+def restyle_status(label: QLabel) -> None:
+    """A status label in the colours of the theme now (an error's red differs between light and dark)."""
+    label.setStyleSheet(f"color: {theme.colors().warn}" if label.property("error") else "")

@@ -13,10 +13,12 @@ from PySide6.QtWidgets import (
     QStyleOptionViewItem,
 )
 
+from app.ui.toolkit.theme import pill_fill
+
 _Index = QModelIndex | QPersistentModelIndex
 
-BADGE_COLORS = {"full GPU": "#188038", "partial": "#e37400", "CPU": "#1a73e8", "won't fit": "#c5221f",
-                "unknown": "#80868b"}
+# the colour role of each badge; its white text is readable on the fill in either theme (theme.pill_fill)
+BADGE_ROLES = {"full GPU": "good", "partial": "caution", "CPU": "info", "won't fit": "warn", "unknown": "muted"}
 
 
 def fmt_rate(x: float) -> str:
@@ -66,7 +68,7 @@ class BadgeDelegate(QStyledItemDelegate):
         r: QRect = option.rect  # type: ignore[attr-defined]
         pill = QRect(r.left() + 4, r.top() + 3, min(w, r.width() - 8), r.height() - 6)
         painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(QColor(BADGE_COLORS.get(str(verdict), BADGE_COLORS["unknown"])))
+        painter.setBrush(QColor(pill_fill(BADGE_ROLES.get(str(verdict), "muted"))))
         painter.drawRoundedRect(pill, pill.height() / 2, pill.height() / 2)
         painter.setPen(QColor("white"))
         painter.drawText(pill, int(Qt.AlignmentFlag.AlignCenter), text)

@@ -18,6 +18,7 @@ from app.core.metrics.phase import fmt_bytes
 from app.core.models import library
 from app.ui.models_page import library_columns
 from app.ui.models_page.table_cells import fmt_params, fmt_rate
+from app.ui.toolkit import theme
 
 _Index = QModelIndex | QPersistentModelIndex
 _ROOT = QModelIndex()
@@ -99,7 +100,7 @@ class LibraryModel(_Table):
                 lines.append(f"From: {src} ({m.provenance.get('source')})")
             return "\n".join(lines)
         if role == Qt.ItemDataRole.ForegroundRole and m.broken:
-            return QBrush(QColor("#c5221f"))
+            return QBrush(QColor(theme.colors().warn))  # read at each paint: a theme switch repaints it
         if role == Qt.ItemDataRole.UserRole:
             return str(m.path)
         return None

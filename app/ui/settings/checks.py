@@ -24,9 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui.toolkit import theme
 from app.ui.toolkit.wrapped_label import WrappedLabel
-
-ERROR_STYLE = "color: #c62828;"
 
 
 def spin_problem(spin: QSpinBox | QDoubleSpinBox) -> str | None:
@@ -75,11 +74,11 @@ class SettingsChecks:
         if field in self.labels:  # a second check on the field: its reasons share one label
             return self.labels[field]
         label = WrappedLabel()  # as tall as its whole reason (app/ui/toolkit/wrapped_label.py)
-        label.setStyleSheet(ERROR_STYLE)
         label.hide()
         row = self._row_of(form, field)
         form.insertRow(row + 1, "", label)
         self.labels[field] = label
+        self.restyle()
         return label
 
     @staticmethod
@@ -93,6 +92,12 @@ class SettingsChecks:
             if item.widget() is field or (inner is not None and inner.indexOf(field) >= 0):
                 return row
         raise ValueError("the field is not in this form")
+
+    def restyle(self) -> None:
+        """The reasons in the theme's red (again after a theme switch: the dialog calls it)."""
+        style = f"color: {theme.colors().warn};"
+        for label in self.labels.values():
+            label.setStyleSheet(style)
 
     def spin(self, form: QFormLayout, spin: QSpinBox | QDoubleSpinBox) -> None:
         self._label_under(form, spin)

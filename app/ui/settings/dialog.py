@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -160,6 +161,11 @@ class SettingsDialog(QDialog):
         self.kv_type.currentIndexChanged.connect(self._show_costs)
         self._show_costs()
         fit_to_screen(self)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:  # the theme changed while the dialog is open
+            self.checks.restyle()
 
     def _check_as_typed(self, form: QFormLayout, buttons: QDialogButtonBox) -> None:
         """Each field's problem under it as the user types; OK only when there is none (app/ui/settings/checks)."""

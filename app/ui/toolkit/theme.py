@@ -13,10 +13,14 @@ from PySide6.QtWidgets import QApplication
 from app.charts.colors import DECODE, PREFILL, ROOF
 
 __all__ = ["DECODE", "GOOD", "PREFILL", "ROOF", "WARN", "Colors", "apply_system_scheme", "colors", "dark_palette",
-           "is_dark", "set_choice"]
+           "is_dark", "pill_fill", "set_choice"]
 
-GOOD = "#188038"
+GOOD = "#137333"  # on light backgrounds; widgets that follow the theme take `colors().good`
 WARN = "#c5221f"  # on light backgrounds; widgets that follow the theme take `colors().warn`
+# The text roles on each theme's backgrounds, each at least 4.5:1 there, a dark tab page's lighter pane included
+# (the light theme's take white text on them too: `pill_fill`)
+_LIGHT_ROLES = {"muted": "#5f6368", "warn": WARN, "caution": "#975100", "good": GOOD, "info": "#1967d2"}
+_DARK_ROLES = {"muted": "#aeb3b8", "warn": "#f28b82", "caution": "#fdd663", "good": "#81c995", "info": "#8ab4f8"}
 
 
 _choice = "system"  # "system", "light" or "dark": View ▸ Theme
@@ -46,8 +50,11 @@ class Colors:
     code_bg: str
     banner_bg: str
     banner_fg: str
-    warn: str  # text that warns (a reply cut short), readable on the messages' backgrounds
+    warn: str  # text that warns (a reply cut short, a wrong entry), readable on the window's backgrounds
     focus: str  # the border of a field or list that has the keyboard focus (app/ui/toolkit/focus_frame.py)
+    caution: str  # amber text that is a hint, not an error (why a reply was slow, a model that partly fits)
+    good: str  # green text for what works out (a model that fits the GPU)
+    info: str  # blue text that informs (a model that runs on the CPU)
 
 
 def is_dark() -> bool:
@@ -115,8 +122,14 @@ def colors() -> Colors:
     text = pal.color(QPalette.ColorRole.WindowText).name()
     if dark:
         return Colors(True, pal.color(QPalette.ColorRole.Window).name(), pal.color(QPalette.ColorRole.Base).name(),
-                      text, "#9aa0a6", "#3c4043", "#1e3a5f", "#2a2b2e", "#202124", "#5c1a1a", "#f6aea9",
-                      "#f28b82", "#8ab4f8")
+                      text, _DARK_ROLES["muted"], "#3c4043", "#1e3a5f", "#2a2b2e", "#202124", "#5c1a1a", "#f6aea9",
+                      _DARK_ROLES["warn"], "#8ab4f8", _DARK_ROLES["caution"], _DARK_ROLES["good"], _DARK_ROLES["info"])
     return Colors(False, pal.color(QPalette.ColorRole.Window).name(), pal.color(QPalette.ColorRole.Base).name(),
-                  text, "#5f6368", "#dadce0", "#e8f0fe", "#f8f9fa", "#f1f3f4", "#fce8e6", "#a50e0e",
-                  WARN, "#1a73e8")
+                  text, _LIGHT_ROLES["muted"], "#dadce0", "#e8f0fe", "#f8f9fa", "#f1f3f4", "#fce8e6", "#a50e0e",
+                  WARN, "#1a73e8", _LIGHT_ROLES["caution"], GOOD, _LIGHT_ROLES["info"])
+
+
+def pill_fill(role: str) -> str:
+    """The fill of a pill with white text in the colour of `role` (muted, warn, caution, good, info): the light
+    theme's, dark enough for white text (4.5:1 or more) on either theme's background."""
+    return _LIGHT_ROLES[role]

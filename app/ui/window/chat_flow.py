@@ -110,7 +110,7 @@ class ChatFlow(WindowBase):
         self.dashboard.set_history(self._history_of(messages))
         replies = [m for m in messages if m.metrics]
         if replies:
-            self.dashboard.show_context_line(replies[-1].metrics or {}, replies[-1].finish_reason or "")
+            self.dashboard.show_reply_lines(replies[-1].metrics or {}, replies[-1].finish_reason or "")
         if self.session.streaming_conversation_id == conversation_id:
             self.dashboard.resume_reply()  # its reply is still being written: live again from its next token
         self._update_buttons()
@@ -157,7 +157,7 @@ class ChatFlow(WindowBase):
             if message.metrics:
                 self.dashboard.replace_history(earlier, redraw=False)
                 self.dashboard.add_metrics(PhaseMetrics.from_dict(message.metrics))
-                self.dashboard.show_context_line(message.metrics, message.finish_reason or "")
+                self.dashboard.show_reply_lines(message.metrics, message.finish_reason or "")
                 self.dashboard.slow_line.show_for(message.metrics)  # why this reply, on screen, was slow
             else:
                 self.dashboard.set_history(earlier)

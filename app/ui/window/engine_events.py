@@ -49,6 +49,8 @@ class EngineEvents(WindowBase):
         self.progress.setVisible(state == E.LOADING)
         if state == E.LOADING:
             self.progress.setValue(0)
+        if self.engine.loaded_info is None:  # ejected: the KV cells were the model's, gone with it
+            self.status_line.set_part("memory", "")
         self._update_buttons()
 
     def _progress(self, stage: str, fraction: float) -> None:
@@ -132,7 +134,7 @@ class EngineEvents(WindowBase):
 
     def _stats(self, stats: P.Stats) -> None:
         self._rss_text = f"engine RSS {fmt_bytes(stats.rss_bytes)}"
-        kv = f"KV {stats.kv_cells_used}/{stats.kv_cells_allocated} cells"
+        kv = f"KV {stats.kv_cells_used}/{stats.kv_cells_allocated} cells" if stats.loaded else ""
         self.status_line.set_part("memory", join_parts([self._rss_text, kv]))
 
     def _live_kv(self, kv: LiveKV) -> None:

@@ -371,10 +371,11 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         if isinstance(dashboard_scroll, QScrollArea):  # a Tab stop (arrow keys scroll it) whose focus no style shows
             show_focus(dashboard_scroll)
         self.dashboard.restyle()
-        # the Lab page is built on first visit (a later one starts in the theme of the moment)
-        lab_restyle = getattr(self.lab_page.widget, "restyle", None)
-        if callable(lab_restyle):
-            lab_restyle()
+        # the Models and Lab pages are built on first visit (a later one starts in the theme of the moment)
+        for page in (self.models_page, self.lab_page):
+            page_restyle = getattr(page.widget, "restyle", None)
+            if callable(page_restyle):
+                page_restyle()
 
     def _restore_window(self) -> None:
         w = self.settings.window

@@ -5,7 +5,6 @@ in the dark theme's colours too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +18,7 @@ from chat_drive import done, open_window, prefilled, send, tokens
 from contrast import TEXT_CONTRAST, background_behind, contrast_ratio, text_color
 from fake_window import make_window
 
-pytestmark = pytest.mark.gui
-
-
-@pytest.fixture(autouse=True)
-def _system_theme_after() -> Iterator[None]:
-    yield
-    from PySide6.QtGui import QGuiApplication
-
-    from app.ui.toolkit import theme
-
-    theme.set_choice("system")  # the palette is the application's: leave it as the next test expects
-    app = QGuiApplication.instance()
-    assert isinstance(app, QGuiApplication)
-    theme.apply_system_scheme(app)
+pytestmark = [pytest.mark.gui, pytest.mark.usefixtures("system_theme_after")]
 
 
 def color_of_words(doc: QTextDocument, words: str) -> QColor:

@@ -114,7 +114,7 @@ def test_dashboard_ttft_card_gets_the_line(qtbot):
     dash = Dashboard(engine)
     qtbot.addWidget(dash)
     dash.add_metrics(PhaseMetrics.from_dict(METRICS))
-    engine._dispatch(P.Done(request_id="x", text=ANSWER, finish_reason="stop", metrics=METRICS))
+    dash.show_reply_lines(METRICS, "stop")
     assert dash.card_ttft.detail.text().endswith("first answer 2512 ms · 12 thinking tok")
 
 

@@ -79,6 +79,6 @@ def test_the_decode_card_gives_the_measured_draft_speed_up(qtbot, tmp_path: Path
     dash = Dashboard(engine)
     qtbot.addWidget(dash)
     dash.add_metrics(PhaseMetrics.from_dict(DRAFTED))
-    engine._dispatch(P.Done(request_id="x", text="", finish_reason="length", metrics=DRAFTED))
+    dash.show_reply_lines(DRAFTED, "length")
     detail = dash.card_decode.detail.text()
     assert "12 % accepted" in detail and detail.endswith("measured ×0.67 vs plain decode")
