@@ -53,9 +53,7 @@ from app.ui.model_bar.eject_reload import ModelManager
 from app.ui.model_bar.fitted_combo import FittedCombo
 from app.ui.model_bar.preset import ModelPresetControl
 from app.ui.serve.switch import ServeSwitch
-from app.ui.toolkit import theme
 from app.ui.toolkit.background import BackgroundJob
-from app.ui.toolkit.focus_frame import show_focus
 from app.ui.toolkit.lazy_page import LazyPage
 from app.ui.toolkit.safe_text import make_plain
 from app.ui.toolkit.whole_parts_label import WholePartsLabel
@@ -64,6 +62,7 @@ from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
 from app.ui.window.menus import WindowMenus
 from app.ui.window.model_loading import ModelLoading
+from app.ui.window.restyle import restyle_window
 from app.ui.window.room_for_chat import RoomForChat
 from app.ui.window.shutdown import shut_down
 from app.ui.window.startup_guard import OpeningGuard
@@ -360,22 +359,7 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
                 self._reload_for_settings()  # engine settings changed: reload (asks during a reply)
 
     def restyle(self) -> None:
-        app = QGuiApplication.instance()
-        if isinstance(app, QGuiApplication):
-            theme.apply_system_scheme(app)
-        self.banner.restyle()
-        self.message_view.restyle()
-        self.context_meter.update()  # its warning colour
-        show_focus(self.conversations.view, self.sampling_panel.system_prompt, self.input)
-        dashboard_scroll = self.dock.widget()
-        if isinstance(dashboard_scroll, QScrollArea):  # a Tab stop (arrow keys scroll it) whose focus no style shows
-            show_focus(dashboard_scroll)
-        self.dashboard.restyle()
-        # the Models and Lab pages are built on first visit (a later one starts in the theme of the moment)
-        for page in (self.models_page, self.lab_page):
-            page_restyle = getattr(page.widget, "restyle", None)
-            if callable(page_restyle):
-                page_restyle()
+        restyle_window(self)
 
     def _restore_window(self) -> None:
         w = self.settings.window
