@@ -207,9 +207,7 @@ def test_bandwidth_measure_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     first = bandwidth.get_bandwidth("k1", budget_s=1.0)
     wall = time.perf_counter() - t
     assert not first.cached and first.read_gbs > 0 and first.copy_gbs > 0
-    # Its reported duration is its own (not more than the wall time around it) and it honours its budget
-    # to within a ratio (the allocation and the final copy runs come on top of the timed loop).
-    assert 0 < first.seconds <= wall and first.seconds <= 3 * 1.0
+    assert 0 < first.seconds <= wall  # its reported duration is its own, not more than the wall time around it
     assert first.buffer_bytes >= 256 << 20
     second = bandwidth.get_bandwidth("k1")
     assert second.cached and second.read_gbs == first.read_gbs
@@ -217,6 +215,16 @@ def test_bandwidth_measure_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not bandwidth.get_bandwidth("k1", remeasure=True, budget_s=0.5).cached
     (bandwidth._cache_path()).write_text("{not json")
     assert not bandwidth.get_bandwidth("k1", budget_s=0.5).cached  # damaged cache: measured again
+
+
+@pytest.mark.live_probe
+def test_the_budget_ends_the_read_runs_whatever_the_machines_speed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget is kept by counting runs, not by a wall-clock bound a busy machine would break: a spent budget
+    stops after the two runs a best-of needs, an ample one runs up to max_runs."""
+    monkeypatch.setattr(bandwidth, "measure_gemm", lambda *a, **k: 1.0)  # the GEMM probe is not under test here
+    small = 64 << 20
+    assert bandwidth.measure_bandwidth(threads=1, total_bytes=small, budget_s=0.0).runs == 2
+    assert bandwidth.measure_bandwidth(threads=1, total_bytes=small, budget_s=3600.0, max_runs=4).runs == 4
 
 
 @pytest.mark.live_probe
