@@ -78,6 +78,8 @@ def test_cancel_between_tokens_on_the_device(on_gpu: EngineClient) -> None:
     seen = 0
     while True:
         event = on_gpu.next_event(300)
+        if getattr(event, "request_id", None) != "x1":
+            continue  # a reply an earlier test of this shared engine left behind (one that timed out) is not this
         if isinstance(event, P.Token):
             seen += 1
             if seen == 2:
