@@ -64,7 +64,11 @@ def draw_result(plot: pg.PlotWidget, result: SweepResult, colors: ChartColors = 
         if scene is not None:
             scene.removeItem(item.legend)
         item.legend = None
-    plot.setTitle(KIND_TITLES.get(result.kind, result.kind), size="10pt")
+    # the title, axes and legends in the text colour: pyqtgraph's own grey was faint on white
+    plot.setTitle(KIND_TITLES.get(result.kind, result.kind), size="10pt", color=colors.text)
+    for name in ("left", "bottom"):
+        plot.getAxis(name).setPen(pg.mkPen(colors.muted))
+        plot.getAxis(name).setTextPen(pg.mkPen(colors.text))
     bottom = plot.getAxis("bottom")
     bottom.setTicks(None)
     if result.kind == "grid":
@@ -81,7 +85,7 @@ def draw_result(plot: pg.PlotWidget, result: SweepResult, colors: ChartColors = 
         plot.setLabel("bottom", "n_ubatch (tokens per compute batch)")
         plot.setLabel("left", "prefill tok/s")
     elif result.kind == "threads":
-        plot.addLegend(offset=(10, 10))
+        plot.addLegend(offset=(10, 10), labelTextColor=colors.text)
         xs = [p["n_threads"] for p in result.points]
         _line(plot, xs, [p["prefill_tps"] / 10.0 for p in result.points], PREFILL, "prefill ÷ 10")
         _line(plot, xs, [p["decode_tps"] for p in result.points], DECODE, "decode")
@@ -89,9 +93,9 @@ def draw_result(plot: pg.PlotWidget, result: SweepResult, colors: ChartColors = 
         plot.setLabel("bottom", "threads")
         plot.setLabel("left", "tok/s")
     elif result.kind == "kv":
-        _draw_kv(plot, result)
+        _draw_kv(plot, result, colors)
     elif result.kind == "offload":
-        plot.addLegend(offset=(10, 10))
+        plot.addLegend(offset=(10, 10), labelTextColor=colors.text)
         xs = [p["n_gpu_layers"] for p in result.points]
         _line(plot, xs, [p["prefill_tps"] / 10.0 for p in result.points], PREFILL, "prefill ÷ 10")
         _line(plot, xs, [p["decode_tps"] for p in result.points], DECODE, "decode")
@@ -119,7 +123,7 @@ def _draw_grid(plot: pg.PlotWidget, result: SweepResult, colors: ChartColors) ->
     scale, unit = (1000.0, "s") if max(c["total_ms"] for c in cells) > 3000 else (1.0, "ms")
     k = len(gens)
     width = 0.8 / k
-    legend = plot.addLegend(offset=(10, 5))
+    legend = plot.addLegend(offset=(10, 5), labelTextColor=colors.text)
     for j, g in enumerate(gens):
         row = {c["n_prompt"]: c for c in cells if c["n_gen"] == g}
         xs = [i - 0.4 + width * (j + 0.5) for i, p in enumerate(prompts) if p in row]
@@ -172,12 +176,12 @@ def _index_position(prompts: list[int], p: float) -> float:
     return len(prompts) - 1 + (p - b) / (b - a)
 
 
-def _draw_kv(plot: pg.PlotWidget, result: SweepResult) -> None:
+def _draw_kv(plot: pg.PlotWidget, result: SweepResult, colors: ChartColors) -> None:
     pts = result.points
     if not pts:
         return
     base = pts[0]
-    legend = plot.addLegend(offset=(10, 10))
+    legend = plot.addLegend(offset=(10, 10), labelTextColor=colors.text)
     xs = list(range(len(pts)))
     pre = [100.0 * p["prefill_tps"] / base["prefill_tps"] for p in pts]
     dec = [100.0 * p["decode_tps"] / base["decode_tps"] for p in pts]

@@ -1,10 +1,12 @@
 """Context sized from use: when a model's chats never came near the chosen context, say how far they went and
-what a smaller context would free ("your chats with this model reached 3.1k tokens; 8k would free 1.1 GiB").
+what a smaller context would free ("your chats with this model reached 3.1k tokens; 8k would free 1.1 GiB");
+when they went past it, that it would cut them ("your chats with this model reached 388 tokens: 256 would cut
+them"). And a context above what the model was trained for is said to be so (`beyond_trained`).
 
 Only the user's own chat store counts (`app.core.chat.model_usage`); the memory figures are the memory
 model's (`estimate_memory`), for the same load with only the context changed. Nothing is said after too few
 replies to know the use, when the suggested context is not smaller, or when it would free too little to
-matter.
+matter; a chat longer than the chosen context is always worth a warning (one reply is enough to know it).
 """
 
 from __future__ import annotations
@@ -27,12 +29,25 @@ class ContextAdvice:
     reached: int  # the most tokens a chat held
     chosen: int
     suggested: int
-    freed_bytes: int  # RAM + GPU memory the suggested context frees
+    freed_bytes: int  # RAM + GPU memory the suggested context frees (0 when the chosen context cuts chats)
+
+    @property
+    def cuts(self) -> bool:
+        return self.reached > self.chosen
 
     @property
     def line(self) -> str:
-        return (f"your chats with this model reached {fmt_tokens(self.reached)} tokens; "
-                f"{fmt_tokens(self.suggested)} would free {fmt_bytes(self.freed_bytes)}")
+        reached = f"your chats with this model reached {fmt_tokens(self.reached)} tokens"
+        if self.cuts:
+            return f"{reached}: {fmt_tokens(self.chosen)} would cut them"
+        return f"{reached}; {fmt_tokens(self.suggested)} would free {fmt_bytes(self.freed_bytes)}"
+
+
+def beyond_trained(n_ctx: int, n_ctx_train: int) -> str:
+    """"65,536 is above what the model was trained for (32,768): replies past that degrade" ("" when not)."""
+    if not n_ctx_train or n_ctx <= n_ctx_train:
+        return ""
+    return f"{n_ctx:,} is above what the model was trained for ({n_ctx_train:,}): replies past that degrade"
 
 
 def suggested_context(reached: int) -> int:
@@ -46,9 +61,13 @@ def context_advice(info: GGUFInfo, cfg: MemoryConfig, reached: int, replies: int
     """Advice for a load of `info` with `cfg`, from use that reached `reached` tokens in `replies` replies;
     None when there is nothing worth saying."""
     chosen = cfg.n_ctx if cfg.n_ctx > 0 else info.n_ctx_train
-    if replies < MIN_REPLIES or chosen <= 0:
+    if chosen <= 0 or replies <= 0:
         return None
     suggested = suggested_context(reached)
+    if reached > chosen:
+        return ContextAdvice(reached, chosen, suggested, 0)
+    if replies < MIN_REPLIES:
+        return None
     if suggested >= chosen:
         return None
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.core.gguf.facts import GGUFInfo
-from app.core.predict.context_use import context_advice
+from app.core.predict.context_use import beyond_trained, context_advice
 from app.core.predict.depth import DepthPoint, depth_curve, depth_summary, fmt_tokens, fmt_tps
 from app.core.predict.memory import MemoryConfig
 from app.core.predict.speed import Rates
@@ -26,9 +26,10 @@ class ContextView:
     measured_line: str = ""
     advice: str = ""  # "your chats with this model reached …" ("" when nothing to say)
     calibrated: bool = False
+    trained: str = ""  # "… is above what the model was trained for …" ("" when it is not)
 
     def lines(self) -> list[str]:
-        return [x for x in (self.summary, self.measured_line, self.advice) if x]
+        return [x for x in (self.trained, self.summary, self.measured_line, self.advice) if x]
 
     def text(self) -> str:
         return "\n".join(self.lines())
@@ -53,7 +54,7 @@ def context_view(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, measured: list
     label = "" if rates.cpu.calibrated else " (uncalibrated)"
     return ContextView(curve=curve, measured=list(measured or []), summary=depth_summary(info, rates, cfg) + label,
                        measured_line=measured_line(list(measured or [])), advice=advice.line if advice else "",
-                       calibrated=bool(rates.cpu.calibrated))
+                       calibrated=bool(rates.cpu.calibrated), trained=beyond_trained(cfg.n_ctx, info.n_ctx_train))
 
 
 def stored_machine_rates(threads: int | None = None) -> Rates:

@@ -41,7 +41,7 @@ from app.engine import protocol as P
 from app.engine.client import EngineError
 from app.engine.remote.backend import RemoteClient
 from app.engine.sweep_backend import EngineSweepBackend, RemoteSweepBackend
-from app.ui.dashboard.plots import restyle_plot
+from app.ui.dashboard.plots import empty_label, restyle_empty_label, restyle_plot
 from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.lab.batch import BatchLabPanel
 from app.ui.lab.length_fields import LengthFieldsCheck, parse_lengths
@@ -112,6 +112,8 @@ class LabPage(QWidget):
         self.finding.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.finding.setStyleSheet("font-weight: 600;")
         self.plot = make_plot(theme.colors().base)
+        self.empty_hint = empty_label(self.plot, "no data yet: run a sweep")  # not bare 0–1 axes
+        self._style_plot()
 
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
@@ -274,16 +276,25 @@ class LabPage(QWidget):
         """The points measured so far, drawn while the sweep goes on (the finding waits for the end)."""
         if self.running:
             self.shown = result
-            draw_result(self.plot, result, theme.colors())
+            self._draw(result)
 
     def restyle(self) -> None:
         """The theme changed: the charts' background, axes and labels in its colours, redrawn."""
-        c = theme.colors()
-        restyle_plot(self.plot, c.base, c.muted, c.text)
+        self._style_plot()
         if self.shown is not None:
-            draw_result(self.plot, self.shown, c)
+            self._draw(self.shown)
         self.field_check.check()  # a wrong entry's message and border in the new theme's warning colour
         self.batch_lab.restyle()
+
+    def _draw(self, result: SweepResult) -> None:
+        self.empty_hint.hide()
+        draw_result(self.plot, result, theme.colors())
+
+    def _style_plot(self) -> None:
+        """The sweep chart's background, axes and empty-chart hint in the theme's colours."""
+        c = theme.colors()
+        restyle_plot(self.plot, c.base, c.muted, c.text)
+        restyle_empty_label(self.empty_hint)
 
     def _on_finished(self, result: SweepResult) -> None:
         self.result = result
@@ -294,7 +305,7 @@ class LabPage(QWidget):
                             f"{len(result.measurements)} measurements; {result.backend.get('timing', '')}.")
         self.finding.setText(result.finding)
         self.shown = result
-        draw_result(self.plot, result, theme.colors())
+        self._draw(result)
 
     def _on_failed(self, message: str) -> None:
         self.run_button.setEnabled(True)

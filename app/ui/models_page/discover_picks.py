@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
+    QStyle,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -28,8 +29,10 @@ from app.core.models.curated import CURATED, CuratedFit, CuratedModel, assess_cu
 from app.ui.toolkit.background import run_in_background
 
 _Index = QModelIndex | QPersistentModelIndex
-OFFLINE_NOTE = ("Verdicts come from each model's published shape and this machine's measured facts: they work "
-                "offline. Download needs a connection to the hub.")
+# one line, so the list keeps its rows in a small window; the why is the line's tooltip
+OFFLINE_NOTE = "Verdicts work offline; Download needs the hub."
+OFFLINE_WHY = ("Verdicts come from each model's published shape and this machine's measured facts: they work "
+               "offline. Download needs a connection to the hub.")
 
 
 class PicksModel(QAbstractTableModel):
@@ -104,8 +107,8 @@ class RecommendedPicks(QWidget):
         self.model = PicksModel(self)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        title = QLabel("<b>Recommended for this machine</b> — small instruct (chat) models; the bundled one is a "
-                       "tiny demo base model that only continues text.")
+        title = QLabel("<b>Recommended for this machine</b>: small instruct (chat) models")
+        title.setToolTip("The bundled model is a tiny demo base model that only continues text; these are chat models.")
         title.setWordWrap(True)
         lay.addWidget(title)
         self.view = QTableView()
@@ -118,8 +121,10 @@ class RecommendedPicks(QWidget):
         self.view.doubleClicked.connect(lambda _i: self.download_selected())
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._update_button())
         lay.addWidget(self.view, 1)
+        self._keep_rows_in_view(2)
         row = QHBoxLayout()
         self.status = QLabel(OFFLINE_NOTE)
+        self.status.setToolTip(OFFLINE_WHY)
         self.status.setWordWrap(True)
         self.status.setTextFormat(Qt.TextFormat.PlainText)  # hub errors are not ours
         row.addWidget(self.status, 1)
@@ -129,6 +134,14 @@ class RecommendedPicks(QWidget):
         lay.addLayout(row)
         self.assessing = False
         self._update_button()
+
+    def _keep_rows_in_view(self, rows: int) -> None:
+        """At least `rows` whole rows under the header: squeezed by a small window's splitter, the list showed
+        part of one row."""
+        view = self.view
+        scroll_bar = view.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)  # its columns scroll sideways
+        view.setMinimumHeight(view.horizontalHeader().sizeHint().height() + rows * view.verticalHeader()
+                              .defaultSectionSize() + scroll_bar + 2 * view.frameWidth())
 
     def assess(self, machine: Any = None) -> None:
         """Compute the verdicts in the background (cached machine facts only: no measurement, no network)."""
@@ -145,7 +158,10 @@ class RecommendedPicks(QWidget):
         self.model.set_fits(fits)
         best = self.model.best
         if best is not None:
-            self.view.selectRow(next(i for i, m in enumerate(self.model.models) if m.title == best))
+            row = next(i for i, m in enumerate(self.model.models) if m.title == best)
+            self.view.selectRow(row)
+            # the best pick at the top, whole (selecting scrolled it just into view: half a row under the header)
+            self.view.scrollTo(self.model.index(row, 0), QAbstractItemView.ScrollHint.PositionAtTop)
 
     def _assess_failed(self, exc: BaseException) -> None:
         self.assessing = False

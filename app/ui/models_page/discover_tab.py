@@ -93,11 +93,11 @@ class DiscoverTab(PageBase):
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addWidget(self.variant_title)
         rl.addWidget(self.variant_view, 1)
-        legend = QLabel("Predictions for this machine from each file's header (read remotely; nothing downloaded). "
-                        "Quality: mean KL divergence vs F16 on Llama-3-8B — lower is better; a guide, models vary.")
-        legend.setWordWrap(True)
+        # as tall as its whole text (a word-wrapped QLabel was squeezed at 800x600, its first line cut)
+        legend = WrappedLabel("Predictions for this machine from each file's header (read remotely; nothing "
+                              "downloaded). Quality: mean KL divergence vs F16 on Llama-3-8B — lower is better; a "
+                              "guide, models vary.")
         self.discover_legend = legend  # in the theme's muted colour (ModelsPage.restyle)
-        rl.addWidget(legend)
         brow = QHBoxLayout()
         brow.addStretch(1)
         brow.addWidget(self.download_btn)
@@ -114,6 +114,7 @@ class DiscoverTab(PageBase):
         sl.addLayout(top)
         sl.addWidget(self.search_status)
         sl.addWidget(split, 1)
+        sl.addWidget(legend)  # under both lists, at the page's width: fewer lines than beside the search list
         # The curated instruct models first: what a new user needs, and all of it works offline.
         self.picks = RecommendedPicks()
         self.picks.download_ready.connect(self._start_planned_download)
@@ -124,6 +125,7 @@ class DiscoverTab(PageBase):
         outer.setStretchFactor(0, 1)
         outer.setStretchFactor(1, 1)
         lay = QVBoxLayout(w)
+        lay.setContentsMargins(0, 0, 0, 0)  # the tab's frame is margin enough: the height goes to the lists
         lay.addWidget(outer, 1)
         return w
 

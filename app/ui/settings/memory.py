@@ -76,11 +76,19 @@ class MemoryAdvisor:
         except ValueError as exc:
             return str(exc)
         where = f"RAM {fmt_bytes(est.cpu.total)}" + (f", GPU {fmt_bytes(est.gpu.total)}" if est.gpu.total else "")
-        largest = self.largest_context(kv_type, n_gpu_layers)
         verdict = "fits" if fits else "does NOT fit"
-        trained = f" (trained: {self.info.n_ctx_train:,})" if self.info.n_ctx_train else ""
         return (f"KV cache {fmt_bytes(est.kv_bytes)} ({kv_type}) · in all {where}: {verdict} this machine\n"
-                f"Largest that fits with a {kv_type} cache: {largest:,} tokens{trained}")
+                + self._largest_line(kv_type, n_gpu_layers))
+
+    def _largest_line(self, kv_type: str, n_gpu_layers: int | None) -> str:
+        """The largest context that fits; the search stops at the trained context, so a largest equal to it
+        is a cap (more may fit), not this machine's limit."""
+        largest, trained = self.largest_context(kv_type, n_gpu_layers), self.info.n_ctx_train
+        if trained and largest >= trained:
+            return (f"Largest useful with a {kv_type} cache: {largest:,} tokens "
+                    "(capped at the trained context, not at this machine's memory)")
+        return f"Largest that fits with a {kv_type} cache: {largest:,} tokens" + \
+            (f" (trained: {trained:,})" if trained else "")
 
     def gpu_text(self, n_ctx: int, kv_type: str, n_gpu_layers: int | None) -> str:
         """What the GPU layers put on the GPU, and the most that fit."""

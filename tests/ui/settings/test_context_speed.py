@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.core.bench.zoo import zoo_path
 from app.core.chat.model_usage import MeasuredPoint, ModelUsage
@@ -53,3 +54,18 @@ def test_preset_context_field_uses_the_settings_value_until_set(qtbot: Any, mode
     dlg.n_ctx.setValue(32768)
     text = dlg.ctx_speed.text()
     assert "at 32k: " in text and "reached 1.5k tokens; 2k would free " in text
+
+
+def test_a_context_below_what_the_chats_reached_warns_that_it_cuts_them(qtbot: Any, model: Path) -> None:
+    from app.ui.settings.dialog import SettingsDialog
+
+    usage = ModelUsage(replies=2, max_tokens=388)  # two replies: too few to size the context from, enough to cut
+    dlg = SettingsDialog(Settings(n_ctx=4096), model_path=str(model), usage=usage)
+    qtbot.addWidget(dlg)
+    dlg.n_ctx.selectAll()
+    qtbot.keyClicks(dlg.n_ctx, "256")
+    qtbot.keyClick(dlg.n_ctx, Qt.Key.Key_Tab)
+    assert dlg.n_ctx.value() == 256
+    assert "your chats with this model reached 388 tokens: 256 would cut them" in dlg.ctx_speed.text()
+    dlg.n_ctx.setValue(512)
+    assert "reached 388" not in dlg.ctx_speed.text()  # 512 holds them, and two replies are too few to advise
