@@ -64,4 +64,5 @@ def test_the_context_lines_show_their_whole_text_and_ok_stays_put(qtbot: Any, mo
         assert (QRect(ok.mapTo(dlg, QPoint(0, 0)), ok.size()), dlg.size()) == placed, f"OK moved at {typed}"
         seen_speed_lines.add(dlg.ctx_speed.text().count("\n") + 1)
     assert problem.isHidden()  # 512 fits
-    assert seen_speed_lines == {2, 3}  # the line did change length (it says what 2k would free, then not)
+    # the line did change length: what 2k would free, above the trained context, what a small one would cut
+    assert len(seen_speed_lines) > 1
