@@ -268,6 +268,7 @@ class Dashboard(QWidget, LiveReply):
             if self._stage == 0:
                 self._update_series()
         self.end_reply()
+        self.slow_line.show_line("")  # it explained the reply before: a Continue's live Decode contradicted it
         self._reply_started = time.monotonic()
         self._live_shown = True  # a reply starts in the chat on screen
         self._show_waiting()
