@@ -12,10 +12,9 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar
 
-from app.core.metrics.phase import percentile
 from app.engine import protocol as P
 from app.ui.dashboard import live_numbers as dashboard_live
-from app.ui.dashboard.cards import Card, itl_detail
+from app.ui.dashboard.cards import Card, itl_texts
 from app.ui.engine_link.engine_qt import EngineQt
 
 
@@ -146,5 +145,4 @@ class LiveReply:
         if len(t) >= 2 and t[-1] > t[0]:
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
-            self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
-                              itl_detail(percentile(gaps, 95), percentile(gaps, 99)))
+            self.card_itl.set(*itl_texts(gaps))

@@ -100,7 +100,8 @@ class Dashboard(QWidget, LiveReply):
                                  "Prompt processing rate: compute-bound, sets the time to first token")
         self.card_decode = Card("Decode", theme.DECODE,
                                 "Generation rate: one token at a time, memory-bandwidth-bound")
-        self.card_itl = Card("Inter-token latency", None, "Gap between consecutive tokens (wall clock)")
+        self.card_itl = Card("Inter-token latency", None, "Gap between consecutive tokens (wall clock): the median, "
+                             "and the mean, which is the Decode card's time per token")
         self.card_prompt = Card("Prompt tokens", None, "New tokens were evaluated; reused ones came from the KV cache")
         self.card_kv = Card("KV cache", None, "This chat's tokens in the context (its prompt and replies) and the "
                             "room left; the Memory box shows the engine's cache now, whichever chat filled it")
