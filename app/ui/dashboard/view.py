@@ -334,8 +334,8 @@ class Dashboard(QWidget, LiveReply):
             self.plot_itl.setYRange(0, ranges[1], padding=0)
         for q, line in zip((50, 99), self.itl_lines, strict=True):
             v = percentile(gaps_ms, q)
-            line.setPos(min(v, hi))
-            line.label.setFormat(f"p{q} {v:.0f} ms")  # pyqtgraph skips an unchanged text
+            line.setPos(min(v, hi))  # a stall's p99 past the range: at its edge, marked as off the scale
+            line.label.setFormat(f"p{q} {v:.0f} ms" + (" →" if v > hi else ""))  # pyqtgraph skips an unchanged text
 
     def _update_kv(self, stats: P.Stats | None) -> None:
         self.memory.update_kv(self.loaded, stats or self._last_stats, self.history, self.card_kv)
