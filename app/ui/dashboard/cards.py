@@ -66,6 +66,9 @@ class Card(QFrame):
         self.value.setFixedHeight(self.value.fontMetrics().lineSpacing() + 2)
         for w in (self.title, self.value, self.detail):
             lay.addWidget(w)
+        # A card beside a taller one in its row is as tall: its lines stay at the top, in line with that card's,
+        # rather than spread over the height.
+        lay.addStretch(1)
         self.setToolTip(tip)
         self.restyle()
 
@@ -76,17 +79,18 @@ class Card(QFrame):
         self.detail.setStyleSheet(f"color: {c.muted};")
         self.value.setStyleSheet(f"color: {self.color or c.text};")
 
-    def set(self, value: str, detail: str = "") -> None:
+    def set(self, value: str, detail: str = "", tip: str = "") -> None:
+        """The number and its line; the line's tooltip is `tip` where the line is a short form of it."""
         self.value.setText(value)
         self.detail.setText(detail)
-        self.detail.setToolTip(detail)  # the whole line on hover, as it was set
+        self.detail.setToolTip(tip or detail)  # the whole line on hover, as it was set
 
     def add_detail(self, line: str) -> None:
         """Append `line` (when not empty) to the detail just set from a reply's PhaseMetrics: what those numbers
         do not know (thinking, drafting, a full context), from the same reply's Done.metrics."""
         if line:
-            detail = self.detail.text()
-            self.set(self.value.text(), f"{detail} · {line}" if detail else line)
+            detail, tip = self.detail.text(), self.detail.toolTip()
+            self.set(self.value.text(), f"{detail} · {line}" if detail else line, f"{tip} · {line}" if tip else line)
 
 
 class CardGrid(QWidget):
@@ -151,4 +155,4 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
     if m.source.startswith("client-side") and not m.prompt_tokens:
         prompt.set("n/a", "not reported")
     else:
-        prompt.set(f"{m.prompt_tokens}", prompt_detail(new, m.reused_tokens, m.restore_text(), m.kv_restore_note))
+        prompt.set(f"{m.prompt_tokens}", *prompt_detail(new, m.reused_tokens, m.restore_text(), m.kv_restore_note))

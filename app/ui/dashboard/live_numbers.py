@@ -16,6 +16,8 @@ from typing import Any
 from app.core.metrics.phase import PhaseMetrics, fmt_bytes
 from app.engine import protocol as P
 
+NOT_RESTORED = "saved KV not used (why: hover)"  # the Prompt-tokens card's short line; the tooltip has the reason
+
 
 @dataclass
 class LiveKV:
@@ -30,8 +32,8 @@ class LiveKV:
         return max(self.n_ctx - self.cells_used, 0)
 
 
-def prefill_texts(ev: P.Prefilled) -> tuple[tuple[str, str], tuple[str, str]]:
-    """((value, detail) of the Prefill card, (value, detail) of the Prompt-tokens card)."""
+def prefill_texts(ev: P.Prefilled) -> tuple[tuple[str, str], tuple[str, str, str]]:
+    """((value, detail) of the Prefill card, (value, detail, tooltip) of the Prompt-tokens card)."""
     reused = max(ev.prompt_tokens - ev.prefill_tokens, 0)
     if ev.prefill_tokens > 0 and ev.prefill_ms > 0:
         prefill = (f"{ev.prefill_tps:.0f} tok/s", f"{ev.prefill_tokens} tok in {ev.prefill_ms:.0f} ms")
@@ -39,15 +41,22 @@ def prefill_texts(ev: P.Prefilled) -> tuple[tuple[str, str], tuple[str, str]]:
         prefill = ("—", "nothing new to evaluate")
     restored = PhaseMetrics(kv_restored_tokens=ev.restored_tokens, kv_restore_ms=ev.restore_ms,
                             kv_restore_prefill_ms=ev.restore_prefill_ms).restore_text()
-    return prefill, (f"{ev.prompt_tokens}", prompt_detail(ev.prompt_tokens - reused, reused, restored,
-                                                          ev.restore_note))
+    return prefill, (f"{ev.prompt_tokens}", *prompt_detail(ev.prompt_tokens - reused, reused, restored,
+                                                           ev.restore_note))
 
 
-def prompt_detail(new: int, reused: int, restored: str, note: str) -> str:
-    """The Prompt-tokens card's line: new vs reused, and a saved KV cache restored from disk (or why not)."""
+def prompt_detail(new: int, reused: int, restored: str, note: str) -> tuple[str, str]:
+    """The Prompt-tokens card's line and its tooltip: new vs reused, and a saved KV cache restored from disk (or
+    why not). Why not is a sentence ("saved KV of this chat not used: it was made with context size 4096, the
+    model is loaded with 2048; prefilled instead"): more than a narrow card's three lines, it was cut there.
+    The card says that it was not used, its tooltip says why."""
     if restored:
-        return f"{new} new · {restored}"
-    return f"{new} new · {reused} reused" + (f" · {note}" if note else "")  # the card's tooltip has all of it
+        line = f"{new} new · {restored}"
+        return line, line
+    line = f"{new} new · {reused} reused"
+    if not note:
+        return line, line
+    return f"{line} · {NOT_RESTORED}", f"{line} · {note}"
 
 
 def live_kv(ev: P.Prefilled, n_tokens: int, loaded: P.Loaded) -> LiveKV:

@@ -93,9 +93,9 @@ class LiveReply:
             self._show_live_kv()
 
     def _show_prefilled(self, ev: P.Prefilled) -> None:
-        (pv, pd), (tv, td) = dashboard_live.prefill_texts(ev)
+        (pv, pd), prompt = dashboard_live.prefill_texts(ev)
         self.card_prefill.set(pv, pd)
-        self.card_prompt.set(tv, td)
+        self.card_prompt.set(*prompt)
         self._show_live_kv()
 
     def _show_live_kv(self) -> None:
