@@ -8,7 +8,7 @@ import math
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.core.metrics.phase import PhaseMetrics, percentile
+from app.core.metrics.phase import PhaseMetrics, fmt_duration, percentile
 from app.ui.dashboard.card_line import CardLine
 from app.ui.dashboard.live_numbers import prompt_detail
 from app.ui.toolkit import theme
@@ -17,7 +17,7 @@ from app.ui.toolkit import theme
 def fmt(v: float, digits: int = 0, unit: str = "") -> str:
     if v is None or (isinstance(v, float) and (math.isnan(v) or v <= 0)):
         return "—"
-    return f"{v:.{digits}f}{unit}"
+    return f"{v:,.{digits}f}{unit}"
 
 
 def fmt_ms(v: float) -> str:
@@ -137,15 +137,16 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
     # a server's own per-reply numbers name it (source "server: Ollama (…)"): "server: Ollama · 512 tok in …"
     server = m.source.split(" (", 1)[0] + " · " if m.source.startswith("server: ") else ""
     if m.source.startswith("client-side"):  # a remote server: its prefill is hidden inside TTFT
-        ttft.set(fmt(m.ttft_ms, 0, " ms"), "client-side")
+        ttft.set(fmt_duration(m.ttft_ms) if m.ttft_ms > 0 else "—", "client-side")
         prefill.set("n/a", "inside TTFT (remote)")
     else:
-        ttft.set(fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
+        ttft.set(fmt_duration(m.ttft_ms) if m.ttft_ms > 0 else "—", f"total {m.total_ms / 1000:,.1f} s")
         if m.prefill_tokens > 0:
-            prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{server}{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
+            prefill.set(fmt(m.prefill_tps, 0, " tok/s"),
+                        f"{server}{m.prefill_tokens:,} tok in {fmt_duration(m.prefill_ms)}")
         else:  # the same prompt again: its cells and first logits were kept (app.engine.llama.decoding.prefill)
             prefill.set("—", f"{server}nothing new to evaluate")
-    detail = f"{server}{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
+    detail = f"{server}{m.decode_tokens:,} tok in {fmt_duration(m.decode_ms)}"
     if m.draft_tokens:  # speculative decoding: how many drafted tokens the model agreed with, and whose
         who = "draft model" if m.drafter == "draft model" else "lookup"
         detail += f" · {who} {100 * m.draft_acceptance:.0f} % accepted"
@@ -155,4 +156,4 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
     if m.source.startswith("client-side") and not m.prompt_tokens:
         prompt.set("n/a", "not reported")
     else:
-        prompt.set(f"{m.prompt_tokens}", *prompt_detail(new, m.reused_tokens, m.restore_text(), m.kv_restore_note))
+        prompt.set(f"{m.prompt_tokens:,}", *prompt_detail(new, m.reused_tokens, m.restore_text(), m.kv_restore_note))

@@ -12,6 +12,7 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar
 
+from app.core.metrics.phase import fmt_duration
 from app.engine import protocol as P
 from app.ui.dashboard import live_numbers as dashboard_live
 from app.ui.dashboard.cards import Card, itl_texts
@@ -130,7 +131,7 @@ class LiveReply:
         t = self._live_times
         if first and t and self._reply_started is not None:
             # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.
-            self.card_ttft.set(f"{1000 * (t[0] - self._reply_started):.0f} ms", "live; final at the end")
+            self.card_ttft.set(fmt_duration(1000 * (t[0] - self._reply_started)), "live; final at the end")
         gaps = [1000.0 * (b - a) for a, b in itertools.pairwise(t)]
         now = time.monotonic()
         if first or now - self._itl_drawn_at >= self.engine.pacing.histogram_ms / 1000.0:

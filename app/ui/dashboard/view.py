@@ -104,7 +104,9 @@ class Dashboard(QWidget, LiveReply):
                              "and the mean, which is the Decode card's time per token")
         self.card_prompt = Card("Prompt tokens", None, "New tokens were evaluated; reused ones came from the KV cache")
         self.card_kv = Card("KV cache", None, "This chat's tokens in the context (its prompt and replies) and the "
-                            "room left; the Memory box shows the engine's cache now, whichever chat filled it")
+                            "room left; the Memory box shows the engine's cache now, whichever chat filled it. "
+                            "The reply's last token is not in the cache yet (it goes in with the next message): "
+                            "the context line under the input counts it, one more")
         self.cards = [self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt,
                       self.card_kv]
         self.card_grid = CardGrid(self.cards)
