@@ -165,6 +165,12 @@ class PhaseMetrics:
         ]
 
 
+def fmt_duration(ms: float) -> str:
+    """A duration for the dashboard's cards: milliseconds up to 10 s ("912 ms", "9,870 ms"), seconds past that
+    ("12.0 s" rather than "12040 ms"), with thousands separators as the context line's "4,096"."""
+    return f"{ms:,.0f} ms" if ms < 10_000 else f"{ms / 1000:,.1f} s"
+
+
 def fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":

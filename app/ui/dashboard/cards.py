@@ -8,7 +8,7 @@ import math
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.core.metrics.phase import PhaseMetrics
+from app.core.metrics.phase import PhaseMetrics, fmt_duration, percentile
 from app.ui.dashboard.card_line import CardLine
 from app.ui.dashboard.live_numbers import prompt_detail
 from app.ui.toolkit import theme
@@ -17,7 +17,7 @@ from app.ui.toolkit import theme
 def fmt(v: float, digits: int = 0, unit: str = "") -> str:
     if v is None or (isinstance(v, float) and (math.isnan(v) or v <= 0)):
         return "—"
-    return f"{v:.{digits}f}{unit}"
+    return f"{v:,.{digits}f}{unit}"
 
 
 def fmt_ms(v: float) -> str:
@@ -28,8 +28,16 @@ def fmt_ms(v: float) -> str:
     return text if text == "—" else text + " ms"
 
 
-def itl_detail(p95: float, p99: float) -> str:
-    return f"p95 {fmt_ms(p95)} · p99 {fmt_ms(p99)}"
+def itl_texts(gaps_ms: list[float]) -> tuple[str, str]:
+    """The Inter-token latency card's (value, detail) for a reply's gaps between tokens: the value is their
+    median, and the detail says so, with their mean beside it. The mean is the Decode card's time per token
+    (1000 / tok/s): a median alone ("39.0 ms" beside "224 tok in 12040 ms") read as contradicting it."""
+    if not gaps_ms:
+        return "—", ""
+    mean = sum(gaps_ms) / len(gaps_ms)
+    return (fmt(percentile(gaps_ms, 50), 1, " ms"),
+            f"median · mean {fmt_ms(mean)} · p95 {fmt_ms(percentile(gaps_ms, 95))} · "
+            f"p99 {fmt_ms(percentile(gaps_ms, 99))}")
 
 
 class Card(QFrame):
@@ -58,6 +66,9 @@ class Card(QFrame):
         self.value.setFixedHeight(self.value.fontMetrics().lineSpacing() + 2)
         for w in (self.title, self.value, self.detail):
             lay.addWidget(w)
+        # A card beside a taller one in its row is as tall: its lines stay at the top, in line with that card's,
+        # rather than spread over the height.
+        lay.addStretch(1)
         self.setToolTip(tip)
         self.restyle()
 
@@ -68,17 +79,18 @@ class Card(QFrame):
         self.detail.setStyleSheet(f"color: {c.muted};")
         self.value.setStyleSheet(f"color: {self.color or c.text};")
 
-    def set(self, value: str, detail: str = "") -> None:
+    def set(self, value: str, detail: str = "", tip: str = "") -> None:
+        """The number and its line; the line's tooltip is `tip` where the line is a short form of it."""
         self.value.setText(value)
         self.detail.setText(detail)
-        self.detail.setToolTip(detail)  # the whole line on hover, as it was set
+        self.detail.setToolTip(tip or detail)  # the whole line on hover, as it was set
 
     def add_detail(self, line: str) -> None:
         """Append `line` (when not empty) to the detail just set from a reply's PhaseMetrics: what those numbers
         do not know (thinking, drafting, a full context), from the same reply's Done.metrics."""
         if line:
-            detail = self.detail.text()
-            self.set(self.value.text(), f"{detail} · {line}" if detail else line)
+            detail, tip = self.detail.text(), self.detail.toolTip()
+            self.set(self.value.text(), f"{detail} · {line}" if detail else line, f"{tip} · {line}" if tip else line)
 
 
 class CardGrid(QWidget):
@@ -125,22 +137,23 @@ def show_message(ttft: Card, prefill: Card, decode: Card, itl: Card, prompt: Car
     # a server's own per-reply numbers name it (source "server: Ollama (…)"): "server: Ollama · 512 tok in …"
     server = m.source.split(" (", 1)[0] + " · " if m.source.startswith("server: ") else ""
     if m.source.startswith("client-side"):  # a remote server: its prefill is hidden inside TTFT
-        ttft.set(fmt(m.ttft_ms, 0, " ms"), "client-side")
+        ttft.set(fmt_duration(m.ttft_ms) if m.ttft_ms > 0 else "—", "client-side")
         prefill.set("n/a", "inside TTFT (remote)")
     else:
-        ttft.set(fmt(m.ttft_ms, 0, " ms"), f"total {m.total_ms / 1000:.1f} s")
+        ttft.set(fmt_duration(m.ttft_ms) if m.ttft_ms > 0 else "—", f"total {m.total_ms / 1000:,.1f} s")
         if m.prefill_tokens > 0:
-            prefill.set(fmt(m.prefill_tps, 0, " tok/s"), f"{server}{m.prefill_tokens} tok in {m.prefill_ms:.0f} ms")
+            prefill.set(fmt(m.prefill_tps, 0, " tok/s"),
+                        f"{server}{m.prefill_tokens:,} tok in {fmt_duration(m.prefill_ms)}")
         else:  # the same prompt again: its cells and first logits were kept (app.engine.llama.decoding.prefill)
             prefill.set("—", f"{server}nothing new to evaluate")
-    detail = f"{server}{m.decode_tokens} tok in {m.decode_ms:.0f} ms"
+    detail = f"{server}{m.decode_tokens:,} tok in {fmt_duration(m.decode_ms)}"
     if m.draft_tokens:  # speculative decoding: how many drafted tokens the model agreed with, and whose
         who = "draft model" if m.drafter == "draft model" else "lookup"
         detail += f" · {who} {100 * m.draft_acceptance:.0f} % accepted"
     decode.set(fmt(m.decode_tps, 1, " tok/s"), detail)
-    itl.set(fmt(m.itl_p50, 1, " ms"), itl_detail(m.itl_p95, m.itl_p99))
+    itl.set(*itl_texts(m.itl_ms))
     new = m.prompt_tokens - m.reused_tokens
     if m.source.startswith("client-side") and not m.prompt_tokens:
         prompt.set("n/a", "not reported")
     else:
-        prompt.set(f"{m.prompt_tokens}", prompt_detail(new, m.reused_tokens, m.restore_text(), m.kv_restore_note))
+        prompt.set(f"{m.prompt_tokens:,}", *prompt_detail(new, m.reused_tokens, m.restore_text(), m.kv_restore_note))

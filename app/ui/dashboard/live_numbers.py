@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.metrics.phase import PhaseMetrics, fmt_bytes
+from app.core.metrics.phase import PhaseMetrics, fmt_bytes, fmt_duration
 from app.engine import protocol as P
+
+NOT_RESTORED = "saved KV not used (why: hover)"  # the Prompt-tokens card's short line; the tooltip has the reason
 
 
 @dataclass
@@ -30,24 +32,31 @@ class LiveKV:
         return max(self.n_ctx - self.cells_used, 0)
 
 
-def prefill_texts(ev: P.Prefilled) -> tuple[tuple[str, str], tuple[str, str]]:
-    """((value, detail) of the Prefill card, (value, detail) of the Prompt-tokens card)."""
+def prefill_texts(ev: P.Prefilled) -> tuple[tuple[str, str], tuple[str, str, str]]:
+    """((value, detail) of the Prefill card, (value, detail, tooltip) of the Prompt-tokens card)."""
     reused = max(ev.prompt_tokens - ev.prefill_tokens, 0)
     if ev.prefill_tokens > 0 and ev.prefill_ms > 0:
-        prefill = (f"{ev.prefill_tps:.0f} tok/s", f"{ev.prefill_tokens} tok in {ev.prefill_ms:.0f} ms")
+        prefill = (f"{ev.prefill_tps:,.0f} tok/s", f"{ev.prefill_tokens:,} tok in {fmt_duration(ev.prefill_ms)}")
     else:
         prefill = ("—", "nothing new to evaluate")
     restored = PhaseMetrics(kv_restored_tokens=ev.restored_tokens, kv_restore_ms=ev.restore_ms,
                             kv_restore_prefill_ms=ev.restore_prefill_ms).restore_text()
-    return prefill, (f"{ev.prompt_tokens}", prompt_detail(ev.prompt_tokens - reused, reused, restored,
-                                                          ev.restore_note))
+    return prefill, (f"{ev.prompt_tokens:,}", *prompt_detail(ev.prompt_tokens - reused, reused, restored,
+                                                           ev.restore_note))
 
 
-def prompt_detail(new: int, reused: int, restored: str, note: str) -> str:
-    """The Prompt-tokens card's line: new vs reused, and a saved KV cache restored from disk (or why not)."""
+def prompt_detail(new: int, reused: int, restored: str, note: str) -> tuple[str, str]:
+    """The Prompt-tokens card's line and its tooltip: new vs reused, and a saved KV cache restored from disk (or
+    why not). Why not is a sentence ("saved KV of this chat not used: it was made with context size 4096, the
+    model is loaded with 2048; prefilled instead"): more than a narrow card's three lines, it was cut there.
+    The card says that it was not used, its tooltip says why."""
     if restored:
-        return f"{new} new · {restored}"
-    return f"{new} new · {reused} reused" + (f" · {note}" if note else "")  # the card's tooltip has all of it
+        line = f"{new:,} new · {restored}"
+        return line, line
+    line = f"{new:,} new · {reused:,} reused"
+    if not note:
+        return line, line
+    return f"{line} · {NOT_RESTORED}", f"{line} · {note}"
 
 
 def live_kv(ev: P.Prefilled, n_tokens: int, loaded: P.Loaded) -> LiveKV:
@@ -62,8 +71,8 @@ def live_kv(ev: P.Prefilled, n_tokens: int, loaded: P.Loaded) -> LiveKV:
 def kv_texts(kv: LiveKV, type_k: str, type_v: str) -> tuple[str, str, str]:
     """(card value, card detail, memory label) for a live KV cache."""
     label = (f"{fmt_bytes(kv.bytes_used)} used of {fmt_bytes(kv.bytes_allocated)} allocated "
-             f"({type_k}/{type_v}) · headroom {kv.headroom} tokens of {kv.n_ctx} · growing live")
-    return f"{kv.cells_used} tok", f"{kv.headroom} tokens free · live", label
+             f"({type_k}/{type_v}) · headroom {kv.headroom:,} tokens of {kv.n_ctx:,} · growing live")
+    return f"{kv.cells_used:,} tok", f"{kv.headroom:,} tokens free · live", label
 
 
 def show_kv(kv: LiveKV, loaded: P.Loaded, card: Any, bar: Any, label: Any) -> None:

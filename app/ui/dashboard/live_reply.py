@@ -12,10 +12,10 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar
 
-from app.core.metrics.phase import percentile
+from app.core.metrics.phase import fmt_duration
 from app.engine import protocol as P
 from app.ui.dashboard import live_numbers as dashboard_live
-from app.ui.dashboard.cards import Card, itl_detail
+from app.ui.dashboard.cards import Card, itl_texts
 from app.ui.engine_link.engine_qt import EngineQt
 
 
@@ -94,9 +94,9 @@ class LiveReply:
             self._show_live_kv()
 
     def _show_prefilled(self, ev: P.Prefilled) -> None:
-        (pv, pd), (tv, td) = dashboard_live.prefill_texts(ev)
+        (pv, pd), prompt = dashboard_live.prefill_texts(ev)
         self.card_prefill.set(pv, pd)
-        self.card_prompt.set(tv, td)
+        self.card_prompt.set(*prompt)
         self._show_live_kv()
 
     def _show_live_kv(self) -> None:
@@ -131,7 +131,7 @@ class LiveReply:
         t = self._live_times
         if first and t and self._reply_started is not None:
             # Engine timestamps share the GUI's monotonic clock (same machine): a live TTFT as seen here.
-            self.card_ttft.set(f"{1000 * (t[0] - self._reply_started):.0f} ms", "live; final at the end")
+            self.card_ttft.set(fmt_duration(1000 * (t[0] - self._reply_started)), "live; final at the end")
         gaps = [1000.0 * (b - a) for a, b in itertools.pairwise(t)]
         now = time.monotonic()
         if first or now - self._itl_drawn_at >= self.engine.pacing.histogram_ms / 1000.0:
@@ -146,5 +146,4 @@ class LiveReply:
         if len(t) >= 2 and t[-1] > t[0]:
             rate = (len(t) - 1) / (t[-1] - t[0])
             self.card_decode.set(f"{rate:.1f} tok/s", f"live, {len(t)} tokens")
-            self.card_itl.set(f"{percentile(gaps, 50):.1f} ms",
-                              itl_detail(percentile(gaps, 95), percentile(gaps, 99)))
+            self.card_itl.set(*itl_texts(gaps))

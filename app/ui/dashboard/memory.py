@@ -89,7 +89,7 @@ class MemoryPanel(QGroupBox):
             f"The engine's cache now: {fmt_bytes(bytes_used)} used of {fmt_bytes(bytes_alloc)} allocated "
             f"({loaded.type_k}/{loaded.type_v}) · headroom {headroom} tokens of {n_ctx}")
         chat = chat_kv_cells(history)
-        card_kv.set(f"{chat} tok", f"{max(n_ctx - chat, 0)} tokens free · this chat")
+        card_kv.set(f"{chat:,} tok", f"{max(n_ctx - chat, 0):,} tokens free · this chat")
         self.swa_label.setText(dashboard_live.swa_note(loaded))
 
     def poll(self, engine: EngineQt) -> None:

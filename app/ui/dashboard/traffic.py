@@ -21,6 +21,7 @@ from app.ui.dashboard.plots import make_plot, nice_ceiling, restyle_plot
 from app.ui.toolkit import theme
 
 HISTORY_POINTS = 300  # polls kept for the plot (five minutes at one a second)
+SPAN_AT_LEAST_S = 60.0  # the time axis with no traffic (or a minute of it): 60 s ago to now, not "-0.4 … 0.4"
 
 
 def grammar_note(t: Traffic) -> str:
@@ -49,7 +50,17 @@ class ServerTrafficPanel(QGroupBox):
         lay.addWidget(self.plot)
         self._history: collections.deque[tuple[float, float]] = collections.deque(maxlen=HISTORY_POINTS)
         self._y_max = 0.0
+        self._x_span = 0.0
+        self._show_span(0.0)
         self.setVisible(False)
+
+    def _show_span(self, seconds: float) -> None:
+        """The time axis from `seconds` ago (at least a minute, in nice steps) to now; an empty plot's was
+        pyqtgraph's default around zero."""
+        span = max(SPAN_AT_LEAST_S, nice_ceiling(seconds) if seconds > 0 else 0.0)
+        if span != self._x_span:  # a range change redraws the axes: only when the span grows a step
+            self._x_span = span
+            self.plot.setXRange(-span, 0, padding=0)
 
     def set_url(self, url: str) -> None:
         """Show the panel while `url` is served; hide and clear it when `url` is empty."""
@@ -59,6 +70,7 @@ class ServerTrafficPanel(QGroupBox):
             self._history.clear()
             self._y_max = 0.0
             self.curve.setData([], [])
+            self._show_span(0.0)
             for card in self.cards:
                 card.set("—", "")
         self.setVisible(bool(url))
@@ -74,6 +86,7 @@ class ServerTrafficPanel(QGroupBox):
         xs = [p[0] - t.t for p in self._history]
         ys = [p[1] for p in self._history]
         self.curve.setData(xs, ys)
+        self._show_span(-xs[0])
         top = nice_ceiling(max(max(ys), 1.0))
         if top != self._y_max:  # a range change redraws the axes: only when the ceiling moves
             self._y_max = top

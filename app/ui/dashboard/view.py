@@ -100,10 +100,13 @@ class Dashboard(QWidget, LiveReply):
                                  "Prompt processing rate: compute-bound, sets the time to first token")
         self.card_decode = Card("Decode", theme.DECODE,
                                 "Generation rate: one token at a time, memory-bandwidth-bound")
-        self.card_itl = Card("Inter-token latency", None, "Gap between consecutive tokens (wall clock)")
+        self.card_itl = Card("Inter-token latency", None, "Gap between consecutive tokens (wall clock): the median, "
+                             "and the mean, which is the Decode card's time per token")
         self.card_prompt = Card("Prompt tokens", None, "New tokens were evaluated; reused ones came from the KV cache")
         self.card_kv = Card("KV cache", None, "This chat's tokens in the context (its prompt and replies) and the "
-                            "room left; the Memory box shows the engine's cache now, whichever chat filled it")
+                            "room left; the Memory box shows the engine's cache now, whichever chat filled it. "
+                            "The reply's last token is not in the cache yet (it goes in with the next message): "
+                            "the context line under the input counts it, one more")
         self.cards = [self.card_ttft, self.card_prefill, self.card_decode, self.card_itl, self.card_prompt,
                       self.card_kv]
         self.card_grid = CardGrid(self.cards)
@@ -268,6 +271,7 @@ class Dashboard(QWidget, LiveReply):
             if self._stage == 0:
                 self._update_series()
         self.end_reply()
+        self.slow_line.show_line("")  # it explained the reply before: a Continue's live Decode contradicted it
         self._reply_started = time.monotonic()
         self._live_shown = True  # a reply starts in the chat on screen
         self._show_waiting()
@@ -332,8 +336,8 @@ class Dashboard(QWidget, LiveReply):
             self.plot_itl.setYRange(0, ranges[1], padding=0)
         for q, line in zip((50, 99), self.itl_lines, strict=True):
             v = percentile(gaps_ms, q)
-            line.setPos(min(v, hi))
-            line.label.setFormat(f"p{q} {v:.0f} ms")  # pyqtgraph skips an unchanged text
+            line.setPos(min(v, hi))  # a stall's p99 past the range: at its edge, marked as off the scale
+            line.label.setFormat(f"p{q} {v:.0f} ms" + (" →" if v > hi else ""))  # pyqtgraph skips an unchanged text
 
     def _update_kv(self, stats: P.Stats | None) -> None:
         self.memory.update_kv(self.loaded, stats or self._last_stats, self.history, self.card_kv)

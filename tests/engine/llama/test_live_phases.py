@@ -19,8 +19,8 @@ def test_prefilled_round_trips_and_the_live_kv_arithmetic() -> None:
     ev = P.Prefilled("r1", prompt_tokens=120, prefill_tokens=40, prefill_ms=80.0, ttft_ms=95.0, kv_cells_used=120,
                      kv_bytes_used=120 * 18432, kv_bytes_per_cell=18432.0)
     assert P.decode(P.encode(ev)) == ev and ev.prefill_tps == pytest.approx(500.0)
-    (pv, pd), (tv, td) = prefill_texts(ev)
-    assert (pv, pd, tv, td) == ("500 tok/s", "40 tok in 80 ms", "120", "40 new · 80 reused")
+    (pv, pd), (tv, td, tip) = prefill_texts(ev)
+    assert (pv, pd, tv, td, tip) == ("500 tok/s", "40 tok in 80 ms", "120", "40 new · 80 reused", "40 new · 80 reused")
     loaded = gemma_loaded(metadata={})
     assert live_kv(ev, 1, loaded).cells_used == 120  # the first token came out of the prefill
     kv = live_kv(ev, 11, loaded)  # ten decode steps each stored their predecessor

@@ -79,3 +79,42 @@ def test_the_server_traffic_cards_keep_their_titles(window, qtbot) -> None:
     window.resize(800, 600)
     settle(qtbot)
     assert not cut_words(panel.cards)
+
+
+NOT_USED = ("saved KV of this chat not used: it was made with context size 4096, the model is loaded with 2048; "
+            "prefilled instead")
+
+
+def row_misaligned(cards) -> list[str]:
+    """Cards side by side whose titles or numbers are not on one line (a taller card beside them stretched them)."""
+    grid = cards[0].parentWidget()
+    rows: dict[int, list] = {}
+    for card in cards:
+        rows.setdefault(card.geometry().top(), []).append(card)
+    wrong = []
+    for row in rows.values():
+        for part in ("title", "value"):
+            tops = {getattr(card, part).mapTo(grid, getattr(card, part).rect().topLeft()).y() for card in row}
+            if len(tops) > 1:
+                wrong.append(f"{part}s of {[c.title.text() for c in row]} at {sorted(tops)}")
+    return wrong
+
+
+@pytest.mark.parametrize("size", [(1600, 1000), (800, 600)])
+def test_a_saved_kv_not_used_keeps_its_reason_and_the_row_its_line(window, qtbot, size: tuple[int, int]) -> None:
+    window.resize(*size)
+    settle(qtbot)
+    prompt = window.dashboard.card_prompt
+    for during in (True, False):  # at the first token, then at the end
+        if during:
+            rid = chat_drive.send(window, "live")
+            window.engine._dispatch(P.Prefilled(rid, 249, 249, 900.0, 910.0, 249, 0, 0.0, restore_note=NOT_USED))
+        else:
+            window.engine._dispatch(P.Done(chat_drive.request_of(window), "", "stop", PhaseMetrics(
+                prompt_tokens=249, prefill_tokens=249, prefill_ms=900.0, decode_tokens=4, decode_ms=200.0,
+                generated_tokens=5, itl_ms=[50.0] * 4, kv_restore_note=NOT_USED).to_dict()))
+        settle(qtbot)
+        assert prompt.detail.text().startswith("249 new · 0 reused · saved KV not used")
+        assert NOT_USED in prompt.detail.toolTip()  # the whole reason on hover
+        assert not cut_words(window.dashboard.cards)
+        assert not row_misaligned(window.dashboard.cards)

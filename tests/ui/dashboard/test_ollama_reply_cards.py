@@ -72,9 +72,9 @@ def test_without_api_ps_the_cards_still_name_the_server(qtbot, win, fake_ollama:
     st.ps = False
     _reply(qtbot, win, url, polled=False)
     d = win.dashboard
-    assert d.card_prefill.value.text() == "2048 tok/s"
+    assert d.card_prefill.value.text() == "2,048 tok/s"
     assert d.card_prefill.detail.text() == "server: Ollama · 512 tok in 250 ms"
-    assert d.card_decode.detail.text() == "server: Ollama · 128 tok in 2560 ms"
+    assert d.card_decode.detail.text() == "server: Ollama · 128 tok in 2,560 ms"
 
 
 def test_a_hostile_number_leaves_the_clients_clock_and_one_note(qtbot, win,  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.core.bench.zoo import zoo_path
 from app.core.chat.store import ChatStore
@@ -16,7 +17,7 @@ from app.core.metrics.evidence import Evidence
 from app.core.metrics.phase import PhaseMetrics
 from app.core.predict.reply_check import expected
 from app.engine import protocol as P
-from chat_drive import open_window, send
+from chat_drive import open_window, prefilled, request_of, send, tokens
 from fake_engine import loaded_event
 
 pytestmark = pytest.mark.gui
@@ -67,3 +68,20 @@ def test_the_line_follows_the_chat_on_screen(win: Any) -> None:
     rid = send(win, "this chat's own")
     win.engine._dispatch(P.Done(rid, "z", "length", _slow(win)))
     assert "0.30× the prediction" in _line(win)
+
+
+@pytest.mark.parametrize("button", ["continue_button", "regen_button"])
+def test_a_new_reply_takes_the_last_ones_line_away(win: Any, qtbot: Any, button: str) -> None:
+    """Continue or Regenerate: the line explained the reply before, while the cards show the new one live (it
+    said "decode 0.30× the prediction" next to a live Decode card at full speed)."""
+    rid = send(win, "a long answer please")
+    win.engine._dispatch(P.Done(rid, "cut short", "length", _slow(win)))
+    assert _line(win).startswith("Why slow? ")
+    qtbot.mouseClick(getattr(win, button), Qt.MouseButton.LeftButton)
+    assert win.session.busy
+    rid = request_of(win)
+    prefilled(win, rid)
+    tokens(win, rid, "more", " words")
+    assert _line(win) == "", "the last reply's line stays up while the new one streams"
+    win.engine._dispatch(P.Done(rid, "!", "length", _slow(win, share=0.5)))
+    assert "0.50× the prediction" in _line(win)  # the new reply's own line, once it ends
