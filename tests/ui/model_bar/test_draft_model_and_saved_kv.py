@@ -110,7 +110,9 @@ def test_the_reply_names_its_drafter_and_what_was_restored_from_disk(qtbot: Any,
                               drafter="prompt lookup", kv_restore_note=note).to_dict()}
     win.engine._dispatch(P.Done(request_id=rid, text="Hi again!", finish_reason="stop", metrics=metrics))
     assert win.dashboard.card_decode.detail.text().endswith("· lookup 25 % accepted")
-    assert win.dashboard.card_prompt.detail.text() == f"120 new · 0 reused · {note}"
+    # the card keeps a short line and gives the whole reason on hover (it cut the reason at a narrow dock)
+    assert win.dashboard.card_prompt.detail.text() == "120 new · 0 reused · saved KV not used (why: hover)"
+    assert note in win.dashboard.card_prompt.detail.toolTip()
     last = win.message_view.message_ids()[-1]
     tip = win.message_view.widget_for(last).metrics_label.toolTip()
     assert "(25 %, prompt lookup)" in tip and f"saved KV: {note}" in tip
