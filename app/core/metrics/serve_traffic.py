@@ -40,6 +40,9 @@ class Traffic:
     tokens_total: int  # reply tokens since the server started
     grammar_requests: int = 0  # requests finished under a grammar since the server started
     grammar_cost: float = 0.0  # the share of their decode time their grammar took (0.04: decode 4 % slower)
+    # llama_decode() calls per second over the interval: live while requests run, where the token counters
+    # (llama-server's too) move only as each request ends — a long non-streamed reply showed "0 tok/s" for 40 s
+    decode_steps_per_s: float = 0.0
 
     @property
     def in_flight(self) -> int:
@@ -55,8 +58,10 @@ def traffic(now: dict[str, float], t: float, before: dict[str, float] | None = N
     """The snapshot of `now` (parsed /metrics at time `t`), with rates against the poll `before`."""
     tokens = _get(now, "tokens_predicted_total")
     count, total = _get(now, "time_to_first_token_seconds_count"), _get(now, "time_to_first_token_seconds_sum")
-    rate, ttft, finished = 0.0, None, 0
+    rate, ttft, finished, steps_rate = 0.0, None, 0, 0.0
     if before is not None and t_before is not None and t > t_before:
+        d_steps = _get(now, "n_decode_total") - _get(before, "n_decode_total")
+        steps_rate = max(0.0, d_steps) / (t - t_before)  # a restarted server's first interval reads as none
         # a counter that went down is a restarted server: its new totals are the interval's
         d_tokens = tokens - _get(before, "tokens_predicted_total")
         rate = max(0.0, d_tokens if d_tokens >= 0 else tokens) / (t - t_before)
@@ -72,4 +77,5 @@ def traffic(now: dict[str, float], t: float, before: dict[str, float] | None = N
                    kv_ratio=min(1.0, max(0.0, _get(now, "kv_cache_usage_ratio"))), decode_tps=rate,
                    ttft_ms=ttft, finished=finished, tokens_total=int(tokens),
                    grammar_requests=int(_get(now, "grammar_requests_total")),
-                   grammar_cost=min(1.0, max(0.0, _get(now, "grammar_decode_cost_ratio"))))
+                   grammar_cost=min(1.0, max(0.0, _get(now, "grammar_decode_cost_ratio"))),
+                   decode_steps_per_s=steps_rate)

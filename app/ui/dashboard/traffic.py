@@ -31,6 +31,19 @@ def grammar_note(t: Traffic) -> str:
     return f" · grammar: -{100 * t.grammar_cost:.1f} % decode ({t.grammar_requests} req)"
 
 
+def rate_texts(t: Traffic) -> tuple[str, str]:
+    """The Aggregate decode card's value and line. Tokens are counted as each request ends (llama-server's
+    counters too), so while requests run and none has ended the card says the server is decoding, at how many
+    steps a second, instead of a flat 0 tok/s beside a KV cache that grows."""
+    served = f"{t.tokens_total:,} tokens served" + grammar_note(t)
+    if t.decode_tps > 0:
+        return fmt(t.decode_tps, 1, " tok/s"), served
+    if t.in_flight and t.decode_steps_per_s > 0:
+        return (fmt(t.decode_steps_per_s, 1, " steps/s"),
+                f"decoding; its tokens are counted when a request ends · {served}")
+    return "0 tok/s", served
+
+
 class ServerTrafficPanel(QGroupBox):
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Server traffic", parent)
@@ -77,8 +90,7 @@ class ServerTrafficPanel(QGroupBox):
 
     def on_traffic(self, t: Traffic) -> None:
         self.card_flight.set(str(t.in_flight), f"{t.processing} running · {t.deferred} waiting")
-        self.card_rate.set(fmt(t.decode_tps, 1, " tok/s") if t.decode_tps > 0 else "0 tok/s",
-                           f"{t.tokens_total:,} tokens served" + grammar_note(t))
+        self.card_rate.set(*rate_texts(t))
         if t.ttft_ms is not None:
             self.card_ttft.set(fmt(t.ttft_ms, 0, " ms"), f"{t.finished} finished lately")
         self.card_kv.set(f"{t.kv_tokens:,}", f"{100 * t.kv_ratio:.0f} % of the context")
