@@ -11,6 +11,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
 from app.charts.colors import DECODE, PREFILL, ROOF
+from app.ui.toolkit import readable_indicators
 
 __all__ = ["DECODE", "GOOD", "PREFILL", "ROOF", "WARN", "Colors", "apply_system_scheme", "colors", "dark_palette",
            "is_dark", "pill_fill", "set_choice"]
@@ -85,6 +86,8 @@ def apply_system_scheme(app: QGuiApplication) -> None:
         scheme = Qt.ColorScheme.Dark if _choice == "dark" else Qt.ColorScheme.Light
     light_palette = QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() >= 128
     if scheme == Qt.ColorScheme.Dark and light_palette:
+        if isinstance(app, QApplication):  # our dark palette leaves Fusion's check boxes without a visible edge
+            readable_indicators.install(app)
         app.setPalette(dark_palette())
         _forced = _choice != "system"
     elif scheme == Qt.ColorScheme.Light and not light_palette:
