@@ -134,6 +134,10 @@ def test_the_models_pages_quiet_text(models_window, qtbot, first: str, second: s
     assert_readable(legend, page, f"Discover's legend, {first}")
     _switch_theme(models_window, second)
     assert_readable(legend, page, f"Discover's legend, after switching to {second}")
+    page.set_search_status("cannot reach the model hub (ConnectError)", error=True)  # a search without a network
+    assert_readable(page.search_status, page, f"a search's error, {second}")
+    _switch_theme(models_window, first)
+    assert_readable(page.search_status, page, f"a search's error, after switching to {first}")
 
 
 @pytest.mark.parametrize("name", ["light", "dark"])
