@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QListView,
     QMenu,
     QPushButton,
-    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -29,13 +28,14 @@ from PySide6.QtWidgets import (
 
 from app.core.chat import trash as chat_trash
 from app.core.chat.store import ChatStore, Conversation
+from app.ui.toolkit.elided_part_label import ElidedPartLabel
 from app.ui.toolkit.safe_text import tooltip_html
-
-UNDO_TITLE_CHARS = 24  # of a deleted chat's title in the Undo bar (the whole of it on hover)
 
 
 def elided(text: str, chars: int) -> str:
+    """`text`, cut to `chars` characters with "…" where it is longer."""
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
+
 
 ConversationIdRole = Qt.ItemDataRole.UserRole + 1
 Index = QModelIndex | QPersistentModelIndex
@@ -140,15 +140,15 @@ class ConversationPanel(QWidget):
         self.undo_bar = QFrame()  # "Chat deleted — Undo", for UNDO_SECONDS after a delete
         bar = QHBoxLayout(self.undo_bar)
         bar.setContentsMargins(0, 0, 0, 0)
-        self.undo_label = QLabel("")
-        self.undo_label.setTextFormat(Qt.TextFormat.PlainText)  # the title is message text
-        # However long the title, the bar takes the sidebar's width, never widens it (the title is cut)
-        self.undo_label.setMinimumWidth(1)
-        self.undo_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        # However long the title, the bar takes the sidebar's width, never widens it: the title is cut,
+        # never "deleted" or the Undo button (plain text: the title is message text)
+        self.undo_label = ElidedPartLabel()
         bar.addWidget(self.undo_label, 1)
         self.undo_button = QPushButton("Undo")
         self.undo_button.setToolTip("Bring the deleted chat back (Ctrl+Z)")
         self.undo_button.clicked.connect(self.undo_delete)
+        # as wide as its word: the style's 80 px minimum took a third of a narrow sidebar's bar from the title
+        self.undo_button.setFixedWidth(self.undo_button.fontMetrics().horizontalAdvance("Undo") + 24)
         bar.addWidget(self.undo_button)
         self.undo_bar.hide()
         lay.addWidget(self.undo_bar)
@@ -213,7 +213,7 @@ class ConversationPanel(QWidget):
         self.store.delete_conversation(cid)  # to the trash
         self.model.reload()
         self._undo_id = cid
-        self.undo_label.setText(f"“{elided(title, UNDO_TITLE_CHARS)}” deleted")
+        self.undo_label.set_parts("“", title, "” deleted")
         self.undo_label.setToolTip(tooltip_html(f"“{title}” deleted: Undo brings it back"))
         self.undo_bar.show()
         self._undo_timer.start(self.UNDO_SECONDS * 1000)

@@ -33,6 +33,7 @@ from app.ui.chat.reply_ending import context_note, ending_of
 from app.ui.chat.thinking_box import ThinkingBox
 from app.ui.toolkit import theme
 from app.ui.toolkit.fitted_text import FittedTextView
+from app.ui.toolkit.focus_frame import show_focus
 from app.ui.toolkit.safe_text import make_plain, set_plain_tooltip
 from app.ui.toolkit.scroll_layout import lay_out_now
 
@@ -149,6 +150,8 @@ class MessageWidget(QFrame):
         self.setStyleSheet(f"QFrame#message {{ background: {bg}; border: 1px solid {c.border}; "
                            f"border-radius: 8px; }}")
         self.body.document().setDefaultStyleSheet(stylesheet(c))
+        # A Tab stop (its links open with the keyboard) drawn without a frame: a border only with the focus
+        show_focus(self.body, quiet=False, base_css=FittedTextView.STYLE)
         self._render()
         self._update_header()  # its state and TTFT are coloured inline: in the theme's colours again
 

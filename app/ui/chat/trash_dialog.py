@@ -60,6 +60,8 @@ class TrashDialog(QDialog):
             item.setToolTip(tooltip_html(f"{conv.title}\ndeleted {when}"))
             item.setData(Qt.ItemDataRole.UserRole, conv.id)
             self.list.addItem(item)
+        if self.list.count():  # the first row chosen, not only framed: Restore works at once (Enter, Space)
+            self.list.setCurrentRow(0)
         self._update()
 
     def _update(self) -> None:

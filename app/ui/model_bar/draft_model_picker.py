@@ -69,6 +69,23 @@ def check_options(main_path: str, paths: list[str]) -> list[DraftOption]:
     return sorted(options, key=lambda o: (not o.usable, o.larger, o.size, o.path))
 
 
+def status_line(main_path: str, options: list[DraftOption]) -> str:
+    """What the picker found, counting the library's models other than the loaded one (listed too, greyed out):
+    "None of the library's 1 models shares…" said of a library that holds only the loaded model."""
+    main = os.path.abspath(main_path)
+    others = [o for o in options if os.path.abspath(o.path) != main]
+    usable = sum(o.usable for o in others)
+    if not others:
+        return "The library has no other models. Download or import a small model of the same family first."
+    if usable == 0:
+        which = ("The library's one other model does not share" if len(others) == 1
+                 else f"None of the library's {len(others)} other models shares")
+        return f"{which} this model's vocabulary (a draft must come from the same family, e.g. a 0.5B beside a 7B)."
+    if len(others) == 1:
+        return "The library's one other model can draft for this model."
+    return f"{usable} of {len(others)} library models can draft for this model."
+
+
 class DraftPickerDialog(QDialog):
     ROLE = Qt.ItemDataRole.UserRole
 
@@ -131,15 +148,7 @@ class DraftPickerDialog(QDialog):
             if not o.usable:
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEnabled & ~Qt.ItemFlag.ItemIsSelectable)
             self.list.addItem(item)
-        usable = sum(o.usable for o in options)
-        if not options:
-            self.status.setText("The library has no other models. Download or import a small model of the same "
-                                "family first.")
-        elif usable == 0:
-            self.status.setText(f"None of the library's {len(options)} models shares this model's vocabulary "
-                                "(a draft must come from the same family, e.g. a 0.5B beside a 7B).")
-        else:
-            self.status.setText(f"{usable} of {len(options)} library models can draft for this model.")
+        self.status.setText(status_line(self.main_model, options))
         for i in range(self.list.count()):
             item = self.list.item(i)
             if self.current is not None and item.data(self.ROLE) == self.current \

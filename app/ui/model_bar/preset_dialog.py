@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -30,6 +31,7 @@ from app.core.config.settings import MAX_THREADS, ModelPreset, PresetSampling, S
 from app.core.gguf.kv_types import KV_TYPES
 from app.core.models.presets import describe, preset_for, preset_key
 from app.ui.settings.context_speed import ContextSpeed
+from app.ui.toolkit.safe_text import tooltip_html
 
 FROM_SETTINGS = "from settings"
 
@@ -64,10 +66,15 @@ class PresetDialog(QDialog):
         preset = saved or ModelPreset()
         self.removed = False
         lay = QVBoxLayout(self)
-        note = QLabel(f"Applied whenever this file ({preset_key(model)}) is chosen, here and in "
-                      "`roofline chat`; command-line flags still win.")
-        note.setWordWrap(True)
-        lay.addWidget(note)
+        # The file's name (plain text: a file name is anyone's); the settings' key for it ("name:size") is
+        # internal, and only the tooltip says that another size of the same name is another file.
+        self.note = QLabel(f"Applied whenever this file ({model.name}) is chosen, here and in `roofline chat`; "
+                           "command-line flags still win.")
+        self.note.setTextFormat(Qt.TextFormat.PlainText)
+        self.note.setWordWrap(True)
+        self.note.setToolTip(tooltip_html(f"Kept for this file name and size (preset key {preset_key(model)}): a "
+                                          "file of the same name but another size has a preset of its own."))
+        lay.addWidget(self.note)
         form = QFormLayout()
         self.n_ctx = _spin(255, 1 << 21, preset.n_ctx, 255)
         self.gpu_layers = _spin(-2, 10_000, preset.n_gpu_layers, -2)

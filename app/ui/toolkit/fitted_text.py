@@ -37,6 +37,7 @@ def _placeholder_image() -> QImage:
 
 
 class FittedTextView(QTextBrowser):
+    STYLE = "QTextBrowser { background: transparent; }"  # its own style sheet (one that replaces it keeps this)
     link_opened = Signal(QUrl)  # after a web link was handed to the desktop (tests, status)
     link_refused = Signal(QUrl)
     copy_requested = Signal(int)  # a code block's Copy link (app/ui/chat/code_blocks.py): its index
@@ -56,7 +57,7 @@ class FittedTextView(QTextBrowser):
         self.highlighted.connect(self._show_target)
         self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.viewport().setAutoFillBackground(False)
-        self.setStyleSheet("QTextBrowser { background: transparent; }")
+        self.setStyleSheet(self.STYLE)
         self.document().setDocumentMargin(2)
         self.document().documentLayout().documentSizeChanged.connect(self._content_changed)
         self._heights: dict[int, int] = {}

@@ -18,6 +18,7 @@ from app.ui.toolkit.capped_label import CappedLabel
 from app.ui.toolkit.safe_text import set_plain_tooltip
 
 MAX_LINES = 3  # the banner's lines until More
+NO_MODEL = ""  # `while_model` of news about having no model at all: the next model loaded takes it down
 
 
 class Banner(QFrame):
@@ -68,7 +69,8 @@ class Banner(QFrame):
     def show_message(self, text: str, restart: bool = False, details: str = "", info: bool = False,
                      while_model: str | None = None) -> None:
         """Show `text` (plain); `details` (e.g. the engine's last log lines) become the tooltip; `info`: a
-        note rather than a warning; `while_model`: the text holds only while that model is the one in use."""
+        note rather than a warning; `while_model`: the text holds only while that model is the one in use
+        (NO_MODEL: while none is)."""
         self.while_model = while_model
         if info != self.info:
             self.info = info

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from PySide6.QtGui import QShortcut
 from PySide6.QtWidgets import QComboBox, QLabel, QMainWindow, QProgressBar, QPushButton, QSplitter, QTabWidget
 
 from app.core.chat.store import ChatStore
@@ -23,6 +24,7 @@ from app.ui.dashboard import Dashboard, DashboardDock
 from app.ui.dashboard.bandwidth_feed import BandwidthFeed
 from app.ui.engine_link.engine_qt import EngineQt
 from app.ui.model_bar.draft_model_action import DraftModelControl
+from app.ui.model_bar.eject_reload import ModelManager
 from app.ui.model_bar.preset import ModelPresetControl
 from app.ui.toolkit.background import BackgroundJob
 from app.ui.toolkit.lazy_page import LazyPage
@@ -55,17 +57,20 @@ class WindowBase(QMainWindow):
     banner: Banner
     message_view: MessageView
     edit_label: QLabel
+    busy_note: QLabel  # above the input while a reply in another chat holds Send
     input: InputBox
     send_button: QPushButton
     stop_button: QPushButton
     regen_button: QPushButton
     continue_button: QPushButton
     hint_label: QLabel
+    stop_shortcut: QShortcut  # Esc from anywhere in the window, while the chat on screen has a reply written
     # dashboard, toolbar, status bar
     dock: DashboardDock
     dashboard: Dashboard
     bandwidth: BandwidthFeed
     model_combo: QComboBox
+    model_manager: ModelManager  # Eject and Reload
     model_info: WholePartsLabel
     state_label: QLabel
     progress: QProgressBar

@@ -9,16 +9,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app.core.chat.store import Message
 from app.core.metrics.phase import PhaseMetrics
+from app.ui.chat.conversation_list import elided
 from app.ui.chat.reply_ending import can_continue
 from app.ui.engine_link import engine_qt as E
+from app.ui.toolkit.safe_text import set_plain_tooltip
+from app.ui.window.banner import NO_MODEL
 from app.ui.window.base import WindowBase
 from app.ui.window.last_used import LastUsed
 from app.ui.window.unsent_drafts import ChatDrafts
+
+NO_MODEL_LOADED = "no model is loaded"
+BUSY_TITLE_CHARS = 40  # of the other chat's title in the note above the input (the whole of it on hover)
 
 
 def ask_to_stop_for_reload(parent: QWidget) -> bool:
@@ -209,26 +215,55 @@ class ChatFlow(WindowBase):
 
     def regenerate(self) -> bool:
         self._apply_sampling()
-        return self._ready_to_generate() and self.session.regenerate()
+        return self._back_to_input(self._ready_to_generate() and self.session.regenerate())
 
     def continue_reply(self) -> bool:
         self._apply_sampling()
-        return self._ready_to_generate() and self.session.continue_reply()
+        return self._back_to_input(self._ready_to_generate() and self.session.continue_reply())
 
-    def _ready_to_generate(self) -> bool:
+    def _back_to_input(self, started: bool) -> bool:
+        """A reply started by a button: the reply disables the button, whose focus went on to the next Tab stop
+        (the dashboard); the message box gets it instead, where the next message is typed."""
+        if started:
+            self.input.setFocus(Qt.FocusReason.OtherFocusReason)
+        return started
+
+    def _why_not_ready(self) -> str:
+        """Why nothing can be sent now ("" when it can): the hint says it, and Send's tooltip."""
         if self.engine.connecting:
-            self._hint("Not sent: still connecting to the server.")
-            return False
+            return "still connecting to the server"
         if self.engine.loaded_info is None:
             state = self.engine.state
-            why = "the model is still loading" if state in (E.LOADING, E.STARTING) else "no model is loaded"
-            self._hint(f"Not sent: {why}.")
-            return False
-        return True
+            if state in (E.LOADING, E.STARTING) or self._default_job is not None:  # (the first start assembles it)
+                return "the model is still loading"
+            return "the engine stopped (Restart engine, above)" if state == E.DEAD else NO_MODEL_LOADED
+        return ""
+
+    def _ready_to_generate(self) -> bool:
+        why = self._why_not_ready()
+        if not why:
+            return True
+        self._hint(f"Not sent: {why}.")
+        if why == NO_MODEL_LOADED:  # after Eject, or a failed load: say how to get one (the text stays typed)
+            self.banner.show_message(self._no_model_note(), while_model=NO_MODEL)
+        return False
+
+    def _no_model_note(self) -> str:
+        reload = self.model_manager.reload_action
+        if reload.isEnabled() and self.session.model_path:
+            return (f"No model is loaded: choose one in the toolbar, or press Reload (Ctrl+R) to load "
+                    f"{Path(self.session.model_path).name} again.")
+        return "No model is loaded: choose one in the toolbar."
 
     def _hint(self, text: str) -> None:
         self.hint_label.setText(text)
-        QTimer.singleShot(4000, self, lambda: self.hint_label.setText(""))
+        set_plain_tooltip(self.hint_label, text)  # the whole of it, where the row cuts it
+        QTimer.singleShot(4000, self, lambda: self._clear_hint(text))
+
+    def _clear_hint(self, text: str) -> None:
+        if self.hint_label.text() == text:  # not a later hint, nor "The model reloads when this reply ends."
+            self.hint_label.setText("")
+            self.hint_label.setToolTip("")
 
     def escape(self) -> None:
         if self._editing is not None:
@@ -254,6 +289,18 @@ class ChatFlow(WindowBase):
         self.edit_label.hide()
         self.send_button.setText("Send")
 
+    def _show_busy_note(self, elsewhere: bool) -> None:
+        """Above the input of a chat whose Send waits for another chat's reply: which chat, and what Stop does."""
+        conv = self.store.conversation(self.session.streaming_conversation_id or -1) if elsewhere else None
+        if conv is None:
+            self.busy_note.hide()
+            return
+        self.busy_note.setText(f"A reply is being written in “{elided(conv.title, BUSY_TITLE_CHARS)}”: Send waits "
+                               "for it; Stop ends it.")
+        set_plain_tooltip(self.busy_note, f"The engine writes one reply at a time. “{conv.title}” is still being "
+                                          "answered: open it from the list to follow the reply.")
+        self.busy_note.show()
+
     def _update_buttons(self) -> None:
         if self._closed:  # engine news after closing: the store is closed and nothing is shown any more
             return
@@ -262,9 +309,17 @@ class ChatFlow(WindowBase):
         msgs = self.store.messages(self.session.conversation.id) if self.session.conversation else []
         last = msgs[-1] if msgs else None
         elsewhere = busy and not self._shown(self.session.streaming_conversation_id)
-        self.send_button.setEnabled(not busy)
-        self.send_button.setToolTip("A reply in another chat is still being written: Send waits for it "
-                                    "(Stop ends it)." if elsewhere else "")
+        why_not = "" if busy else self._why_not_ready()
+        self.send_button.setEnabled(not busy and not why_not)
+        if elsewhere:
+            send_tip = "A reply in another chat is still being written: Send waits for it (Stop ends it)."
+        elif why_not:  # Enter in the message box says it too (the hint, and the banner without a model)
+            send_tip = self._no_model_note() if why_not == NO_MODEL_LOADED else f"Not now: {why_not}."
+        else:
+            send_tip = ""
+        self.send_button.setToolTip(send_tip)
+        self._show_busy_note(elsewhere)
+        self.stop_shortcut.setEnabled(busy and not elsewhere)  # Esc from anywhere: the reply on screen
         self.stop_button.setEnabled(busy)
         self.stop_button.setToolTip("Stop the reply being written in another chat" if elsewhere
                                     else "Stop the reply (Esc)")

@@ -56,7 +56,9 @@ class EngineEvents(WindowBase):
     def _progress(self, stage: str, fraction: float) -> None:
         self.progress.show()
         self.progress.setValue(int(1000 * max(0.0, min(1.0, fraction))))
-        self.state_label.setText(f"engine: loading — {stage} {100 * fraction:.0f} %")
+        # the engine's stage is "loading" itself as often as not: "engine: loading — loading 100 %" said it twice
+        doing = "loading" if stage.strip().lower() in ("", "loading") else f"loading — {stage}"
+        self.state_label.setText(f"engine: {doing} {100 * fraction:.0f} %")
 
     def _loaded(self, loaded: P.Loaded) -> None:
         self.progress.hide()

@@ -18,10 +18,8 @@ from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
-    QHBoxLayout,
     QLabel,
     QProgressBar,
-    QPushButton,
     QScrollArea,
     QSizePolicy,
     QSplitter,
@@ -58,6 +56,7 @@ from app.ui.toolkit.lazy_page import LazyPage
 from app.ui.toolkit.safe_text import make_plain
 from app.ui.toolkit.whole_parts_label import WholePartsLabel
 from app.ui.window.banner import Banner
+from app.ui.window.chat_buttons import build_button_row, busy_note
 from app.ui.window.chat_flow import ChatFlow
 from app.ui.window.engine_events import EngineEvents
 from app.ui.window.menus import WindowMenus
@@ -154,6 +153,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         sampling_scroll.setWidget(self.sampling_panel)
         # Narrower than its fields in a small window: it scrolls sideways rather than widen the window.
         sampling_scroll.setMinimumWidth(SIDEBAR_MIN_WIDTH)
+        # Its fields are the Tab stops (Tab scrolls to each); the area was one more, showing no focus.
+        sampling_scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         left.addWidget(sampling_scroll)
         left.setStretchFactor(0, 1)
         left.setStretchFactor(1, 1)
@@ -175,6 +176,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.edit_label.setWordWrap(True)
         self.edit_label.hide()
         cl.addWidget(self.edit_label)
+        self.busy_note = busy_note()  # a reply in another chat holds Send: which one, and what Stop does
+        cl.addWidget(self.busy_note)
         self.input = InputBox()
         self.input.submitted.connect(self.submit)
         self.input.escaped.connect(self.escape)
@@ -184,34 +187,8 @@ class MainWindow(ChatFlow, EngineEvents, ModelLoading):
         self.context_label = QLabel("")
         self.context_label.setWordWrap(True)
         cl.addWidget(self.context_label)
-        cl.addLayout(self._build_buttons())
+        cl.addLayout(build_button_row(self))  # Send, Stop, Regenerate, Continue, the hint; Esc stops from anywhere
         return chat
-
-    def _build_buttons(self) -> QHBoxLayout:
-        """Send, Stop, Regenerate and Continue, then the hint."""
-        buttons = QHBoxLayout()
-        self.send_button = QPushButton("Send")
-        self.send_button.setDefault(True)
-        self.send_button.clicked.connect(self.submit)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("Stop the reply (Esc)")
-        self.stop_button.clicked.connect(self.session.stop)
-        self.regen_button = QPushButton("Regenerate")
-        self.regen_button.setToolTip("Replace the last reply with a new one")
-        self.regen_button.clicked.connect(self.regenerate)
-        self.continue_button = QPushButton("Continue")
-        self.continue_button.setToolTip("Continue the interrupted reply")
-        self.continue_button.clicked.connect(self.continue_reply)
-        for b in (self.send_button, self.stop_button, self.regen_button, self.continue_button):
-            # The style's 80 px minimum is for roomy dialogs: in a small window the buttons may shrink to their text.
-            b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + 16)
-            buttons.addWidget(b)
-        buttons.addStretch(1)
-        self.hint_label = QLabel("")
-        self.hint_label.setMinimumWidth(1)  # a long hint is cut (its tooltip has it), never the buttons
-        self.hint_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        buttons.addWidget(self.hint_label)
-        return buttons
 
     def _build_lazy_pages(self) -> None:
         """The Models and Lab pages, built when first opened."""

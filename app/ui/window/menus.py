@@ -69,6 +69,11 @@ class WindowMenus:
         model_menu = win.menuBar().addMenu("&Model")
         manager = win.model_manager
         manager.reload_action.setShortcut(QKeySequence("Ctrl+R"))
+        # mnemonics as in the other menus (the toolbar's buttons show the same texts without the "&")
+        for action, text in ((manager.reload_action, "&Reload"), (manager.eject_action, "E&ject"),
+                             (win.preset_action, "&Preset…"), (win.draft_action, "&Draft model…"),
+                             (win.serve_switch.action, "&Serve")):
+            action.setText(text)
         win.addAction(manager.reload_action)
         model_menu.addActions([manager.reload_action, manager.eject_action])
         model_menu.addSeparator()

@@ -151,11 +151,14 @@ class ModelLoading(WindowBase):
     def _default_model_ready(self, model: Path) -> None:
         """The default model is on disk now (a first start assembled it): list it again so the selector
         reads its header (size, quantization, verdict and advice), then load it."""
+        self._default_job = None  # done: Send no longer waits for it (app.ui.window.chat_flow)
         self._refresh_model_selector()
         self.load_model(model)
 
     def _default_model_failed(self, exc: BaseException) -> None:
+        self._default_job = None
         self.banner.show_message(f"The default model could not be prepared: {exc}")
+        self._update_buttons()  # Send says why it cannot send now
 
 
 def _prepare_default_model() -> Path:

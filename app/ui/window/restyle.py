@@ -20,6 +20,7 @@ def restyle_window(window: Any) -> None:
     window.message_view.restyle()
     window.context_meter.update()  # its warning colour
     show_focus(window.conversations.view, window.sampling_panel.system_prompt, window.input)
+    show_focus(window.message_view, quiet=False)  # a Tab stop (the keys scroll the chat) drawn without a frame
     dashboard_scroll = window.dock.widget()
     if isinstance(dashboard_scroll, QScrollArea):  # a Tab stop (arrow keys scroll it) whose focus no style shows
         show_focus(dashboard_scroll)
