@@ -1,4 +1,4 @@
-"""Colours as a reader sees them: the WCAG 2 contrast ratio of two colours, and the colours a widget draws
+"""Colours as a reader sees them: the WCAG 2 contrast ratio of two colours, the colours a widget or a chart draws
 (the text colour its style sheet set, the background most of a grabbed area shows), and the fixture that puts
 the system's theme back after a test switched it."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from PySide6.QtCore import QPoint, QRect
@@ -62,3 +63,26 @@ def assert_readable(widget: QWidget, ancestor: QWidget, what: str) -> None:
     color, background = text_color(widget), background_behind(widget, ancestor)
     ratio = contrast_ratio(color, background)
     assert ratio >= TEXT_CONTRAST, f"{what}: {color.name()} on {background.name()} is {ratio:.2f}:1"
+
+
+def label_color(label: Any) -> QColor:
+    """The colour a pyqtgraph LabelItem writes in (its own, else pyqtgraph's foreground)."""
+    import pyqtgraph as pg
+
+    return pg.mkColor(label.opts.get("color") or pg.getConfigOption("foreground"))
+
+
+def chart_text_colors(plot: Any) -> dict[str, QColor]:
+    """The colour of each piece of text the chart draws: title, axes' ticks and labels, legend, bar labels."""
+    import pyqtgraph as pg
+
+    item = plot.getPlotItem()
+    texts = {"title": label_color(item.titleLabel)}
+    for name in ("left", "bottom"):
+        texts[f"{name} axis"] = item.getAxis(name).textPen().color()
+    if item.legend is not None:
+        for i, (_sample, label) in enumerate(item.legend.items):
+            texts[f"legend {i}"] = label_color(label)
+    for i, text in enumerate(x for x in item.items if isinstance(x, pg.TextItem)):
+        texts[f"bar label {i}"] = text.textItem.defaultTextColor()
+    return texts

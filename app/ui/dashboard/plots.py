@@ -73,3 +73,6 @@ def restyle_plot(plot: pg.PlotWidget, base: str, muted: str, text: str) -> None:
         ax.setPen(pg.mkPen(muted))
         ax.setTextPen(pg.mkPen(text))
     plot.getPlotItem().titleLabel.setText(plot.getPlotItem().titleLabel.text, color=text)
+    legend = plot.getPlotItem().legend
+    if legend is not None:  # its labels were pyqtgraph's own grey, faint on the light theme's white
+        legend.setLabelTextColor(text)

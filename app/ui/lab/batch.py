@@ -84,9 +84,10 @@ def _plot(title: str, left: str, bottom: str, log: bool) -> pg.PlotWidget:
     w = make_plot(title, left, bottom)  # the dashboard's look: grid, no menu or mouse, no SI multiplier
     w.setMaximumHeight(16777215)  # a Lab plot grows with the page (the dashboard's are fixed)
     w.setMinimumHeight(240)
-    w.setBackground(theme.colors().base)
     w.setLogMode(x=True, y=log)
     w.addLegend(offset=(10, 10), labelTextSize="8pt")
+    c = theme.colors()
+    restyle_plot(w, c.base, c.muted, c.text)  # the theme's text from the start, not only after a switch
     return w
 
 

@@ -153,3 +153,28 @@ def test_the_lab_and_the_dashboard_show_one_measurement_of_the_machine(
     assert shown.startswith("Bandwidth roof: ") and "(measured 2026-12-01" in shown and note in shown
     assert dash.roof_label.text().startswith(shown), (dash.roof_label.text(), shown)
     page.shutdown()
+
+
+def test_the_batching_plots_text_is_readable_without_a_theme_switch(qtbot, default_model: Path,
+                                                                     fake_measure: dict) -> None:
+    """The batching plots took the theme's text colour only after View ▸ Theme: in a window started in its
+    theme, their title, axes and legend were pyqtgraph's light grey on white (seen in the docs' screenshot)."""
+    from PySide6.QtGui import QColor
+
+    from app.ui.toolkit import theme
+    from contrast import TEXT_CONTRAST, chart_text_colors, contrast_ratio
+
+    page = _lab(qtbot, default_model)
+    lab = page.batch_lab
+    lab.tokens.setValue(16)
+    lab.run_button.click()
+    qtbot.waitUntil(lambda: lab.result is not None, timeout=20000)
+    base = QColor(theme.colors().base)
+    for plot in (lab.plot_rate, lab.plot_roof):
+        texts = chart_text_colors(plot)
+        assert any(k.startswith("legend") for k in texts)
+        for what, color in texts.items():
+            if what.startswith("bar label"):
+                continue  # the stream counts beside the roofline's points: drawn in the text colour already
+            assert contrast_ratio(color, base) >= TEXT_CONTRAST, f"{what} {color.name()} on {base.name()}"
+    page.shutdown()

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.core.bench.sweeps import Measurement, Step, SweepResult
 from app.ui.toolkit import theme
-from contrast import TEXT_CONTRAST, contrast_ratio, text_color
+from contrast import TEXT_CONTRAST, chart_text_colors, contrast_ratio, text_color
 
 pytestmark = [pytest.mark.gui, pytest.mark.usefixtures("system_theme_after")]
 
@@ -36,29 +36,6 @@ def _switch_theme(window: Any, name: str) -> None:
     QApplication.processEvents()
 
 
-def _label_color(label: Any) -> QColor:
-    """The colour a pyqtgraph LabelItem writes in (its own, else pyqtgraph's foreground)."""
-    import pyqtgraph as pg
-
-    return pg.mkColor(label.opts.get("color") or pg.getConfigOption("foreground"))
-
-
-def _chart_texts(plot: Any) -> dict[str, QColor]:
-    """The colour of each piece of text the chart draws: title, axes' ticks and labels, legend, bar labels."""
-    import pyqtgraph as pg
-
-    item = plot.getPlotItem()
-    texts = {"title": _label_color(item.titleLabel)}
-    for name in ("left", "bottom"):
-        texts[f"{name} axis"] = item.getAxis(name).textPen().color()
-    if item.legend is not None:
-        for i, (_sample, label) in enumerate(item.legend.items):
-            texts[f"legend {i}"] = _label_color(label)
-    for i, text in enumerate(x for x in item.items if isinstance(x, pg.TextItem)):
-        texts[f"bar label {i}"] = text.textItem.defaultTextColor()
-    return texts
-
-
 @pytest.mark.parametrize("name", ["light", "dark"])
 def test_the_sweep_chart_text_is_readable_in_both_themes(window, qtbot, name: str) -> None:
     lab = _open_lab(window)
@@ -67,7 +44,7 @@ def test_the_sweep_chart_text_is_readable_in_both_themes(window, qtbot, name: st
     lab._on_finished(GRID)  # a finished grid sweep: title, axes, legend and labelled bars
     _switch_theme(window, name)  # the chart follows the switch
     base = QColor(theme.colors().base)
-    texts = _chart_texts(lab.plot)
+    texts = chart_text_colors(lab.plot)
     assert any(k.startswith("legend") for k in texts) and any(k.startswith("bar label") for k in texts)
     for what, color in texts.items():
         assert contrast_ratio(color, base) >= TEXT_CONTRAST, f"{what} {color.name()} on {base.name()} ({name})"
@@ -81,7 +58,7 @@ def test_before_a_run_the_chart_says_there_is_no_data(window, qtbot, name: str) 
     assert hint.isVisible() and "no data yet: run a sweep" in hint.text()
     base = QColor(theme.colors().base)
     assert contrast_ratio(text_color(hint), base) >= TEXT_CONTRAST
-    axes = _chart_texts(lab.plot)
+    axes = chart_text_colors(lab.plot)
     assert all(contrast_ratio(axes[f"{a} axis"], base) >= TEXT_CONTRAST for a in ("left", "bottom"))
     lab._on_finished(GRID)
     assert not hint.isVisible()
