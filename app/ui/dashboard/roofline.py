@@ -62,7 +62,10 @@ class RooflinePanel(QGroupBox):
         """`device`: the measured GPU holding the weights, whose roofs replace the machine's."""
         self.setTitle("Roofline")
         self.roof_empty.setText(LOCAL_EMPTY)
-        if loaded is None:
+        if loaded is None:  # none yet, or ejected: the last model's roof and points are not this one's
+            for item in (self.roof_curve, self.roof_prefill, self.roof_decode):
+                item.setData([], [])
+            self.roof_empty.setVisible(True)
             self.roof_label.setText("Load a model to see where prefill and decode sit.")
             return
         r = roofline_math.build(history, loaded.n_params, loaded.model_size, machine, n_ubatch, device)

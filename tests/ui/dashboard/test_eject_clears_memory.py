@@ -47,3 +47,18 @@ def test_eject_says_no_model_and_the_next_load_brings_the_numbers_back(win, qtbo
     _stats(win, 0)
     assert dash.card_kv.value.text() == "73 tok" and dash.kv_label.text().startswith("The engine's cache now:")
     assert "KV 0/512" in win.status_line.part("memory")
+
+
+def test_eject_takes_the_last_models_roofline_off(win, qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The Roofline box said "Load a model…" after Eject but kept the ejected model's roof and points drawn."""
+    box = win.dashboard.roofline
+    rid = send(win, "hello")
+    tokens(win, rid, "a", "b")
+    done(win, rid, tokens=34, prompt_tokens=40)
+    qtbot.waitUntil(lambda: len(box.roof_decode.getData()[0] or []) == 1, timeout=5000)
+    _click_eject(win, qtbot)
+    qtbot.waitUntil(lambda: box.roof_label.text().startswith("Load a model"), timeout=5000)
+    assert box.roof_decode.getData()[0] is None or len(box.roof_decode.getData()[0]) == 0
+    assert box.roof_prefill.getData()[0] is None or len(box.roof_prefill.getData()[0]) == 0
+    assert box.roof_curve.getData()[0] is None or len(box.roof_curve.getData()[0]) == 0
+    assert not box.roof_empty.isHidden()
