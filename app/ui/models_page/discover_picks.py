@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -122,6 +122,11 @@ class RecommendedPicks(QWidget):
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._update_button())
         lay.addWidget(self.view, 1)
         self._keep_rows_in_view(2)
+        # The best pick goes to the top once the list has its size: the verdicts often come while the tab is
+        # hidden, and a scroll made then is undone when the list is laid out (it opened a row above the pick)
+        self._best_row: int | None = None
+        self.view.viewport().installEventFilter(self)
+        self.view.verticalScrollBar().actionTriggered.connect(self._user_scrolled)
         row = QHBoxLayout()
         self.status = QLabel(OFFLINE_NOTE)
         self.status.setToolTip(OFFLINE_WHY)
@@ -160,8 +165,21 @@ class RecommendedPicks(QWidget):
         if best is not None:
             row = next(i for i, m in enumerate(self.model.models) if m.title == best)
             self.view.selectRow(row)
-            # the best pick at the top, whole (selecting scrolled it just into view: half a row under the header)
-            self.view.scrollTo(self.model.index(row, 0), QAbstractItemView.ScrollHint.PositionAtTop)
+            self._best_row = row
+            self._scroll_to_best()
+
+    def _scroll_to_best(self) -> None:
+        """The best pick at the top, whole (selecting scrolled it just into view: half a row under the header)."""
+        if self._best_row is not None:
+            self.view.scrollTo(self.model.index(self._best_row, 0), QAbstractItemView.ScrollHint.PositionAtTop)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.view.viewport() and event.type() in (QEvent.Type.Resize, QEvent.Type.Show):
+            self._scroll_to_best()
+        return super().eventFilter(watched, event)
+
+    def _user_scrolled(self, _action: int) -> None:
+        self._best_row = None  # the user's scrolling wins over a later resize
 
     def _assess_failed(self, exc: BaseException) -> None:
         self.assessing = False
