@@ -63,3 +63,12 @@ def open_models_page(win: Any, qtbot: Any, listed: bool = False) -> Any:
     page = win.models_page.ensure()
     qtbot.waitUntil(lambda: not page.busy() and (not listed or bool(page.library_model.rows)), timeout=20000)
     return page
+
+
+def settle(qtbot: Any) -> None:
+    """Let the window lay itself out: posted layout and show events, then a short wait for timers."""
+    from PySide6.QtWidgets import QApplication
+
+    for _ in range(5):
+        QApplication.processEvents()
+    qtbot.wait(50)

@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+
+from fake_window import settle
 
 pytestmark = pytest.mark.gui
 
 LONG_TITLE = "A very long title about the differences between prefill and decode on a laptop CPU, explained"
-
-
-def settle(qtbot) -> None:
-    for _ in range(5):
-        QApplication.processEvents()
-    qtbot.wait(50)
 
 
 def long_chats(window, n: int = 3) -> None:

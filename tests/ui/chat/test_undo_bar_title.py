@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+
+from fake_window import settle
 
 pytestmark = pytest.mark.gui
 
 TITLE = "The three primary colours of light and why screens mix them additively, explained for a curious child"
-
-
-def settle(qtbot) -> None:
-    for _ in range(5):
-        QApplication.processEvents()
-    qtbot.wait(50)
 
 
 @pytest.mark.parametrize("size", [(800, 600), (1400, 860)])

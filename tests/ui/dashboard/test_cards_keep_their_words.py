@@ -6,19 +6,13 @@ drawn lines hold every word of the text. The server-traffic cards too."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtWidgets import QApplication
 
 import chat_drive
 from app.core.metrics.phase import PhaseMetrics
 from app.engine import protocol as P
+from fake_window import settle
 
 pytestmark = pytest.mark.gui
-
-
-def settle(qtbot) -> None:
-    for _ in range(5):
-        QApplication.processEvents()
-    qtbot.wait(50)
 
 
 def drawn_lines(label) -> list[str]:

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QT
 
 from app.core.chat.store import ChatStore
 from app.core.metrics.phase import PhaseMetrics
-from fake_window import make_window
+from fake_window import make_window, settle
 
 pytestmark = pytest.mark.gui
 
@@ -38,12 +38,6 @@ def window(qtbot, tmp_path: Path):
     yield win
     win.close()
     store.close()
-
-
-def settle(qtbot) -> None:
-    for _ in range(5):
-        QApplication.processEvents()
-    qtbot.wait(50)
 
 
 def scroll_area_of(widget: QWidget) -> QScrollArea | None:
