@@ -147,8 +147,11 @@ def test_the_real_roofline_serve_is_started_polled_and_stopped(qtbot, default_mo
         req = urllib.request.Request(control.url + "/completions", body, {"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=120) as resp:
             assert json.loads(resp.read())["usage"]["completion_tokens"] == 5
-        qtbot.waitUntil(lambda: bool(seen) and seen[-1].tokens_total == 5, timeout=20000)
-        assert seen[-1].kv_tokens > 0 and seen[-1].in_flight == 0  # the finished slot keeps its cached cells
+        # the request's tokens are counted at its Done and the in-flight gauge at the engine's next stats: a
+        # poll between the two sees both (5 tokens, 1 in flight), so wait for the poll after them
+        qtbot.waitUntil(lambda: bool(seen) and seen[-1].tokens_total == 5 and seen[-1].in_flight == 0,
+                        timeout=20000)
+        assert seen[-1].kv_tokens > 0  # the finished slot keeps its cached cells
         pid = control.pid
         assert pid is not None
     finally:
