@@ -32,13 +32,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.gguf.info import GGUFInfo
+from app.core.predict.attention import attention_at
 from app.core.predict.memory import MemoryConfig
 from app.core.predict.rates import width_factor
 from app.core.predict.speed import (
     DeviceRates,
     Group,
     Rates,
-    attention_at,
     cost_parts,
     decode_flops,
     decode_traffic,

@@ -1,7 +1,8 @@
 """Decode speed versus context depth: how much slower each token gets as the KV cache fills.
 
-Every decode step reads the weights once and, in each attention layer, every K and V row cached so far
-(`speed.predict` at a depth: the cache is a cost group of its own). So the drop with depth depends on the
+Every decode step reads the weights once and, in each attention layer, every K and V row cached so far and
+multiplies them with each query head (`speed.predict` at a depth: on the CPU the cache's reads and its
+products are two costs added, `rates.ATTENTION_READ_SLOWDOWN`). So the drop with depth depends on the
 model's layer kinds: a full-attention layer's traffic grows with the depth, a sliding-window layer's stops
 growing at its window, and a recurrent layer (a convolution or Mamba-2 state, no KV cache) reads the same
 state at every depth. This module turns that into a curve (tok/s at depths up to the chosen context), the

@@ -127,6 +127,14 @@ PREFILL_WIDTH = 740.0
 # reach ~0.6 of a dense matmul's rate (OLMoE-1B-7B pp512, one thread).
 MOE_PREFILL_EFFICIENCY = 0.6
 ATTENTION_PER_GEMM = 0.5  # attention's own products (KQ, KQV) in f32/f16
+# Decode attention on the CPU (llama.cpp without flash attention): each query head takes a head_dim-long dot
+# product with every cached K row, then weights the V rows, which are stored transposed. Neither cache is read as
+# a weight matrix is: a K row holds every KV head's slice, so each head reads short pieces at a stride, and the
+# products are too short to hide those reads behind. So the cache's bytes and its products are two costs added,
+# the bytes at this many times a weight's time per byte. Fitted to the time depth adds to a token on shapes of
+# 2-6 layers with real widths and head layouts (MHA and GQA, head_dim 64 and 128, sliding window; scripts/
+# bench_zoo --depth, docs/bench/2026-12-06-bench_zoo-depth-*, one thread; docs/estimates.md, decode at depth).
+ATTENTION_READ_SLOWDOWN = 1.5
 # Effective prefill FLOP/s per byte/s of memory bandwidth, by GPU family (published llama.cpp pp512).
 GPU_FLOPS_PER_BYTE = {"nvidia": 100.0, "amd": 60.0, "apple": 20.0}
 GPU_BANDWIDTH_GUESS = {"nvidia": 400.0, "amd": 400.0, "apple": 100.0}

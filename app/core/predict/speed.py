@@ -4,8 +4,9 @@ machine's rates (`app.core.predict.rates`).
 Decode (one token at a time): every token multiplies every repeating-layer weight (only the active experts
 of a MoE), the output matrix (the embedding is a row lookup, so it only counts when it doubles as the
 output) and reads the KV cache filled so far. Per device and per ggml type, that group of weights costs the
-larger of its bytes / (η · bandwidth) and its weights / the type's decode kernel rate; the KV cache is a
-group of its own (its attention products at the KV type's rate). Then a fixed t0 per token and a small
+larger of its bytes / (η · bandwidth) and its weights / the type's decode kernel rate; the KV cache is
+priced apart (`attention`): on the CPU its bytes (slower than a weight's) plus its products at the KV type's
+rate, added, not overlapped. Then a fixed t0 per token and a small
 cost per layer (llama.cpp synchronises its threads after every graph node). The memory-/compute-bound
 label comes from the model's own two sums: all groups' memory times against all groups' compute times.
 
@@ -27,7 +28,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from app.core.gguf.info import GGUFInfo
-from app.core.gguf.kv_types import LLAMA_KV_TYPES, ggml_name
+from app.core.predict.attention import (
+    attention_at,
+    attention_weights,
+    kv_type_name,
+    layer_cells,
+    prefill_span,
+)
 from app.core.predict.host_offload import (
     offloaded_prefill,
     offloaded_share,
@@ -35,16 +42,9 @@ from app.core.predict.host_offload import (
     refused_by_device,
     unrepacked_types,
 )
-from app.core.predict.memory import (
-    CTX_PAD,
-    MemoryConfig,
-    expert_stays_on_cpu,
-    gpu_layout,
-    kv_caches,
-    pad,
-    row_bytes,
-)
+from app.core.predict.memory import MemoryConfig, expert_stays_on_cpu, gpu_layout, row_bytes
 from app.core.predict.rates import (  # noqa: F401  (re-exported: the speed model's public names)
+    ATTENTION_READ_SLOWDOWN,
     ETA_CPU,
     ETA_GPU,
     MOE_PREFILL_EFFICIENCY,
@@ -180,23 +180,13 @@ def weight_groups(info: GGUFInfo, cfg: MemoryConfig, has_gpu: bool = True) -> di
     return groups
 
 
-def _layer_cells(info: GGUFInfo, cfg: MemoryConfig) -> list[int]:
-    n_ctx = pad(cfg.n_ctx if cfg.n_ctx > 0 else info.n_ctx_train, CTX_PAD)
-    n_ubatch = min(cfg.n_ubatch, cfg.n_batch)
-    cells = [0] * info.n_layers
-    for c in kv_caches(info, n_ctx, cfg.type_k, cfg.type_v, n_ubatch, cfg.swa_full, cfg.n_seq):
-        for il in c.layers:
-            cells[il] = c.cells
-    return cells
-
-
 def decode_traffic(info: GGUFInfo, cfg: MemoryConfig, depth: int, has_gpu: bool = True) -> Traffic:
     """Bytes read by one decode step with `depth` tokens already in the KV cache."""
     on_gpu, _ = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
     traffic = Traffic()
     for dev, groups in weight_groups(info, cfg, has_gpu).items():
         traffic.weights[dev] = sum(g.bytes for g in groups.values())
-    cells = _layer_cells(info, cfg)
+    cells = layer_cells(info, cfg)
     for il in range(info.n_layers):
         k_el, v_el = info.kv_row_elements(il)
         if not k_el:
@@ -206,40 +196,14 @@ def decode_traffic(info: GGUFInfo, cfg: MemoryConfig, depth: int, has_gpu: bool 
     return traffic
 
 
-def _attention_weights(info: GGUFInfo, il: int, span: float) -> float:
-    """Weight-equivalents of attention for one token over `span` cached tokens: every query head takes a
-    dot product with each K row and weights each V row (GQA heads share rows but not the products)."""
-    heads = info.n_head[il] if info.n_head else 0
-    return heads * (info.head_dim_k + info.head_dim_v) * span
-
-
-def attention_at(info: GGUFInfo, cfg: MemoryConfig, span: float, layers: list[int] | None = None,
-                 cells: list[int] | None = None) -> tuple[float, float]:
-    """(KV bytes read, attention weight-equivalents) of one token attending `span` cached cells in each of
-    `layers` (all when None), each layer's span capped by its cache's size (a sliding-window layer's)."""
-    cells = cells if cells is not None else _layer_cells(info, cfg)
-    kv_bytes = kv_w = 0.0
-    for il in range(info.n_layers) if layers is None else layers:
-        k_el, v_el = info.kv_row_elements(il)
-        s = min(span, cells[il])
-        kv_bytes += (row_bytes(k_el, cfg.type_k) + row_bytes(v_el, cfg.type_v)) * s if k_el else 0
-        kv_w += _attention_weights(info, il, s)
-    return kv_bytes, kv_w
-
-
-def kv_type_name(cfg: MemoryConfig) -> str:
-    """The ggml type attention's products run in: the K cache's (f16 unless quantized)."""
-    return ggml_name(cfg.type_k) if cfg.type_k in LLAMA_KV_TYPES else "F16"
-
-
 def decode_flops(info: GGUFInfo, cfg: MemoryConfig, depth: int, has_gpu: bool = True) -> dict[str, float]:
     """FLOPs of one decode step per device: 2 per multiplied weight plus attention over `depth` tokens."""
     on_gpu, _ = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
-    cells = _layer_cells(info, cfg)
+    cells = layer_cells(info, cfg)
     out = {dev: 2 * sum(g.elements for g in groups.values())
            for dev, groups in weight_groups(info, cfg, has_gpu).items()}
     for il in range(info.n_layers):
-        out["gpu" if on_gpu[il] else "cpu"] += 2 * _attention_weights(info, il, min(depth, cells[il] or depth))
+        out["gpu" if on_gpu[il] else "cpu"] += 2 * attention_weights(info, il, min(depth, cells[il] or depth))
     return out
 
 
@@ -255,16 +219,9 @@ def prefill_flops(info: GGUFInfo, n_prompt: int, depth: int = 0) -> tuple[float,
             layer_el[il] += t.n_elements * (share if "_exps." in t.name else 1.0)
         elif t.name == out_name:
             out_el = float(t.n_elements)
-    per_layer = [n_prompt * (2 * p + 2 * _attention_weights(info, il, _span(info, il, n_prompt, depth)))
+    per_layer = [n_prompt * (2 * p + 2 * attention_weights(info, il, prefill_span(info, il, n_prompt, depth)))
                  for il, p in enumerate(layer_el)]
     return sum(per_layer) + 2 * out_el, per_layer  # logits for the last token only
-
-
-def _span(info: GGUFInfo, il: int, n_prompt: int, depth: int) -> float:
-    span = depth + n_prompt / 2  # mean attention span over the batch
-    if info.swa_layers[il] and info.sliding_window:
-        span = min(span, info.sliding_window)
-    return span
 
 
 # ------------------------------------------------------------------------------------------ time parts
@@ -277,7 +234,7 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
     on_gpu, output_on_gpu = gpu_layout(info.n_layers, cfg.n_gpu_layers, has_gpu)
     devices = {"cpu": rates.cpu} | ({"gpu": rates.gpu} if rates.gpu is not None else {})
     groups = weight_groups(info, cfg, has_gpu)
-    cells = _layer_cells(info, cfg)
+    cells = layer_cells(info, cfg)
     n_ub = -(-n_prompt // max(min(cfg.n_ubatch, cfg.n_batch), 1)) if n_prompt else 0
     parts = {dev: Parts() for dev in devices}
     out_name = "token_embd.weight" if info.tied_output else "output.weight"
@@ -309,15 +266,21 @@ def cost_parts(info: GGUFInfo, rates: Rates, cfg: MemoryConfig, depth: int = 0, 
                 p.alu.append(g.elements / rate if rate else 0.0)
         layers = [il for il in range(info.n_layers) if on_gpu[il] == (dev == "gpu")]
         if n_prompt:
-            attn = sum(2 * n_prompt * _attention_weights(info, il, _span(info, il, n_prompt, depth)) for il in layers)
+            attn = sum(2 * n_prompt * attention_weights(info, il, prefill_span(info, il, n_prompt, depth))
+                       for il in layers)
             p.attention = attn / r.prefill_flops
             p.t0_count, p.layer_count = n_ub, n_ub * len(layers)
         else:
             kv_bytes, kv_w = attention_at(info, cfg, depth, layers, cells)
             rate = r.decode_rate(kv_type_name(cfg))
-            p.types.append(kv_type_name(cfg))  # attention runs at that type's rate: one scale for both
-            p.mem.append(kv_bytes / bw)
-            p.alu.append(kv_w / rate if rate else 0.0)
+            if dev == "cpu":  # the cache's reads and its products added, the reads slower (rates.py)
+                p.types += [kv_type_name(cfg)] * 2  # attention runs at that type's rate: one scale for both
+                p.mem += [kv_bytes * ATTENTION_READ_SLOWDOWN / bw, 0.0]
+                p.alu += [0.0, kv_w / rate if rate else 0.0]
+            else:
+                p.types.append(kv_type_name(cfg))
+                p.mem.append(kv_bytes / bw)
+                p.alu.append(kv_w / rate if rate else 0.0)
             p.t0_count, p.layer_count = 1.0, len(layers)
     return parts
 

@@ -10,9 +10,10 @@ import pytest
 
 from app.core.bench.zoo import zoo_path
 from app.core.gguf.info import inspect_gguf
+from app.core.predict.attention import attention_at
 from app.core.predict.batching import predict_batch, stops_paying, unified_span
 from app.core.predict.memory import MemoryConfig
-from app.core.predict.speed import DeviceRates, Rates, attention_at, predict, weight_groups
+from app.core.predict.speed import DeviceRates, Rates, predict, weight_groups
 
 
 @pytest.fixture(scope="module")

@@ -148,7 +148,8 @@ def test_calibrated_label(llama8b: dict[str, GGUFInfo]) -> None:
     rec = recommend([llama8b["Q4_K_M"]], Machine(m.hw, rates), n_ctx=4096)
     v = rec.variants[0]
     assert v.speed_label == "calibrated" and "(calibrated)" in rec.sentence
-    assert v.decode_tps == pytest.approx(1 / (v.speed.bytes_per_token / 20e9 + 0.002))  # type: ignore[union-attr]
+    # the calibrated bandwidth and t0; attention over the reply's own tokens (tg128: 64 on average) adds ~0.2 %
+    assert v.decode_tps == pytest.approx(1 / (v.speed.bytes_per_token / 20e9 + 0.002), rel=0.01)  # type: ignore[union-attr]
 
 
 @pytest.mark.model

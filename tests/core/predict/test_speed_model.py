@@ -16,6 +16,7 @@ from app.core.predict import calibration
 from app.core.predict.calibration import Sample, fit_decode, fit_decode_with_types, fit_prefill
 from app.core.predict.hardware import CPUInfo, GiB, GPUInfo, HardwareInfo
 from app.core.predict.memory import MemoryConfig
+from app.core.predict.rates import ATTENTION_READ_SLOWDOWN
 from app.core.predict.speed import (
     ETA_CPU,
     PREFILL_WIDTH,
@@ -148,8 +149,11 @@ def test_kv_cache_is_read_and_attended_at_its_type_rate(gemma: GGUFInfo) -> None
     parts = cost_parts(gemma, Rates(cpu), MemoryConfig(), depth=1000)["cpu"]
     kv_bytes = 18 * 2 * 256 * 2 * 1000  # 18 layers x (K + V) x 256 x f16 x 1000 cells
     heads = 4 * (256 + 256) * 1000 * 18  # every query head's products with K and V rows
-    assert parts.mem[-1] == pytest.approx(kv_bytes / 10e9) and parts.alu[-1] == pytest.approx(heads / 1e9)
-    assert parts.time() - parts0.time() == pytest.approx(max(kv_bytes / 10e9, heads / 1e9))
+    reads = ATTENTION_READ_SLOWDOWN * kv_bytes / 10e9  # strided pieces of K rows: slower than a weight's bytes
+    assert parts.mem[-2:] == pytest.approx([reads, 0.0]) and parts.alu[-2:] == pytest.approx([0.0, heads / 1e9])
+    assert parts.types[-2:] == ["F16", "F16"]  # a calibration's F16 scale reaches both
+    # on the CPU the two are added: the products are too short to hide the reads
+    assert parts.time() - parts0.time() == pytest.approx(reads + heads / 1e9)
 
 
 def test_prefill_per_type_rates_and_reads_per_micro_batch(gemma: GGUFInfo) -> None:
