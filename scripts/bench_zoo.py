@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -255,8 +256,9 @@ def report(data: dict[str, Any], default: Path, zoo_dir: Path) -> bool:
     infos: dict[str, Any] = {}
 
     def info_of(name: str) -> Any:
+        # its header is all a report reads: sparse, never the random-weight copy (GBs written per replay)
         if name not in infos:
-            infos[name] = inspect_gguf(_model_path(name, zoo_dir, default))
+            infos[name] = inspect_gguf(_model_path(name, zoo_dir, default, sparse=True))
         return infos[name]
 
     samples = []
@@ -349,9 +351,19 @@ def main() -> int:
     from app.core.models.default_model import default_model_path
 
     default = default_model_path()  # resolve before ROOFLINE_HOME moves the models directory
-    os.environ["ROOFLINE_HOME"] = tempfile.mkdtemp(prefix="roofline-bench-")
+    home = tempfile.mkdtemp(prefix="roofline-bench-")
+    os.environ["ROOFLINE_HOME"] = home
     os.environ["ROOFLINE_DEFAULT_MODEL"] = str(default)
-    zoo_dir = Path(args.zoo_dir or tempfile.mkdtemp(prefix="roofline-zoo-"))
+    # its own zoo files go when it ends: the random-weight ones are real data (~30 GB for the whole zoo)
+    temporary = [home] if args.zoo_dir else [home, tempfile.mkdtemp(prefix="roofline-zoo-")]
+    try:
+        return _run(args, default, Path(args.zoo_dir or temporary[-1]))
+    finally:
+        for d in temporary:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, default: Path, zoo_dir: Path) -> int:
     if args.replay:
         try:
             data = json.loads(Path(args.replay).read_text())
